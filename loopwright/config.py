@@ -1,0 +1,231 @@
+"""Settings for one Loopwright process, read once from the environment (and CLI flags).
+
+Settings are built at the edge (`Settings.from_env`) and passed in; nothing reads
+`os.environ` later. A missing or malformed value raises `ConfigError` whose message is one
+line naming the variable to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+DEFAULT_BASE_URL = "https://api.tokenfactory.nebius.com/v1/"
+DEFAULT_TIERS = (
+    ("nano", "nvidia/NVIDIA-Nemotron-Nano-9B-v2"),
+    ("super", "nvidia/Llama-3_3-Nemotron-Super-49B-v1_5"),
+    ("ultra", "nvidia/Llama-3_1-Nemotron-Ultra-253B-v1"),
+)
+# USD per million (input, output) tokens; overridable with LOOPWRIGHT_MODEL_PRICES.
+DEFAULT_PRICES = {"nano": (0.07, 0.20), "super": (0.40, 1.20), "ultra": (0.60, 1.80)}
+
+SandboxKind = Literal["docker", "local"]
+NetworkMode = Literal["none", "setup", "always"]
+
+
+class ConfigError(Exception):
+    """A setting is missing or malformed; the message says which one and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One model tier: a short name used in events and prices, and the endpoint's model id."""
+
+    name: str
+    model: str
+    price_in: float = 0.0
+    """USD per million prompt tokens."""
+    price_out: float = 0.0
+    """USD per million completion tokens."""
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.price_in + completion_tokens * self.price_out) / 1_000_000
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits applied to every sandbox container."""
+
+    memory_mb: int = 2048
+    pids: int = 512
+    cpus: float = 1.0
+    tmpfs_mb: int = 1024
+    """Size of the writable /tmp and /workspace tmpfs mounts."""
+    output_cap_bytes: int = 1_000_000
+    """Bytes of command output kept per command (head and tail survive)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a mission needs to know about its environment."""
+
+    model_base_url: str = DEFAULT_BASE_URL
+    model_api_key: str | None = None
+    tiers: tuple[Tier, ...] = tuple(
+        Tier(n, m, *DEFAULT_PRICES[n]) for n, m in DEFAULT_TIERS
+    )
+    escalate_after: int = 3
+    max_steps: int = 40
+    max_cost_usd: float | None = None
+    max_prompt_tokens: int | None = None
+    """Cap on prompt + completion tokens over the whole mission (None: no cap)."""
+    command_timeout_s: float = 300.0
+    wall_clock_s: float = 3600.0
+    context_tokens: int = 64_000
+    """Approximate context window the conversation is trimmed to fit."""
+    model_timeout_s: float = 120.0
+    stall_timeout_s: float = 60.0
+    """A streaming response that sends nothing for this long is abandoned and retried."""
+    model_retries: int = 4
+    sandbox: SandboxKind = "docker"
+    sandbox_image: str = "loopwright-sandbox:latest"
+    sandbox_limits: SandboxLimits = field(default_factory=SandboxLimits)
+    warm_pool: int = 0
+    network: NetworkMode = "setup"
+    data_dir: Path = field(default_factory=lambda: Path.home() / ".loopwright")
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        """A copy with the given fields replaced (CLI flags win over the environment)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = dict(os.environ if environ is None else environ)
+        get = env.get
+        prices = _parse_prices(get("LOOPWRIGHT_MODEL_PRICES"))
+        tiers = _parse_tiers(get("LOOPWRIGHT_MODEL_TIERS"), prices)
+        defaults = cls()
+        limits = SandboxLimits(
+            memory_mb=_int(env, "LOOPWRIGHT_SANDBOX_MEMORY_MB", defaults.sandbox_limits.memory_mb),
+            pids=_int(env, "LOOPWRIGHT_SANDBOX_PIDS", defaults.sandbox_limits.pids),
+            cpus=_float(env, "LOOPWRIGHT_SANDBOX_CPUS", defaults.sandbox_limits.cpus),
+            tmpfs_mb=_int(env, "LOOPWRIGHT_SANDBOX_TMPFS_MB", defaults.sandbox_limits.tmpfs_mb),
+        )
+        max_cost = get("LOOPWRIGHT_MAX_COST_USD")
+        max_tokens = get("LOOPWRIGHT_MAX_TOKENS")
+        return cls(
+            model_base_url=_url(get("LOOPWRIGHT_MODEL_BASE_URL") or DEFAULT_BASE_URL),
+            model_api_key=get("LOOPWRIGHT_MODEL_API_KEY") or None,
+            tiers=tiers,
+            escalate_after=_int(env, "LOOPWRIGHT_ESCALATE_AFTER", defaults.escalate_after),
+            max_steps=_int(env, "LOOPWRIGHT_MAX_STEPS", defaults.max_steps),
+            max_cost_usd=None if not max_cost else _float(env, "LOOPWRIGHT_MAX_COST_USD", 0),
+            max_prompt_tokens=None if not max_tokens else _int(env, "LOOPWRIGHT_MAX_TOKENS", 0),
+            command_timeout_s=_float(
+                env, "LOOPWRIGHT_COMMAND_TIMEOUT_S", defaults.command_timeout_s
+            ),
+            wall_clock_s=_float(env, "LOOPWRIGHT_WALL_CLOCK_S", defaults.wall_clock_s),
+            context_tokens=_int(env, "LOOPWRIGHT_CONTEXT_TOKENS", defaults.context_tokens),
+            model_timeout_s=_float(env, "LOOPWRIGHT_MODEL_TIMEOUT_S", defaults.model_timeout_s),
+            stall_timeout_s=_float(env, "LOOPWRIGHT_STALL_TIMEOUT_S", defaults.stall_timeout_s),
+            model_retries=_int(env, "LOOPWRIGHT_MODEL_RETRIES", defaults.model_retries, low=0),
+            sandbox=_choice(env, "LOOPWRIGHT_SANDBOX", ("docker", "local"), defaults.sandbox),  # type: ignore[arg-type]
+            sandbox_image=get("LOOPWRIGHT_SANDBOX_IMAGE") or defaults.sandbox_image,
+            sandbox_limits=limits,
+            warm_pool=_int(env, "LOOPWRIGHT_WARM_POOL", defaults.warm_pool, low=0),
+            network=_choice(env, "LOOPWRIGHT_NETWORK", ("none", "setup", "always"), "setup"),  # type: ignore[arg-type]
+            data_dir=Path(get("LOOPWRIGHT_DATA_DIR") or defaults.data_dir).expanduser(),
+        )
+
+    def tier(self, name: str) -> Tier:
+        for t in self.tiers:
+            if t.name == name:
+                return t
+        raise ConfigError(f"unknown tier {name!r}; LOOPWRIGHT_MODEL_TIERS defines {self.tier_names}")
+
+    @property
+    def tier_names(self) -> list[str]:
+        return [t.name for t in self.tiers]
+
+    def secrets(self) -> list[str]:
+        """Values that must never appear in a sandbox, log, event or pull request."""
+        return [s for s in (self.model_api_key,) if s]
+
+
+def _url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"LOOPWRIGHT_MODEL_BASE_URL={value!r} is not an http(s) URL; "
+            "set it to an OpenAI-compatible endpoint such as https://host/v1"
+        )
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int, low: int = 1) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a whole number; set it to e.g. {default}") from None
+    if value < low:
+        raise ConfigError(f"{name}={raw!r} must be at least {low}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number; set it to e.g. {default}") from None
+    if value <= 0:
+        raise ConfigError(f"{name}={raw!r} must be greater than 0")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = env.get(name) or default
+    if raw not in choices:
+        raise ConfigError(f"{name}={raw!r} is not one of {', '.join(choices)}")
+    return raw
+
+
+def _pairs(raw: str, name: str, example: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ConfigError(f"{name}: {item!r} is not name=value; write e.g. {name}={example}")
+        pairs.append((key.strip(), value.strip()))
+    if not pairs:
+        raise ConfigError(f"{name} is empty; write e.g. {name}={example}")
+    return pairs
+
+
+def _parse_prices(raw: str | None) -> dict[str, tuple[float, float]]:
+    prices = dict(DEFAULT_PRICES)
+    if not raw:
+        return prices
+    example = "nano=0.07/0.20,super=0.40/1.20"
+    for name, value in _pairs(raw, "LOOPWRIGHT_MODEL_PRICES", example):
+        inp, sep, out = value.partition("/")
+        try:
+            prices[name] = (float(inp), float(out if sep else inp))
+        except ValueError:
+            raise ConfigError(
+                f"LOOPWRIGHT_MODEL_PRICES: {name}={value!r} is not INPUT/OUTPUT USD per million "
+                f"tokens; write e.g. LOOPWRIGHT_MODEL_PRICES={example}"
+            ) from None
+    return prices
+
+
+def _parse_tiers(raw: str | None, prices: dict[str, tuple[float, float]]) -> tuple[Tier, ...]:
+    pairs = (
+        list(DEFAULT_TIERS)
+        if not raw
+        else _pairs(raw, "LOOPWRIGHT_MODEL_TIERS", "nano=model-a,super=model-b")
+    )
+    names = [n for n, _ in pairs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"LOOPWRIGHT_MODEL_TIERS names a tier twice: {names}")
+    return tuple(Tier(n, m, *prices.get(n, (0.0, 0.0))) for n, m in pairs)

@@ -1,0 +1,93 @@
+"""The sandbox protocol: where a mission's repository lives and its commands run.
+
+The agent runs on the host and talks to a sandbox only through this protocol. A failing
+command is data (`ExecResult`); only infrastructure failures raise `SandboxError`. File
+operations take paths relative to the workspace root and raise `FileToolError`, whose
+message goes back to the model as an observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+OutputCallback = Callable[[str], None]
+"""Receives command output as it arrives (decoded text, arbitrary chunking)."""
+
+MISSION_LABEL = "loopwright.mission"
+WORKSPACE = "/workspace"
+SANDBOX_UID = 10001
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    output: str
+    """stdout and stderr interleaved, capped: head and tail kept around a marker."""
+    exit_code: int
+    """The command's exit status; 124 when the timeout ended it, 128+N when killed by signal N."""
+    timed_out: bool = False
+    truncated: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class SandboxError(Exception):
+    """The sandbox itself failed (engine gone, container died, image missing).
+
+    Raised, never returned: the mission ends with status `error` and this message.
+    """
+
+
+class FileToolError(Exception):
+    """A file operation was refused or failed; the message is meant for the model."""
+
+
+class Sandbox(Protocol):
+    """One isolated workspace holding a copy of the repository."""
+
+    mission_id: str
+
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float,
+        on_output: OutputCallback | None = None,
+    ) -> ExecResult:
+        """Run `command` with bash in the workspace root; kill its whole process tree on timeout."""
+        ...
+
+    def read_file(self, path: str) -> bytes:
+        """Read a workspace file. Symlinks are resolved inside the sandbox and must stay in it."""
+        ...
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a workspace file, creating parent directories."""
+        ...
+
+    def set_network(self, enabled: bool) -> None:
+        """Connect or cut the sandbox's network (setup phase vs. the model's turn)."""
+        ...
+
+    def close(self) -> None:
+        """Destroy the sandbox and everything in it. Safe to call twice."""
+        ...
+
+
+class SandboxProvider(Protocol):
+    """Creates sandboxes seeded with a copy of a directory tree on the host."""
+
+    kind: str
+
+    def create(self, mission_id: str, tree: Path, *, network: bool) -> Sandbox:
+        """A new sandbox whose workspace holds a copy of `tree` (including its `.git`)."""
+        ...
+
+    def close(self) -> None:
+        """Release shared resources (engine clients, warm pools)."""
+        ...
