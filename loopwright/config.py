@@ -229,3 +229,101 @@ def _parse_tiers(raw: str | None, prices: dict[str, tuple[float, float]]) -> tup
     if len(set(names)) != len(names):
         raise ConfigError(f"LOOPWRIGHT_MODEL_TIERS names a tier twice: {names}")
     return tuple(Tier(n, m, *prices.get(n, (0.0, 0.0))) for n, m in pairs)
+
+
+REPO_CONFIG_FILES = (".loopwright.yml", ".github/loopwright.yml")
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """How to boot the repository's web app for the screenshot during verification."""
+
+    start: str
+    port: int
+    path: str = "/"
+
+
+@dataclass(frozen=True)
+class RepoConfig:
+    """Per-repository settings from `.loopwright.yml` (or `.github/loopwright.yml`)."""
+
+    test_cmd: str | None = None
+    setup_cmd: str | None = None
+    protected_paths: tuple[str, ...] | None = None
+    """Globs Loopwright may never change; None means the built-in list."""
+    allow_test_edits: tuple[str, ...] = ()
+    """Globs of test files the fix may edit without the tamper check objecting."""
+    auto_fix: bool = False
+    max_cost_usd: float | None = None
+    tiers: tuple[str, ...] | None = None
+    network: NetworkMode | None = None
+    app: AppConfig | None = None
+    source: str | None = None
+
+
+_REPO_KEYS = {
+    "test_cmd": str,
+    "setup_cmd": str,
+    "protected_paths": list,
+    "allow_test_edits": list,
+    "auto_fix": bool,
+    "max_cost_usd": (int, float),
+    "tiers": list,
+    "network": str,
+    "app": dict,
+}
+
+
+def parse_repo_config(text: str, source: str) -> RepoConfig:
+    """Validate a repository config; every problem names the file and the key to fix."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source} is not valid YAML: {exc}".replace("\n", " ")) from None
+    if data is None:
+        return RepoConfig(source=source)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must be a mapping of settings, e.g. `test_cmd: pytest`")
+    unknown = sorted(set(data) - set(_REPO_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(_REPO_KEYS)}"
+        )
+    for key, kind in _REPO_KEYS.items():
+        if key in data and data[key] is not None and not isinstance(data[key], kind):
+            raise ConfigError(f"{source}: `{key}` has the wrong type ({type(data[key]).__name__})")
+    for key in ("protected_paths", "allow_test_edits", "tiers"):
+        if key in data and not all(isinstance(v, str) and v for v in data[key] or []):
+            raise ConfigError(f"{source}: `{key}` must be a list of non-empty strings")
+    network = data.get("network")
+    if network is not None and network not in ("none", "setup", "always"):
+        raise ConfigError(f"{source}: `network` must be one of none, setup, always")
+    app = None
+    if data.get("app") is not None:
+        raw_app = data["app"]
+        if not isinstance(raw_app.get("start"), str) or not isinstance(raw_app.get("port"), int):
+            raise ConfigError(f"{source}: `app` needs `start` (a command) and `port` (a number)")
+        app = AppConfig(raw_app["start"], raw_app["port"], str(raw_app.get("path", "/")))
+    max_cost = data.get("max_cost_usd")
+    return RepoConfig(
+        test_cmd=data.get("test_cmd"),
+        setup_cmd=data.get("setup_cmd"),
+        protected_paths=tuple(data["protected_paths"]) if "protected_paths" in data else None,
+        allow_test_edits=tuple(data.get("allow_test_edits") or ()),
+        auto_fix=bool(data.get("auto_fix", False)),
+        max_cost_usd=float(max_cost) if max_cost is not None else None,
+        tiers=tuple(data["tiers"]) if data.get("tiers") else None,
+        network=network,
+        app=app,
+        source=source,
+    )
+
+
+def load_repo_config(tree: Path) -> RepoConfig:
+    for name in REPO_CONFIG_FILES:
+        path = tree / name
+        if path.is_file() and not path.is_symlink():
+            return parse_repo_config(path.read_text(encoding="utf-8", errors="replace"), name)
+    return RepoConfig()

@@ -28,7 +28,6 @@ EventType = Literal[
     "delivery",
     "done",
     "error",
-    "log",
 ]
 Stage = Literal["prepare", "plan", "loop", "verify", "deliver"]
 STAGES: tuple[Stage, ...] = ("prepare", "plan", "loop", "verify", "deliver")

@@ -1,0 +1,127 @@
+"""The conversation the model sees, kept inside a token budget.
+
+Long tool outputs are cut to head + tail when they are recorded. When the whole
+conversation nears the context size, the oldest tool observations are elided first. The
+plan and the latest test result are restated at the end of every request, so trimming can
+never hide them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+"""A deliberately conservative estimate; no tokenizer is needed for budgeting."""
+
+
+def estimate_tokens(text: str) -> int:
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """Keep the head and tail of `text` within `limit` characters, with a marker between."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 80, 20)
+    head = text[: keep // 2]
+    tail = text[len(text) - keep // 2 :]
+    elided = len(text) - len(head) - len(tail)
+    return f"{head}\n[... {elided} characters elided ...]\n{tail}"
+
+
+@dataclass
+class PlanItem:
+    step: str
+    status: str
+
+
+@dataclass
+class Conversation:
+    """System prompt, task, and the turns since; renders a request that fits the budget."""
+
+    system: str
+    task: str
+    context_tokens: int
+    observation_chars: int = 8_000
+    """Per-observation cap applied when a tool result is recorded."""
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    plan: list[PlanItem] = field(default_factory=list)
+    latest_test: str | None = None
+    _elided: set[int] = field(default_factory=set)
+
+    def add_assistant(self, content: str, tool_calls: list[dict[str, Any]]) -> None:
+        message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        self.turns.append(message)
+
+    def add_tool_result(self, call_id: str, text: str) -> None:
+        content = truncate_middle(text, self.observation_chars)
+        self.turns.append({"role": "tool", "tool_call_id": call_id, "content": content})
+
+    def add_user(self, text: str) -> None:
+        self.turns.append({"role": "user", "content": text})
+
+    def set_latest_test(self, command: str, exit_code: int, output: str) -> None:
+        self.latest_test = (
+            f"$ {command}\n(exit code {exit_code})\n{truncate_middle(output, 3_000)}"
+        )
+
+    def state_message(self) -> str:
+        lines = ["Current state (restated every turn)."]
+        if self.plan:
+            lines.append("Plan:")
+            marks = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+            lines += [f"  {marks.get(i.status, '[ ]')} {i.step}" for i in self.plan]
+        else:
+            lines.append("Plan: none yet; call update_plan with a short checklist first.")
+        if self.latest_test:
+            lines += ["Latest test run:", self.latest_test]
+        return "\n".join(lines)
+
+    def render(self) -> list[dict[str, Any]]:
+        """The messages for the next request, eliding old observations to fit the budget."""
+        budget = int(self.context_tokens * 0.85)
+        head = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": self.task},
+        ]
+        tail = [{"role": "user", "content": self.state_message()}]
+        fixed = sum(_message_tokens(m) for m in head + tail)
+        sizes = [_message_tokens(m) for m in self._rendered_turns()]
+        total = fixed + sum(sizes)
+        # Elide the oldest tool observations first; the most recent turns stay verbatim
+        # because they are what the model is reasoning about right now.
+        protected_from = max(len(self.turns) - 6, 0)
+        for index, message in enumerate(self.turns):
+            if total <= budget or index >= protected_from:
+                break
+            if message["role"] != "tool" or index in self._elided:
+                continue
+            before = sizes[index]
+            self._elided.add(index)
+            sizes[index] = _message_tokens(self._render_turn(index))
+            total -= before - sizes[index]
+        return [*head, *self._rendered_turns(), *tail]
+
+    def _rendered_turns(self) -> list[dict[str, Any]]:
+        return [self._render_turn(i) for i in range(len(self.turns))]
+
+    def _render_turn(self, index: int) -> dict[str, Any]:
+        message = self.turns[index]
+        if index not in self._elided:
+            return message
+        size = len(message.get("content") or "")
+        return {
+            **message,
+            "content": f"[older output elided ({size} characters); re-run the command if needed]",
+        }
+
+
+def _message_tokens(message: dict[str, Any]) -> int:
+    text = message.get("content") or ""
+    if message.get("tool_calls"):
+        text += json.dumps(message["tool_calls"])
+    return estimate_tokens(text) + 4

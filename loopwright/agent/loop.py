@@ -1,0 +1,178 @@
+"""The agent loop: ask the model, run its tool calls, feed the observations back.
+
+Everything else (escalation, the command policy, the context budget, the caps) lives in
+its own module and is called from here. The loop ends when the model calls `finish`
+(`Submitted`) or a cap is hit (`LimitsExceeded`); model endpoint failures propagate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from loopwright.agent.budget import Budget, LimitsExceeded
+from loopwright.agent.context import Conversation, truncate_middle
+from loopwright.agent.escalation import EscalationPolicy, Signal
+from loopwright.agent.model import Model, ToolCall
+from loopwright.agent.prompts import NO_TOOL_CALL
+from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome
+from loopwright.config import Settings
+from loopwright.events import EventBus
+
+TEST_RUNNER = re.compile(
+    r"\b(pytest|unittest|npm (run )?test|node --test|go test|cargo test|make test|jest|vitest|mocha)\b"
+)
+EVENT_OUTPUT_CHARS = 20_000
+
+
+class Submitted(Exception):
+    """The model called finish; carries its summary."""
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    outcome: Literal["finished", "budget_exceeded"]
+    summary: str
+    reason: str = ""
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        model: Model,
+        toolbox: Toolbox,
+        conversation: Conversation,
+        budget: Budget,
+        events: EventBus,
+    ) -> None:
+        self.settings = settings
+        self.model = model
+        self.toolbox = toolbox
+        self.conversation = conversation
+        self.budget = budget
+        self.events = events
+        self.escalation = EscalationPolicy(settings.tier_names, settings.escalate_after)
+
+    def run(self) -> LoopResult:
+        self.events.enter("plan")
+        try:
+            while True:
+                self.step()
+        except Submitted as done:
+            self._leave_loop("finished")
+            return LoopResult("finished", str(done))
+        except LimitsExceeded as limit:
+            self._leave_loop("budget_exceeded")
+            return LoopResult("budget_exceeded", "", str(limit))
+
+    def step(self) -> None:
+        self.budget.check()
+        tier = self.settings.tier(self.escalation.current)
+        reply = self.model.complete(tier, self.conversation.render(), TOOL_SPECS)
+        cost = self.budget.charge(tier, reply.usage.prompt_tokens, reply.usage.completion_tokens)
+        self.events.emit(
+            "model_call",
+            step=self.budget.steps,
+            tier=tier.name,
+            model=reply.model or tier.model,
+            prompt_tokens=reply.usage.prompt_tokens,
+            completion_tokens=reply.usage.completion_tokens,
+            cost_usd=round(cost, 6),
+            total_cost_usd=round(self.budget.cost_usd, 6),
+            duration_s=round(reply.duration_s, 3),
+            tool_calls=[c.name for c in reply.tool_calls],
+            content=truncate_middle(reply.content, 2_000),
+        )
+        self.conversation.add_assistant(
+            reply.content,
+            [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in reply.tool_calls
+            ],
+        )
+        if not reply.tool_calls:
+            self.conversation.add_user(NO_TOOL_CALL)
+            self._signal("failure", "answered without a tool call")
+            return
+        finished: str | None = None
+        for call in reply.tool_calls:
+            outcome = self._run_tool(call)
+            if outcome.finished is not None:
+                finished = outcome.finished
+        if finished is not None:
+            raise Submitted(finished)
+
+    def _run_tool(self, call: ToolCall) -> ToolOutcome:
+        self.events.emit("tool_call", id=call.id, tool=call.name, arguments=call.arguments)
+        outcome = self.toolbox.run(call.name, call.arguments)
+        self.conversation.add_tool_result(call.id, outcome.observation)
+        if outcome.plan is not None:
+            self.conversation.plan = outcome.plan
+            self.events.emit("plan", items=[vars(i) for i in outcome.plan])
+            if self.events.stage == "plan":
+                self.events.leave("plan", "done")
+                self.events.enter("loop")
+        elif self.events.stage == "plan":
+            # The model skipped planning; the checklist stays empty and the loop starts.
+            self.events.leave("plan", "skipped")
+            self.events.enter("loop")
+        output = str(outcome.extra.get("output", outcome.observation))
+        self.events.emit(
+            "tool_result",
+            id=call.id,
+            tool=call.name,
+            status=outcome.status,
+            exit_code=outcome.exit_code,
+            timed_out=outcome.timed_out,
+            duration_s=round(outcome.duration_s, 3),
+            output=truncate_middle(output, EVENT_OUTPUT_CHARS),
+        )
+        if call.name == "run_command" and outcome.exit_code is not None:
+            command = _command_of(call.arguments)
+            test_cmd = self.toolbox.test_command
+            if (test_cmd and test_cmd in command) or TEST_RUNNER.search(command):
+                self.conversation.set_latest_test(command, outcome.exit_code, output)
+        self._signal(_signal_for(call.name, outcome), f"{call.name} {outcome.status}")
+        return outcome
+
+    def _signal(self, signal: Signal, what: str) -> None:
+        switch = self.escalation.record(signal, what)
+        if switch is not None:
+            self.events.emit(
+                "escalation",
+                from_tier=switch.from_tier,
+                to_tier=switch.to_tier,
+                reason=switch.reason,
+            )
+
+    def _leave_loop(self, status: str) -> None:
+        if self.events.stage == "plan":
+            self.events.leave("plan", status)
+        elif self.events.stage == "loop":
+            self.events.leave("loop", status)
+
+
+def _signal_for(tool: str, outcome: ToolOutcome) -> Signal:
+    """Invalid calls and refusals are failures; a command's exit code decides for commands;
+    reads, writes and plan updates are neutral."""
+    if outcome.invalid or outcome.status == "refused":
+        return "failure"
+    if tool == "run_command":
+        return "success" if outcome.status == "ok" else "failure"
+    return "neutral"
+
+
+def _command_of(arguments: str) -> str:
+    try:
+        data = json.loads(arguments)
+    except json.JSONDecodeError:
+        return ""
+    return str(data.get("command", "")) if isinstance(data, dict) else ""

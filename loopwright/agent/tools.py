@@ -1,0 +1,283 @@
+"""The six tools offered to the model, with their schemas and the rules enforced on them.
+
+Arguments are validated where they enter; anything wrong (unknown tool, malformed JSON, a
+refused command or path) becomes an error observation the model can act on. Only sandbox
+infrastructure failures raise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from loopwright.agent.context import PlanItem
+from loopwright.agent.policy import check_command, is_protected
+from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, Sandbox
+
+Status = Literal["ok", "failed", "refused", "error"]
+
+MAX_READ_CHARS = 60_000
+MAX_WRITE_BYTES = 2_000_000
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class PlanEntry(_Args):
+    step: str = Field(min_length=1, max_length=500)
+    status: Literal["pending", "in_progress", "done"]
+
+
+class UpdatePlanArgs(_Args):
+    items: list[PlanEntry] = Field(min_length=1, max_length=30)
+
+
+class ReadFileArgs(_Args):
+    path: str
+    start_line: int | None = Field(default=None, ge=1)
+    end_line: int | None = Field(default=None, ge=1)
+
+
+class WriteFileArgs(_Args):
+    path: str
+    content: str
+
+
+class EditFileArgs(_Args):
+    path: str
+    old: str = Field(min_length=1)
+    new: str
+
+
+class RunCommandArgs(_Args):
+    command: str = Field(min_length=1)
+    timeout_s: float | None = Field(default=None, gt=0)
+
+
+class FinishArgs(_Args):
+    summary: str = Field(min_length=1)
+
+
+def _function(name: str, description: str, model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": schema},
+    }
+
+
+TOOLS: dict[str, tuple[type[_Args], str]] = {
+    "update_plan": (
+        UpdatePlanArgs,
+        "Replace the plan with this checklist. Call it first, and again whenever a step's "
+        "status changes.",
+    ),
+    "read_file": (
+        ReadFileArgs,
+        "Read a file of the repository (path relative to the repository root), optionally "
+        "only lines start_line..end_line (1-based, inclusive).",
+    ),
+    "write_file": (
+        WriteFileArgs,
+        "Create or overwrite a file of the repository with the given content.",
+    ),
+    "edit_file": (
+        EditFileArgs,
+        "Replace the exact text `old` with `new` in a file. `old` must occur exactly once; "
+        "include enough surrounding lines to make it unique.",
+    ),
+    "run_command": (
+        RunCommandArgs,
+        "Run a shell command (bash) in the repository root and return its output and exit "
+        "code. No network. Servers, background jobs and kill are refused.",
+    ),
+    "finish": (
+        FinishArgs,
+        "Declare the task done, with a short summary of the root cause and the fix. An "
+        "independent run of the tests then decides whether the fix is accepted.",
+    ),
+}
+
+TOOL_SPECS: list[dict[str, Any]] = [
+    _function(name, description, model) for name, (model, description) in TOOLS.items()
+]
+
+
+@dataclass
+class ToolOutcome:
+    """What a tool call did: the observation for the model plus data for events and policy."""
+
+    status: Status
+    observation: str
+    exit_code: int | None = None
+    finished: str | None = None
+    plan: list[PlanItem] | None = None
+    timed_out: bool = False
+    truncated: bool = False
+    duration_s: float = 0.0
+    invalid: bool = False
+    """The call itself was wrong (unknown tool, malformed or invalid arguments)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Toolbox:
+    """Executes validated tool calls against one sandbox."""
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        *,
+        command_timeout_s: float,
+        protected_paths: Sequence[str],
+        on_output: OutputCallback | None = None,
+        test_command: str | None = None,
+    ) -> None:
+        self._sandbox = sandbox
+        self._command_timeout_s = command_timeout_s
+        self._protected = tuple(protected_paths)
+        self._on_output = on_output
+        self.test_command = test_command
+        self._handlers: dict[str, Callable[[Any], ToolOutcome]] = {
+            "update_plan": self._update_plan,
+            "read_file": self._read_file,
+            "write_file": self._write_file,
+            "edit_file": self._edit_file,
+            "run_command": self._run_command,
+            "finish": self._finish,
+        }
+
+    def run(self, name: str, raw_arguments: str) -> ToolOutcome:
+        if name not in TOOLS:
+            return ToolOutcome(
+                "error",
+                f"Unknown tool {name!r}. The available tools are: {', '.join(TOOLS)}.",
+                invalid=True,
+            )
+        try:
+            data = json.loads(raw_arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return ToolOutcome(
+                "error",
+                f"The arguments for {name} are not valid JSON ({exc.msg} at position "
+                f"{exc.pos}). Send a JSON object matching the tool's schema.",
+                invalid=True,
+            )
+        if not isinstance(data, dict):
+            return ToolOutcome(
+                "error", f"The arguments for {name} must be a JSON object.", invalid=True
+            )
+        model, _ = TOOLS[name]
+        try:
+            args = model.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            return ToolOutcome("error", f"Invalid arguments for {name}: {problems}.", invalid=True)
+        try:
+            return self._handlers[name](args)
+        except FileToolError as exc:
+            return ToolOutcome("refused" if _is_refusal(exc) else "error", str(exc))
+
+    def _update_plan(self, args: UpdatePlanArgs) -> ToolOutcome:
+        plan = [PlanItem(item.step, item.status) for item in args.items]
+        done = sum(1 for item in plan if item.status == "done")
+        return ToolOutcome("ok", f"Plan updated ({done}/{len(plan)} done).", plan=plan)
+
+    def _read_file(self, args: ReadFileArgs) -> ToolOutcome:
+        raw = self._sandbox.read_file(args.path)
+        if b"\0" in raw[:8192]:
+            return ToolOutcome("error", f"{args.path} is a binary file ({len(raw)} bytes).")
+        lines = raw.decode("utf-8", errors="replace").splitlines(keepends=True)
+        start = args.start_line or 1
+        end = min(args.end_line or len(lines), len(lines))
+        if lines and start > len(lines):
+            return ToolOutcome(
+                "error", f"{args.path} has {len(lines)} lines; start_line {start} is past the end."
+            )
+        body = "".join(lines[start - 1 : end])
+        note = ""
+        if len(body) > MAX_READ_CHARS:
+            body = body[:MAX_READ_CHARS]
+            note = "\n[cut at 60000 characters; read a narrower line range for the rest]"
+        header = f"{args.path} (lines {start}-{end} of {len(lines)})\n" if lines else ""
+        return ToolOutcome("ok", f"{header}{body}{note}" if lines else f"{args.path} is empty.")
+
+    def _check_writable(self, path: str) -> None:
+        if is_protected(path.lstrip("./") if path.startswith("./") else path, self._protected):
+            raise FileToolError(
+                f"Refused: {path} is a protected path ({', '.join(self._protected)}); "
+                "Loopwright never changes it. Fix the code instead."
+            )
+
+    def _write_file(self, args: WriteFileArgs) -> ToolOutcome:
+        self._check_writable(args.path)
+        data = args.content.encode("utf-8")
+        if len(data) > MAX_WRITE_BYTES:
+            return ToolOutcome("error", f"Refused: content is {len(data)} bytes; the limit is 2 MB.")
+        self._sandbox.write_file(args.path, data)
+        return ToolOutcome("ok", f"Wrote {args.path} ({len(data)} bytes).")
+
+    def _edit_file(self, args: EditFileArgs) -> ToolOutcome:
+        self._check_writable(args.path)
+        text = self._sandbox.read_file(args.path).decode("utf-8", errors="strict")
+        count = text.count(args.old)
+        if count == 0:
+            hint = (
+                " The text differs only in whitespace from the file; copy it exactly."
+                if _squash(args.old) in _squash(text)
+                else " Read the file again and copy the text exactly."
+            )
+            return ToolOutcome("error", f"`old` was not found in {args.path}.{hint}")
+        if count > 1:
+            return ToolOutcome(
+                "error",
+                f"`old` occurs {count} times in {args.path}; include more surrounding lines "
+                "so it matches exactly once.",
+            )
+        self._sandbox.write_file(args.path, text.replace(args.old, args.new, 1).encode("utf-8"))
+        line = text[: text.index(args.old)].count("\n") + 1
+        return ToolOutcome("ok", f"Edited {args.path} at line {line}.")
+
+    def _run_command(self, args: RunCommandArgs) -> ToolOutcome:
+        refusal = check_command(args.command)
+        if refusal is not None:
+            return ToolOutcome("refused", f"Refused ({refusal.rule}): {refusal.message}")
+        timeout = min(args.timeout_s or self._command_timeout_s, self._command_timeout_s)
+        result = self._sandbox.exec(args.command, timeout_s=timeout, on_output=self._on_output)
+        return ToolOutcome(
+            "ok" if result.ok else "failed",
+            render_exec(result, timeout),
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            truncated=result.truncated,
+            duration_s=result.duration_s,
+            extra={"output": result.output},
+        )
+
+    def _finish(self, args: FinishArgs) -> ToolOutcome:
+        return ToolOutcome("ok", "Finish recorded; verification will now run.", finished=args.summary)
+
+
+def render_exec(result: ExecResult, timeout_s: float) -> str:
+    status = f"exit code {result.exit_code}"
+    if result.timed_out:
+        status = (
+            f"timed out after {timeout_s:g}s and was killed; long-running processes are not "
+            "allowed here"
+        )
+    return f"{result.output.rstrip()}\n({status})" if result.output.strip() else f"({status})"
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _is_refusal(exc: FileToolError) -> bool:
+    return str(exc).startswith("Refused")

@@ -1,0 +1,168 @@
+"""Host-side handling of a mission's trees: the clean snapshot, patches in and out.
+
+The host never runs git inside a tree the model wrote. It snapshots the repository into a
+fresh repository of its own, sandboxes get copies of that snapshot, the patch is produced
+by git *inside* the sandbox, and the host applies it to another clean copy of its own with
+hooks and fsmonitor disabled.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
+
+# Options that keep git from running anything configured in a repository it reads.
+SAFE_GIT = [
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "core.pager=cat",
+    "-c", "user.name=Loopwright",
+    "-c", "user.email=loopwright@users.noreply.github.com",
+    "-c", "commit.gpgsign=false",
+    "-c", "init.defaultBranch=main",
+]  # fmt: skip
+
+# Installed dependencies and caches never belong in a patch.
+SANDBOX_EXCLUDES = (
+    ".venv/", "venv/", "node_modules/", "__pycache__/", "*.pyc", ".pytest_cache/",
+    ".mypy_cache/", ".ruff_cache/", ".tox/", ".loopwright/", ".coverage", "coverage/",
+)  # fmt: skip
+
+REPORT_DIR = ".loopwright"
+PATCH_FILE = ".loopwright/patch.diff"
+
+
+class WorkspaceError(Exception):
+    """The repository could not be prepared or a patch could not be applied."""
+
+
+def git(args: list[str], cwd: Path, *, check: bool = True, input: str | None = None) -> str:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(cwd),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "LANG": "C.UTF-8",
+    }
+    proc = subprocess.run(
+        ["git", *SAFE_GIT, *args],
+        cwd=cwd,
+        env=env,
+        input=input,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise WorkspaceError(f"git {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+def is_git_url(source: str) -> bool:
+    return source.startswith(("http://", "https://", "git://", "ssh://", "git@", "file://"))
+
+
+def clone(url: str, dest: Path) -> Path:
+    """Clone a repository on the host (no credentials: public or local servers)."""
+    proc = subprocess.run(
+        ["git", "-c", "core.hooksPath=/dev/null", "clone", "--quiet", "--depth", "50", url, str(dest)],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0"},
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise WorkspaceError(f"could not clone {url}: {proc.stderr.strip()}")
+    return dest
+
+
+def snapshot(source: Path, dest: Path) -> str:
+    """Copy the working tree of the repository at `source` (tracked and untracked files
+    that are not ignored) into `dest` as a fresh one-commit repository.
+
+    Returns the source's HEAD commit, or "" for a repository without commits.
+    """
+    if not source.is_dir():
+        raise WorkspaceError(f"{source} is not a directory; pass a git repository path or URL")
+    top = subprocess.run(
+        ["git", "-C", str(source), "rev-parse", "--show-toplevel"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if top.returncode != 0:
+        raise WorkspaceError(f"{source} is not a git repository; run `git init` there first")
+    root = Path(top.stdout.strip())
+    listed = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
+    head = git(["rev-parse", "--verify", "-q", "HEAD"], root, check=False).strip()
+    dest.mkdir(parents=True, exist_ok=False)
+    for rel in sorted(set(filter(None, listed.split("\0")))):
+        src = root / rel
+        target = dest / rel
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the working tree but still in the index
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            os.symlink(os.readlink(src), target)
+        elif src.is_file():
+            shutil.copy2(src, target)
+    git(["init", "--quiet"], dest)
+    git(["add", "--all"], dest)
+    git(["commit", "--quiet", "--allow-empty", "-m", "loopwright: base"], dest)
+    return head
+
+
+def copy_tree(base: Path, dest: Path) -> Path:
+    shutil.copytree(base, dest, symlinks=True)
+    return dest
+
+
+def apply_patch(tree: Path, patch: str) -> None:
+    """Apply `patch` to a clean host-owned tree; all or nothing."""
+    if not patch.strip():
+        return
+    git(["apply", "--check", "--whitespace=nowarn", "-"], tree, input=patch)
+    git(["apply", "--whitespace=nowarn", "-"], tree, input=patch)
+
+
+def prepare_sandbox_repo(sandbox: Sandbox, timeout_s: float) -> None:
+    """Keep installed dependencies and Loopwright's own files out of the sandbox's diff."""
+    excludes = "\\n".join(SANDBOX_EXCLUDES)
+    result = sandbox.exec(
+        f"mkdir -p .git/info {REPORT_DIR} && printf '{excludes}\\n' >> .git/info/exclude",
+        timeout_s=timeout_s,
+    )
+    if not result.ok:
+        raise SandboxError(f"could not prepare the sandbox repository: {result.output.strip()}")
+
+
+def export_patch(sandbox: Sandbox, timeout_s: float) -> str:
+    """The model's changes as a binary-safe unified diff, produced by git inside the sandbox."""
+    opts = " ".join(SAFE_GIT[:6])
+    result = sandbox.exec(
+        f"git {opts} add --all && "
+        f"git {opts} diff --cached --binary --no-color --no-ext-diff --no-renames "
+        f"$(git rev-list --max-parents=0 HEAD | tail -n 1) > {PATCH_FILE} && "
+        f"git {opts} reset --quiet",
+        timeout_s=timeout_s,
+    )
+    if not result.ok:
+        raise SandboxError(f"could not export the patch: {result.output.strip()[-2000:]}")
+    try:
+        return sandbox.read_file(PATCH_FILE).decode("utf-8", errors="surrogateescape")
+    except FileToolError as exc:
+        raise SandboxError(f"could not read the exported patch: {exc}") from exc
+
+
+def changed_paths(patch: str) -> list[str]:
+    paths = []
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            parts = line.split(" b/", 1)
+            if len(parts) == 2:
+                paths.append(parts[1])
+    return paths
