@@ -1,0 +1,212 @@
+"""The `loopwright` command line: fix, replay, doctor, sandbox build.
+
+Exit codes: 0 only when a fix was verified (or a command succeeded), 2 for usage and
+configuration errors, 1 for every other outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from loopwright import __version__
+from loopwright.config import ConfigError, Settings
+from loopwright.events import EventBus, EventSink, NdjsonWriter
+from loopwright.progress import ProgressPrinter, render_verification, replay
+from loopwright.redaction import Redactor
+from loopwright.sandbox.base import SandboxError, SandboxProvider
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad flags or settings; printed as one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loopwright",
+        description="Fix failing tests with a model, and prove the fix before anyone sees it.",
+    )
+    parser.add_argument("--version", action="version", version=f"loopwright {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    fix = sub.add_parser("fix", help="fix a repository whose tests fail")
+    fix.add_argument("source", metavar="PATH_OR_GIT_URL")
+    fix.add_argument("--test-cmd", help="the command that runs the tests (default: detected)")
+    fix.add_argument("--setup-cmd", help="install dependencies before the tests (default: detected)")
+    fix.add_argument("--guidance", help="extra instructions for the model")
+    fix.add_argument("--sandbox", choices=("docker", "local"), help="where commands run")
+    fix.add_argument("--events", type=Path, metavar="FILE.ndjson", help="write every event here")
+    fix.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    fix.add_argument("--dry-run", action="store_true", help="do not apply the verified patch")
+    fix.add_argument("--max-steps", type=int, help="cap on model calls (LOOPWRIGHT_MAX_STEPS)")
+    fix.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    group = fix.add_mutually_exclusive_group()
+    group.add_argument("--record", type=Path, metavar="FILE", help="save the model exchanges")
+    group.add_argument("--replay", type=Path, metavar="FILE", help="serve a recorded session")
+
+    rep = sub.add_parser("replay", help="render a saved event log (NDJSON) in the terminal")
+    rep.add_argument("events", type=Path, metavar="FILE.ndjson")
+
+    sub.add_parser("doctor", help="check Docker, the sandbox image and browsers")
+    sandbox = sub.add_parser("sandbox", help="manage the sandbox image")
+    sandbox_sub = sandbox.add_subparsers(dest="sandbox_command", required=True, metavar="ACTION")
+    sandbox_sub.add_parser("build", help="build the sandbox image (offline bootstrap if needed)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        if args.command == "fix":
+            return cmd_fix(args, settings)
+        if args.command == "replay":
+            return cmd_replay(args)
+        if args.command == "doctor":
+            return cmd_doctor(settings)
+        if args.command == "sandbox":
+            return cmd_sandbox_build(settings)
+    except (ConfigError, UsageError) as exc:
+        print(f"loopwright: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("loopwright: interrupted", file=sys.stderr)
+        return 130
+    parser.error(f"unknown command {args.command}")
+    return EXIT_USAGE  # pragma: no cover - parser.error exits
+
+
+def make_provider(settings: Settings) -> SandboxProvider:
+    if settings.sandbox == "local":
+        from loopwright.sandbox.local import LocalProvider
+
+        return LocalProvider(settings.sandbox_limits)
+    from loopwright.sandbox.docker import DockerProvider
+
+    return DockerProvider(settings)
+
+
+@contextmanager
+def model_endpoint(args: argparse.Namespace, settings: Settings) -> Iterator[Settings]:
+    """Point the settings at a replay server when asked to; otherwise check the key."""
+    if args.replay is None:
+        if settings.model_api_key is None and "tokenfactory.nebius.com" in settings.model_base_url:
+            raise UsageError(
+                "LOOPWRIGHT_MODEL_API_KEY is not set; set it to your Nebius Token Factory key, "
+                "point LOOPWRIGHT_MODEL_BASE_URL at another OpenAI-compatible endpoint, "
+                "or use --replay FILE to serve a recorded session"
+            )
+        yield settings
+        return
+    from loopwright.agent.scripted import ScriptedModelServer, load_script
+
+    if not args.replay.is_file():
+        raise UsageError(f"--replay {args.replay}: no such file")
+    try:
+        steps = load_script(args.replay)
+    except ValueError as exc:
+        raise UsageError(f"--replay {args.replay}: {exc}") from None
+    with ScriptedModelServer(steps) as server:
+        yield settings.with_overrides(model_base_url=server.base_url, model_api_key="replay")
+
+
+def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
+    from loopwright.agent.model import OpenAIModel, Recorder
+    from loopwright.mission import FixMission, FixRequest
+
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    settings = settings.with_overrides(sandbox=args.sandbox, max_steps=args.max_steps)
+    request = FixRequest(
+        source=args.source,
+        test_cmd=args.test_cmd,
+        setup_cmd=args.setup_cmd,
+        guidance=args.guidance,
+        dry_run=args.dry_run,
+    )
+    sinks: list[EventSink] = []
+    if not args.quiet:
+        sinks.append(ProgressPrinter())
+    with ExitStack() as stack:
+        if args.events:
+            writer = NdjsonWriter(args.events)
+            stack.callback(writer.close)
+            sinks.append(writer)
+        settings = stack.enter_context(model_endpoint(args, settings))
+        events = EventBus(request.mission_id, sinks, Redactor(settings.secrets()))
+        recorder = Recorder(args.record) if args.record else None
+        model = OpenAIModel(settings, recorder=recorder)
+        stack.callback(model.close)
+        try:
+            provider = make_provider(settings)
+        except SandboxError as exc:
+            print(f"loopwright: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        stack.callback(provider.close)
+        result = FixMission(
+            request, settings=settings, provider=provider, model=model, events=events
+        ).run()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif args.quiet and result.verification:
+        print(render_verification(result.verification), file=sys.stderr)
+    return EXIT_OK if result.status == "verified" else EXIT_FAILED
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    if not args.events.is_file():
+        raise UsageError(f"{args.events}: no such file")
+    lines = args.events.read_text(encoding="utf-8").splitlines()
+    try:
+        replay(lines, ProgressPrinter(sys.stdout))
+    except ValueError as exc:
+        raise UsageError(f"{args.events}: {exc}") from None
+    return EXIT_OK
+
+
+def cmd_doctor(settings: Settings) -> int:
+    from loopwright.sandbox.image import doctor
+
+    checks = doctor(settings)
+    for check in checks:
+        mark = "ok  " if check.ok else "FAIL"
+        print(f"[{mark}] {check.name}: {check.detail}")
+        if not check.ok and check.fix:
+            print(f"       fix: {check.fix}")
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED
+
+
+def cmd_sandbox_build(settings: Settings) -> int:
+    import docker
+    from docker.errors import DockerException
+
+    from loopwright.sandbox.image import ensure_image
+
+    try:
+        client = docker.from_env(version="auto")
+    except DockerException as exc:
+        print(
+            f"loopwright: the Docker engine is not reachable ({exc}); start it with `dockerd &`",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    try:
+        tag = ensure_image(client, settings, lambda line: print(line, file=sys.stderr))
+    except SandboxError as exc:
+        print(f"loopwright: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        client.close()
+    print(tag)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Compact, readable terminal progress for a mission, rendered from its events."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from loopwright.events import Event
+
+_MARKS = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+_STATUS_WORDS = {
+    "verified": "verified",
+    "unverified": "NOT verified",
+    "flaky": "flaky test, nothing changed",
+    "nothing_to_fix": "nothing to fix",
+    "budget_exceeded": "budget exceeded",
+    "error": "error",
+}
+
+
+class ProgressPrinter:
+    """An event sink that prints one short line per meaningful event."""
+
+    def __init__(self, stream: TextIO | None = None, color: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.color = self.stream.isatty() if color is None else color
+        self._cost = 0.0
+
+    def __call__(self, event: Event) -> None:
+        line = self.render(event)
+        if line is not None:
+            print(line, file=self.stream, flush=True)
+
+    def _c(self, code: str, text: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.color else text
+
+    def render(self, event: Event) -> str | None:
+        f = event.fields
+        if event.type == "stage":
+            status = f.get("status")
+            if status == "started":
+                return self._c("1;36", f"● {event.stage}")
+            if status == "detected":
+                return f"  test command: {f.get('test_command')}  ({f.get('reason')})"
+            detail = _stage_detail(f)
+            return f"  {event.stage} {status}{detail}"
+        if event.type == "plan":
+            items = f.get("items") or []
+            return "\n".join(
+                f"  {_MARKS.get(i.get('status', ''), '[ ]')} {i.get('step')}" for i in items
+            )
+        if event.type == "model_call":
+            self._cost = float(f.get("total_cost_usd") or 0.0)
+            tools = ", ".join(f.get("tool_calls") or []) or "no tool call"
+            return self._c(
+                "2",
+                f"  · step {f.get('step')} on {f.get('tier')}: {tools}  "
+                f"({f.get('prompt_tokens')}+{f.get('completion_tokens')} tokens, "
+                f"${self._cost:.4f} so far)",
+            )
+        if event.type == "tool_call":
+            return None
+        if event.type == "tool_result":
+            status = f.get("status")
+            code = f.get("exit_code")
+            mark = {"ok": "✓", "failed": "✗", "refused": "⊘", "error": "!"}.get(str(status), "?")
+            tail = f" exit {code}" if code is not None else ""
+            if status in ("refused", "error"):
+                tail += f": {_first_line(f.get('output', ''))}"
+            color = "32" if status == "ok" else "33" if status == "failed" else "31"
+            return self._c(color, f"  {mark} {f.get('tool')}{tail}")
+        if event.type == "escalation":
+            return self._c(
+                "1;35", f"  ⇧ escalated {f.get('from_tier')} → {f.get('to_tier')}: {f.get('reason')}"
+            )
+        if event.type == "verification":
+            return render_verification(f)
+        if event.type == "screenshot":
+            return f"  screenshot: {f.get('path')} (HTTP {f.get('http_status')})"
+        if event.type == "error":
+            return self._c("31", f"  error: {f.get('message')}")
+        if event.type == "done":
+            status = str(f.get("status"))
+            color = "1;32" if status == "verified" else "1;31"
+            return self._c(
+                color,
+                f"■ {_STATUS_WORDS.get(status, status)}  "
+                f"({f.get('steps')} steps, ${float(f.get('cost_usd') or 0):.4f}, "
+                f"{float(f.get('elapsed_s') or 0):.1f}s)"
+                + (f"\n  {f.get('message')}" if f.get("message") else ""),
+            )
+        return None
+
+
+def render_verification(f: dict[str, Any]) -> str:
+    """The before/after table, tamper findings and commands as plain text."""
+    rows = f.get("rows") or []
+    lines = ["  verification:"]
+    if rows:
+        width = min(max(len(str(r.get("id"))) for r in rows), 70)
+        lines.append(f"    {'test':<{width}}  {'before':<8} {'after':<8} status")
+        for r in rows:
+            test_id = str(r.get("id"))
+            if len(test_id) > width:
+                test_id = "…" + test_id[-(width - 1) :]
+            lines.append(
+                f"    {test_id:<{width}}  {r.get('before') or '-':<8} {r.get('after') or '-':<8} "
+                f"{r.get('status')}"
+            )
+    for cmd in f.get("commands") or []:
+        lines.append(f"    {cmd.get('phase')}: `{cmd.get('command')}` exited {cmd.get('exit_code')}")
+    for finding in f.get("tamper") or []:
+        lines.append(f"    tamper: {finding.get('path')}: {finding.get('detail')}")
+    for reason in f.get("reasons") or []:
+        lines.append(f"    why not verified: {reason}")
+    return "\n".join(lines)
+
+
+def _stage_detail(f: dict[str, Any]) -> str:
+    keys = [k for k in ("failing", "reason", "tests", "path") if f.get(k)]
+    if not keys:
+        return ""
+    parts = []
+    for k in keys:
+        v = f[k]
+        if isinstance(v, list):
+            v = ", ".join(map(str, v[:5])) + (f" (+{len(v) - 5})" if len(v) > 5 else "")
+        parts.append(f"{k}: {v}")
+    return " — " + "; ".join(parts)
+
+
+def _first_line(text: Any) -> str:
+    s = str(text).strip().splitlines()
+    return s[0][:160] if s else ""
+
+
+def replay(lines: list[str], printer: ProgressPrinter) -> int:
+    """Render a saved NDJSON event log; returns the number of events shown."""
+    from loopwright.events import Event as _Event
+
+    count = 0
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = _Event.from_dict(json.loads(line))
+        except (json.JSONDecodeError, KeyError, ValueError) as exc:
+            raise ValueError(f"line {number} is not a Loopwright event: {exc}") from None
+        printer(event)
+        count += 1
+    return count
