@@ -1,0 +1,71 @@
+import json
+
+import pytest
+
+from loopwright.agent.context import Conversation, PlanItem, estimate_tokens, truncate_middle
+
+
+@pytest.mark.parametrize("size", [0, 10, 999, 1000])
+def test_short_text_is_unchanged(size):
+    text = "x" * size
+    assert truncate_middle(text, 1000) == text
+
+
+def test_long_text_keeps_head_and_tail_with_marker():
+    text = "HEAD" + "m" * 50_000 + "TAIL"
+    cut = truncate_middle(text, 2_000)
+    assert len(cut) <= 2_000
+    assert cut.startswith("HEAD") and cut.endswith("TAIL")
+    assert "characters elided" in cut
+    elided = int(cut.split("[... ")[1].split(" ")[0])
+    assert elided == len(text) - len(cut.split("\n[...")[0]) - len(cut.rsplit("...]\n", 1)[1])
+
+
+def _conversation(context_tokens: int) -> Conversation:
+    conv = Conversation(system="sys", task="fix it", context_tokens=context_tokens)
+    conv.plan = [PlanItem("read", "done"), PlanItem("fix", "in_progress")]
+    for i in range(30):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "run_command", "arguments": "{}"}}
+        conv.add_assistant("", [call])
+        conv.add_tool_result(f"c{i}", f"output {i} " + "y" * 20_000)
+    conv.set_latest_test("python -m pytest", 1, "FAILED tests/test_a.py::test_x")
+    return conv
+
+
+def test_render_fits_budget_and_keeps_plan_and_latest_test():
+    conv = _conversation(context_tokens=20_000)
+    messages = conv.render()
+    total = sum(estimate_tokens(json.dumps(m)) for m in messages)
+    assert total <= 20_000
+    state = messages[-1]["content"]
+    assert "[~] fix" in state and "[x] read" in state
+    assert "FAILED tests/test_a.py::test_x" in state
+    # the newest observations stay verbatim, the oldest are elided
+    tool_messages = [m for m in messages if m["role"] == "tool"]
+    assert tool_messages[-1]["content"].startswith("output 29")
+    assert "elided" in tool_messages[0]["content"]
+
+
+def test_every_tool_call_keeps_its_result_message():
+    messages = _conversation(context_tokens=5_000).render()
+    pending: set[str] = set()
+    for message in messages:
+        if message["role"] == "assistant":
+            assert not pending
+            pending = {c["id"] for c in message.get("tool_calls", [])}
+        elif message["role"] == "tool":
+            pending.discard(message["tool_call_id"])
+    assert not pending
+
+
+def test_observations_are_capped_when_recorded():
+    conv = Conversation(system="s", task="t", context_tokens=100_000, observation_chars=1_000)
+    conv.add_tool_result("c1", "z" * 50_000)
+    assert len(conv.turns[0]["content"]) <= 1_000
+
+
+def test_no_elision_when_it_fits():
+    conv = Conversation(system="s", task="t", context_tokens=100_000)
+    conv.add_assistant("", [{"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}}])
+    conv.add_tool_result("a", "small output")
+    assert conv.render()[3]["content"] == "small output"
