@@ -1,0 +1,891 @@
+"""The Docker sandbox: one hardened, disposable container per mission.
+
+Each container runs the sandbox image as uid 10001 with every capability dropped, a read-only
+root, bounded tmpfs mounts and pids/memory/CPU limits; its /workspace is a size-bounded tmpfs
+volume holding a copy of the repository, and commands and file tools run inside it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import queue
+import secrets
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import docker
+import docker.errors
+import docker.types
+import requests.exceptions
+
+from loopwright.config import Settings
+from loopwright.sandbox.base import (
+    MISSION_LABEL,
+    SANDBOX_UID,
+    WORKSPACE,
+    ExecResult,
+    FileToolError,
+    OutputCallback,
+    SandboxError,
+)
+
+POOL_LABEL = "loopwright.pool"
+PROVIDER_LABEL = "loopwright.provider"
+VOLUME_LABEL = "loopwright.volume"
+NETWORK_NAME = "loopwright-sandbox"
+HOME = "/home/sandbox"
+USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
+SANDBOX_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": HOME,
+    "LANG": "C.UTF-8",
+    "CI": "true",
+}
+EXEC_TOKEN_VAR = "LOOPWRIGHT_EXEC_ID"  # noqa: S105 - a name, not a secret
+# The wrapper travels in the environment (and is unset before the command runs) so that `ps`
+# inside the sandbox shows the command, not a page of bash.
+WRAPPER_VAR = "LOOPWRIGHT_WRAPPER"
+TIMEOUT_EXIT = 124
+MAX_FILE_BYTES = 10_000_000
+BUILD_HINT = "build it with `loopwright sandbox build`"
+
+# Bash functions shared by the command wrapper and the timeout killer. Builtins only: when a
+# fork bomb has used up the pids limit, a reaper that needs to fork could never run.
+#
+# A command's processes are found two ways, so that neither a new session nor a scrubbed
+# environment alone lets one escape: every process started for the command inherits the
+# random token in EXEC_TOKEN_VAR, and every process in a session led by a token holder counts
+# (runc makes each exec a session leader, so the command's session is its own).
+_REAP_FUNCTIONS = r"""
+lw_reap() {
+    local token="LOOPWRIGHT_EXEC_ID=$1" spare=" 1 $2 " round d pid line rest killed
+    local -a f envs
+    local -A sids=()
+    for ((round = 0; round < 200; round++)); do
+        killed=0
+        for d in /proc/[0-9]*; do
+            pid=${d#/proc/}
+            [[ $spare == *" $pid "* ]] && continue
+            read -r line 2>/dev/null < "$d/stat" || continue
+            rest=${line##*) }
+            f=($rest)
+            [[ ${f[0]} == Z ]] && continue
+            envs=()
+            mapfile -d '' -t envs 2>/dev/null < "$d/environ"
+            if [[ " ${envs[*]} " == *" $token "* ]]; then
+                # Only sessions a token holder leads: never the container's own (init's).
+                [[ ${f[3]} == "$pid" ]] && sids[$pid]=1
+            elif [[ -z ${sids[${f[3]}]:-} ]]; then
+                continue
+            fi
+            kill -KILL "$pid" 2>/dev/null && killed=1
+        done
+        ((killed)) || return 0
+    done
+}
+lw_counter() {
+    # Prints nothing; sets LW_COUNT to the value of key $1 in the first readable file.
+    local key=$1 file k v
+    shift
+    LW_COUNT=0
+    for file in "$@"; do
+        [[ -r $file ]] || continue
+        while read -r k v; do
+            if [[ $k == "$key" ]]; then LW_COUNT=$v; return; fi
+        done < "$file"
+    done
+}
+"""
+
+_OOM_FILES = "/sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control"
+_PIDS_FILES = "/sys/fs/cgroup/pids.events /sys/fs/cgroup/pids/pids.events"
+
+# Run as `bash -c 'eval "$LOOPWRIGHT_WRAPPER"'` with $1 the command, $2 the token, $3 the
+# memory limit (MB), $4 the pids limit.
+_EXEC_WRAPPER = (
+    _REAP_FUNCTIONS
+    + rf"""
+unset LOOPWRIGHT_WRAPPER
+exec 2>&1 </dev/null
+lw_counter oom_kill {_OOM_FILES}; oom_before=$LW_COUNT
+lw_counter max {_PIDS_FILES}; pids_before=$LW_COUNT
+/bin/bash -c "$1"
+rc=$?
+# Background jobs die with the command that started them.
+lw_reap "$2" "$$ $PPID"
+lw_counter oom_kill {_OOM_FILES}
+if ((LW_COUNT > oom_before)); then
+    printf '\n[sandbox] a process was killed by the out-of-memory killer (limit %s MB)\n' "$3"
+fi
+lw_counter max {_PIDS_FILES}
+if ((LW_COUNT > pids_before)); then
+    printf '\n[sandbox] the process limit (%s) was reached: fork failed\n' "$4"
+fi
+exit $rc
+"""
+)
+
+_KILLER = _REAP_FUNCTIONS + '\nlw_reap "$1" "$$"\n'
+
+# argv after `bash -c`: $1 resolver source, $2 path, $3 size limit.
+_READ_SCRIPT = r"""
+p=$(python3 -c "$1" /workspace "$2" read) || exit $?
+if [[ -d $p ]]; then echo "$2 is a directory, not a file" >&2; exit 4; fi
+if [[ ! -f $p ]]; then echo "$2 is not a regular file" >&2; exit 4; fi
+size=$(stat -c %s -- "$p") || exit 4
+if ((size > $3)); then
+    echo "$2 is $size bytes, more than the $3 bytes a file read may return" >&2
+    exit 4
+fi
+exec cat -- "$p"
+"""
+
+# argv after `bash -c`: $1 resolver source, $2 path. Prints the existing file's mode (or an
+# empty line) and then the resolved path, and creates the parent directories.
+_WRITE_SCRIPT = r"""
+p=$(python3 -c "$1" /workspace "$2" write) || exit $?
+if [[ -d $p ]]; then echo "$2 is a directory" >&2; exit 4; fi
+mkdir -p -- "$(dirname -- "$p")" || exit 4
+if [[ -f $p ]]; then stat -c %a -- "$p"; else echo; fi
+printf %s "$p"
+"""
+
+
+def _resolver_source() -> str:
+    # Imported late: the resolver is shared with the local sandbox and lives in its own module.
+    from loopwright.sandbox.paths import CONTAINER_RESOLVER
+
+    return str(CONTAINER_RESOLVER)
+
+
+def _engine_error(exc: BaseException) -> SandboxError:
+    return SandboxError(
+        f"the Docker engine is unreachable ({exc}); start it (`dockerd &` or "
+        "`systemctl start docker`) and check DOCKER_HOST"
+    )
+
+
+def connect(client: docker.DockerClient | None = None) -> docker.DockerClient:
+    """A client for the local engine with the API version negotiated, or `SandboxError`."""
+    if client is not None:
+        return client
+    try:
+        return docker.from_env(version="auto")
+    except docker.errors.DockerException as exc:
+        raise _engine_error(exc) from exc
+
+
+@dataclass
+class _ExecCapture:
+    """Bounded command output: the head and the tail survive, the middle is counted."""
+
+    cap: int
+    head: bytearray
+    tail: deque[bytes]
+    tail_bytes: int = 0
+    dropped: int = 0
+
+    @classmethod
+    def new(cls, cap: int) -> _ExecCapture:
+        return cls(cap=max(cap, 2), head=bytearray(), tail=deque())
+
+    def add(self, chunk: bytes) -> bytes:
+        """Store `chunk`; return the part of it that still fits in the head (to stream)."""
+        room = self.cap // 2 - len(self.head)
+        streamed = chunk[: max(room, 0)]
+        self.head += streamed
+        rest = chunk[len(streamed) :]
+        if rest:
+            self.tail.append(rest)
+            self.tail_bytes += len(rest)
+            limit = self.cap - self.cap // 2
+            while self.tail_bytes > limit:
+                first = self.tail.popleft()
+                excess = self.tail_bytes - limit
+                if len(first) > excess:
+                    self.tail.appendleft(first[excess:])
+                    self.dropped += excess
+                    self.tail_bytes -= excess
+                else:
+                    self.dropped += len(first)
+                    self.tail_bytes -= len(first)
+        return bytes(streamed)
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped > 0
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", "replace")
+        tail = b"".join(self.tail).decode("utf-8", "replace")
+        if not self.dropped:
+            return head + tail
+        return f"{head}\n[... {self.dropped} bytes of output omitted ...]\n{tail}"
+
+
+def _workspace_tar(tree: Path) -> IO[bytes]:
+    """The tree as a tar owned by the sandbox user; special files and set-id bits dropped."""
+
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if not (info.isreg() or info.isdir() or info.issym() or info.islnk()):
+            return None
+        info.uid = info.gid = SANDBOX_UID
+        info.uname = info.gname = "sandbox"
+        info.mode &= 0o1777
+        return info
+
+    spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115 - returned
+    with tarfile.open(fileobj=spool, mode="w") as tar:
+        for child in sorted(tree.iterdir()):
+            tar.add(child, arcname=child.name, filter=owned)
+    spool.seek(0)
+    return spool
+
+
+def _file_tar(name: str, data: bytes, mode: int) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = mode
+        info.uid = info.gid = SANDBOX_UID
+        info.uname = info.gname = "sandbox"
+        info.mtime = int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class DockerSandbox:
+    """A running sandbox container; created by `DockerProvider.create`."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        settings: Settings,
+        container_id: str,
+        volume: str,
+        mission_id: str,
+        *,
+        network: bool,
+    ) -> None:
+        self.mission_id = mission_id
+        self.container_id = container_id
+        self._client = client
+        self._settings = settings
+        self._volume = volume
+        self._network = network
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    # -- commands -------------------------------------------------------------------------
+
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float,
+        on_output: OutputCallback | None = None,
+    ) -> ExecResult:
+        """Run `command` with bash in /workspace; kill its whole process tree on timeout."""
+        limits = self._settings.sandbox_limits
+        token = secrets.token_hex(16)
+        argv = [
+            "/bin/bash",
+            "-c",
+            f'eval "${WRAPPER_VAR}"',
+            "loopwright-exec",
+            command,
+            token,
+            str(limits.memory_mb),
+            str(limits.pids),
+        ]
+        capture = _ExecCapture.new(limits.output_cap_bytes)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        started = time.monotonic()
+        api = self._client.api
+        exec_id = self._api(
+            lambda: api.exec_create(
+                self.container_id,
+                argv,
+                stdout=True,
+                stderr=True,
+                user=USER,
+                workdir=WORKSPACE,
+                environment={EXEC_TOKEN_VAR: token, WRAPPER_VAR: _EXEC_WRAPPER},
+            )["Id"]
+        )
+        chunks = self._api(lambda: api.exec_start(exec_id, stream=True, demux=False))
+        inbox: queue.Queue[bytes | BaseException | None] = queue.Queue()
+        reader = threading.Thread(
+            target=_pump, args=(chunks, inbox), name=f"sandbox-exec-{token[:8]}", daemon=True
+        )
+        reader.start()
+        deadline = started + timeout_s
+        timed_out = False
+        while True:
+            try:
+                item = inbox.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                timed_out = True
+                self._kill_command(token, reader)
+                break
+            if item is None:
+                break
+            if isinstance(item, BaseException):
+                raise self._infra_error(item) from item
+            streamed = capture.add(item)
+            if on_output is not None and streamed:
+                text = decoder.decode(streamed)
+                if text:
+                    on_output(text)
+        reader.join(timeout=5)
+        while not inbox.empty():
+            item = inbox.get_nowait()
+            if isinstance(item, bytes):
+                capture.add(item)
+        duration = time.monotonic() - started
+        if timed_out:
+            note = (
+                f"\n[sandbox] timed out after {timeout_s:g} s; "
+                "the command's processes were killed\n"
+            )
+            return ExecResult(
+                output=capture.text() + note,
+                exit_code=TIMEOUT_EXIT,
+                timed_out=True,
+                truncated=capture.truncated,
+                duration_s=duration,
+            )
+        return ExecResult(
+            output=capture.text(),
+            exit_code=self._exit_code(exec_id),
+            truncated=capture.truncated,
+            duration_s=duration,
+        )
+
+    def _exit_code(self, exec_id: str) -> int:
+        api = self._client.api
+        for _ in range(200):
+            info = self._api(lambda: api.exec_inspect(exec_id))
+            code = info.get("ExitCode")
+            if not info.get("Running") and code is not None:
+                if code < 0:
+                    raise self._died("the command could not be started")
+                return int(code)
+            time.sleep(0.01)
+        raise self._died("the command's exit status never arrived")
+
+    def _kill_command(self, token: str, reader: threading.Thread) -> None:
+        """Kill every process of the timed-out command, restarting the container if need be."""
+        for _ in range(20):
+            try:
+                result = self._client.api.exec_start(
+                    self._client.api.exec_create(
+                        self.container_id,
+                        ["/bin/bash", "-c", _KILLER, "loopwright-kill", token],
+                        user=USER,
+                    )["Id"]
+                )
+                del result
+            except docker.errors.NotFound as exc:
+                raise self._died(str(exc)) from exc
+            except docker.errors.APIError:
+                # Typically no pid is free (a fork bomb): wait for the reaper's next chance.
+                time.sleep(0.1)
+                continue
+            except requests.exceptions.ConnectionError as exc:
+                raise _engine_error(exc) from exc
+            reader.join(timeout=5)
+            if not reader.is_alive():
+                return
+        # Nothing else is left to try from inside; the workspace volume survives a restart.
+        container = self._container()
+        self._api(lambda: container.restart(timeout=0))
+        reader.join(timeout=10)
+
+    # -- files ----------------------------------------------------------------------------
+
+    def read_file(self, path: str) -> bytes:
+        """Read a workspace file; the path is resolved inside the container and must stay in it."""
+        self._check_path(path)
+        code, out, err = self._run_script(
+            _READ_SCRIPT, _resolver_source(), path, str(MAX_FILE_BYTES)
+        )
+        if code != 0:
+            raise FileToolError(err.strip() or f"reading {path} failed (exit {code})")
+        return out
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a workspace file (and its parent directories) as the sandbox user."""
+        self._check_path(path)
+        code, out, err = self._run_script(_WRITE_SCRIPT, _resolver_source(), path)
+        if code != 0:
+            raise FileToolError(err.strip() or f"writing {path} failed (exit {code})")
+        mode_line, _, resolved = out.decode("utf-8", "surrogateescape").partition("\n")
+        mode = int(mode_line, 8) if mode_line.strip() else 0o644
+        parent, _, name = resolved.rpartition("/")
+        container = self._container()
+        try:
+            container.put_archive(parent or "/", _file_tar(name, data, mode))
+        except docker.errors.NotFound as exc:
+            raise self._died(str(exc)) from exc
+        except docker.errors.APIError as exc:
+            raise FileToolError(f"writing {path} failed: {exc.explanation or exc}") from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise _engine_error(exc) from exc
+
+    @staticmethod
+    def _check_path(path: str) -> None:
+        if "\x00" in path:
+            raise FileToolError(f"{path!r} contains a NUL byte; name a file in the workspace")
+        if not path:
+            raise FileToolError("an empty path names no file; use a path relative to the workspace")
+
+    def _run_script(self, script: str, *args: str) -> tuple[int, bytes, str]:
+        container = self._container()
+        result = self._api(
+            lambda: container.exec_run(
+                ["/bin/bash", "-c", script, "loopwright-file", *args],
+                user=USER,
+                workdir=WORKSPACE,
+                demux=True,
+            )
+        )
+        out, err = result.output
+        return int(result.exit_code), out or b"", (err or b"").decode("utf-8", "replace")
+
+    # -- network --------------------------------------------------------------------------
+
+    def set_network(self, enabled: bool) -> None:
+        """Attach to or detach from the sandbox bridge; detached leaves only loopback."""
+        if enabled == self._network:
+            return
+        container = self._container()
+        if enabled:
+            network = _sandbox_network(self._client)
+            attached = self._attached_networks(container)
+            if "none" in attached:
+                self._api(lambda: self._client.networks.get("none").disconnect(container))
+            self._api(lambda: network.connect(container))
+        else:
+            for name in self._attached_networks(container):
+                if name == "none":
+                    continue
+                net = self._api(lambda n=name: self._client.networks.get(n))
+                self._api(lambda n=net: n.disconnect(container, force=True))
+        self._network = enabled
+
+    def _attached_networks(self, container: Any) -> list[str]:
+        self._api(container.reload)
+        networks = container.attrs.get("NetworkSettings", {}).get("Networks") or {}
+        return list(networks)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Remove the container and its workspace volume. Safe to call twice."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        _remove_container(self._client, self.container_id, self._volume)
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _container(self) -> Any:
+        if self._closed:
+            raise SandboxError(f"sandbox for mission {self.mission_id} is already closed")
+        return self._api(lambda: self._client.containers.get(self.container_id))
+
+    def _api(self, call: Any) -> Any:
+        try:
+            return call()
+        except docker.errors.NotFound as exc:
+            raise self._died(str(exc)) from exc
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                raise self._died(str(exc.explanation or exc)) from exc
+            raise SandboxError(f"Docker refused a sandbox operation: {exc}") from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise _engine_error(exc) from exc
+
+    def _infra_error(self, exc: BaseException) -> SandboxError:
+        if isinstance(exc, requests.exceptions.ConnectionError):
+            return _engine_error(exc)
+        return SandboxError(f"lost the command's output stream: {exc}")
+
+    def _died(self, detail: str) -> SandboxError:
+        state = ""
+        try:
+            info = self._client.api.inspect_container(self.container_id)["State"]
+            state = f" (status {info.get('Status')}, OOMKilled={info.get('OOMKilled')})"
+        except docker.errors.NotFound:
+            state = " (the container no longer exists)"
+        except (docker.errors.APIError, requests.exceptions.ConnectionError):
+            state = ""
+        return SandboxError(
+            f"the sandbox container for mission {self.mission_id} died or is unusable{state}: "
+            f"{detail}"
+        )
+
+
+def _pump(chunks: Iterator[bytes], inbox: queue.Queue[bytes | BaseException | None]) -> None:
+    try:
+        for chunk in chunks:
+            inbox.put(chunk)
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller, which raises
+        inbox.put(exc)
+    inbox.put(None)
+
+
+def _sandbox_network(client: docker.DockerClient) -> Any:
+    """The bridge sandboxes use while they may reach the network; ICC off, so not each other."""
+    try:
+        return client.networks.get(NETWORK_NAME)
+    except docker.errors.NotFound:
+        pass
+    try:
+        return client.networks.create(
+            NETWORK_NAME,
+            driver="bridge",
+            options={"com.docker.network.bridge.enable_icc": "false"},
+            labels={"loopwright.network": "sandbox"},
+        )
+    except docker.errors.APIError:
+        # Another process created it between our lookup and create.
+        return client.networks.get(NETWORK_NAME)
+
+
+def _remove_container(client: docker.DockerClient, container_id: str, volume: str | None) -> None:
+    try:
+        client.api.remove_container(container_id, force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:  # 409: removal already in progress
+            raise SandboxError(
+                f"could not remove sandbox container {container_id[:12]}: {exc}"
+            ) from exc
+    except requests.exceptions.ConnectionError as exc:
+        raise _engine_error(exc) from exc
+    if volume:
+        _remove_volume(client, volume)
+
+
+def _remove_volume(client: docker.DockerClient, name: str) -> None:
+    for attempt in range(20):
+        try:
+            client.api.remove_volume(name, force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            # 409: the container holding it is still being torn down.
+            if exc.status_code != 409 or attempt == 19:
+                raise SandboxError(f"could not remove sandbox volume {name}: {exc}") from exc
+            time.sleep(0.05)
+        except requests.exceptions.ConnectionError as exc:
+            raise _engine_error(exc) from exc
+
+
+class DockerProvider:
+    """Creates Docker sandboxes, keeps an optional warm pool, and reaps orphaned containers.
+
+    Warm-pool containers carry `loopwright.pool=1` and a `loopwright.mission` value naming
+    the pool; labels cannot change after creation, so which mission a claimed pool container
+    serves is kept in memory (and honoured by `reap_orphans`).
+    """
+
+    kind = "docker"
+
+    def __init__(self, settings: Settings, *, client: docker.DockerClient | None = None) -> None:
+        self._settings = settings
+        self._client = connect(client)
+        self._owns_client = client is None
+        self._instance = uuid.uuid4().hex[:12]
+        self._lock = threading.Lock()
+        self._idle: deque[tuple[str, str, bool]] = deque()
+        self._claimed: dict[str, str] = {}
+        self._fillers: list[threading.Thread] = []
+        self._closed = False
+        if settings.warm_pool > 0:
+            self._refill_later()
+
+    @property
+    def client(self) -> docker.DockerClient:
+        return self._client
+
+    # -- creating -------------------------------------------------------------------------
+
+    def create(self, mission_id: str, tree: Path, *, network: bool) -> DockerSandbox:
+        """A started sandbox whose /workspace holds a copy of `tree`, from the pool if possible."""
+        if not tree.is_dir():
+            raise SandboxError(f"{tree} is not a directory; nothing to copy into the sandbox")
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the Docker sandbox provider is closed")
+            pooled = self._idle.popleft() if self._idle else None
+        if pooled is not None:
+            self._refill_later()
+            container_id, volume, pool_network = pooled
+            sandbox = DockerSandbox(
+                self._client, self._settings, container_id, volume, mission_id,
+                network=pool_network,
+            )  # fmt: skip
+            with self._lock:
+                self._claimed[container_id] = mission_id
+            try:
+                self._fill(sandbox, tree)
+                sandbox.set_network(network)
+                return sandbox
+            except SandboxError:
+                # A pool container that died while idle: fall back to a cold start.
+                self._discard(sandbox)
+            except BaseException:
+                self._discard(sandbox)
+                raise
+        return self._cold(mission_id, tree, network=network)
+
+    def _cold(self, mission_id: str, tree: Path, *, network: bool) -> DockerSandbox:
+        container_id, volume = self._start_container({MISSION_LABEL: mission_id}, network=network)
+        sandbox = DockerSandbox(
+            self._client, self._settings, container_id, volume, mission_id, network=network
+        )
+        with self._lock:
+            self._claimed[container_id] = mission_id
+        try:
+            self._fill(sandbox, tree)
+        except BaseException:
+            self._discard(sandbox)
+            raise
+        return sandbox
+
+    def _discard(self, sandbox: DockerSandbox) -> None:
+        with self._lock:
+            self._claimed.pop(sandbox.container_id, None)
+        sandbox.close()
+
+    def _fill(self, sandbox: DockerSandbox, tree: Path) -> None:
+        archive = _workspace_tar(tree)
+        try:
+            ok = sandbox._api(
+                lambda: self._client.api.put_archive(sandbox.container_id, WORKSPACE, archive)
+            )
+        except SandboxError as exc:
+            if "no space left" in str(exc).lower():
+                raise SandboxError(
+                    f"{tree} does not fit in the sandbox workspace "
+                    f"({self._settings.sandbox_limits.tmpfs_mb} MB); raise "
+                    "LOOPWRIGHT_SANDBOX_TMPFS_MB"
+                ) from exc
+            raise
+        finally:
+            archive.close()
+        if not ok:
+            raise SandboxError(f"Docker did not accept the copy of {tree} into the sandbox")
+
+    def _start_container(self, labels: dict[str, str], *, network: bool) -> tuple[str, str]:
+        """Create and start one hardened container with its own workspace volume."""
+        limits = self._settings.sandbox_limits
+        suffix = uuid.uuid4().hex[:12]
+        volume = f"loopwright-ws-{suffix}"
+        labels = {**labels, PROVIDER_LABEL: self._instance, VOLUME_LABEL: volume}
+        api = self._client.api
+        # The workspace is a tmpfs *volume*, not a plain tmpfs mount: Docker's archive
+        # endpoints (used to copy the repository in and files out) only reach volumes, and a
+        # volume outlives a container restart, the last resort against an unkillable command.
+        self._engine(
+            lambda: api.create_volume(
+                volume,
+                driver="local",
+                driver_opts={
+                    "type": "tmpfs",
+                    "device": "tmpfs",
+                    "o": f"size={limits.tmpfs_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
+                },
+                labels=labels,
+            )
+        )
+        host_config = api.create_host_config(
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            privileged=False,
+            init=True,
+            pids_limit=limits.pids,
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=int(limits.cpus * 1e9),
+            tmpfs={
+                "/tmp": f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m",
+                HOME: (
+                    f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,"
+                    f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700"
+                ),
+            },
+            mounts=[docker.types.Mount(WORKSPACE, volume, type="volume")],
+            network_mode=NETWORK_NAME if network else "none",
+        )
+        if network:
+            _sandbox_network(self._client)
+        try:
+            created = self._engine(
+                lambda: api.create_container(
+                    self._settings.sandbox_image,
+                    command=["sleep", "infinity"],
+                    user=USER,
+                    working_dir=WORKSPACE,
+                    environment=SANDBOX_ENV,
+                    hostname="sandbox",
+                    labels=labels,
+                    host_config=host_config,
+                )
+            )
+        except BaseException:
+            _remove_volume(self._client, volume)
+            raise
+        container_id = str(created["Id"])
+        try:
+            self._engine(lambda: api.start(container_id))
+        except BaseException:
+            _remove_container(self._client, container_id, volume)
+            raise
+        return container_id, volume
+
+    def _engine(self, call: Any) -> Any:
+        try:
+            return call()
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(
+                f"the sandbox image {self._settings.sandbox_image} is missing; {BUILD_HINT}"
+            ) from exc
+        except docker.errors.APIError as exc:
+            if exc.status_code == 404 and "image" in str(exc).lower():
+                raise SandboxError(
+                    f"the sandbox image {self._settings.sandbox_image} is missing; {BUILD_HINT}"
+                ) from exc
+            raise SandboxError(f"Docker could not start a sandbox: {exc}") from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise _engine_error(exc) from exc
+
+    # -- warm pool ------------------------------------------------------------------------
+
+    @property
+    def pool_size(self) -> int:
+        """Idle containers ready to be claimed."""
+        with self._lock:
+            return len(self._idle)
+
+    def fill_pool(self) -> None:
+        """Start pool containers until `settings.warm_pool` are idle (blocking)."""
+        while True:
+            with self._lock:
+                if self._closed or len(self._idle) >= self._settings.warm_pool:
+                    return
+            self._add_pool_member()
+
+    def _add_pool_member(self) -> None:
+        network = self._settings.network != "none"
+        labels = {MISSION_LABEL: f"pool-{self._instance}", POOL_LABEL: "1"}
+        container_id, volume = self._start_container(labels, network=network)
+        with self._lock:
+            if not self._closed:
+                self._idle.append((container_id, volume, network))
+                return
+        _remove_container(self._client, container_id, volume)
+
+    def _refill_later(self) -> None:
+        thread = threading.Thread(target=self._refill, name="sandbox-pool-fill", daemon=True)
+        with self._lock:
+            if self._closed:
+                return
+            self._fillers = [t for t in self._fillers if t.is_alive()]
+            self._fillers.append(thread)
+        thread.start()
+
+    def _refill(self) -> None:
+        try:
+            self.fill_pool()
+        except SandboxError:
+            # The pool is an optimisation: missions fall back to cold starts, which report
+            # the same engine or image problem to the user.
+            return
+
+    # -- cleanup --------------------------------------------------------------------------
+
+    def reap_orphans(self, active_mission_ids: set[str]) -> list[str]:
+        """Remove labelled containers (and volumes) of missions not active; return their ids."""
+        with self._lock:
+            idle = {cid for cid, _, _ in self._idle}
+            claimed = dict(self._claimed)
+        try:
+            containers = self._client.api.containers(all=True, filters={"label": MISSION_LABEL})
+        except requests.exceptions.ConnectionError as exc:
+            raise _engine_error(exc) from exc
+        removed = []
+        for info in containers:
+            cid = str(info["Id"])
+            labels = info.get("Labels") or {}
+            if cid in idle:
+                continue
+            if labels.get(PROVIDER_LABEL) == self._instance and cid not in claimed:
+                continue  # a pool member still being started by this provider
+            mission = claimed.get(cid, labels.get(MISSION_LABEL, ""))
+            if mission in active_mission_ids:
+                continue
+            _remove_container(self._client, cid, labels.get(VOLUME_LABEL))
+            with self._lock:
+                self._claimed.pop(cid, None)
+            removed.append(cid)
+        self._reap_volumes()
+        return removed
+
+    def _reap_volumes(self) -> None:
+        try:
+            volumes = self._client.api.volumes(filters={"label": MISSION_LABEL}).get("Volumes")
+        except requests.exceptions.ConnectionError as exc:
+            raise _engine_error(exc) from exc
+        for vol in volumes or []:
+            try:
+                self._client.api.remove_volume(vol["Name"])
+            except docker.errors.NotFound:
+                continue
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: in use by a live sandbox
+                    raise SandboxError(
+                        f"could not remove sandbox volume {vol['Name']}: {exc}"
+                    ) from exc
+
+    def close(self) -> None:
+        """Remove idle pool containers, stop refilling; claimed sandboxes stay with their owners."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            idle = list(self._idle)
+            self._idle.clear()
+            fillers = list(self._fillers)
+        for thread in fillers:
+            thread.join(timeout=30)
+        for container_id, volume, _ in idle:
+            _remove_container(self._client, container_id, volume)
+        if self._owns_client:
+            self._client.close()
+
+
+__all__ = ["DockerProvider", "DockerSandbox", "connect"]
