@@ -1,0 +1,499 @@
+"""The model client: one streamed chat completion per call against an OpenAI-compatible endpoint,
+with our own retries, backoff and stall detection, and an optional recording of every exchange.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import os
+import random
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, NoReturn, Protocol, cast
+
+import httpx2
+import openai
+from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, ChoiceDeltaToolCall
+
+from loopwright.config import Settings, Tier
+from loopwright.redaction import Redactor
+
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 30.0
+MAX_RETRY_AFTER_S = 300.0
+"""A `retry-after` longer than this is capped: a mission should fail visibly, not hang."""
+CONNECT_TIMEOUT_S = 30.0
+"""Connecting needs no model work, so it gets a shorter budget than a whole call."""
+MESSAGE_LIMIT = 300
+"""Characters of an endpoint's error message quoted in a ModelError."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as the model sent it; `arguments` is raw JSON text the caller validates."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """One assistant turn. `duration_s` covers the whole call, retries and waits included."""
+
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+    model: str
+    finish_reason: str | None
+    duration_s: float
+
+
+class ModelError(Exception):
+    """The endpoint gave no answer after retries; the message is one line saying what to fix."""
+
+
+class Model(Protocol):
+    def complete(
+        self, tier: Tier, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ModelReply: ...
+
+
+class OpenAIModel:
+    """`Model` on the `openai` package; retries are ours so stalls and errors are handled alike."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        recorder: Recorder | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._settings = settings
+        self._recorder = recorder
+        self._sleep = sleep
+        self._redactor = Redactor(settings.secrets())
+        self._url = settings.model_base_url.rstrip("/")
+        # The read timeout is the stall detector: httpx2 applies it to every socket read, so a
+        # stream that sends nothing for stall_timeout_s raises a timeout and the attempt is
+        # retried. The whole-attempt budget (model_timeout_s) is enforced by `_Deadline`.
+        self._connect_timeout_s = min(CONNECT_TIMEOUT_S, settings.model_timeout_s)
+        timeout = httpx2.Timeout(
+            settings.model_timeout_s,
+            connect=self._connect_timeout_s,
+            read=settings.stall_timeout_s,
+        )
+        self._client = openai.OpenAI(
+            base_url=settings.model_base_url,
+            api_key=settings.model_api_key or "unused",
+            max_retries=0,
+            timeout=timeout,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> OpenAIModel:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def complete(
+        self, tier: Tier, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ModelReply:
+        started = time.monotonic()
+        attempts = self._settings.model_retries + 1
+        for attempt in range(attempts):
+            try:
+                reply = self._attempt(tier, messages, tools, started)
+            except _Retryable as failure:
+                if attempt + 1 == attempts:
+                    times = "1 time" if attempts == 1 else f"{attempts} times"
+                    message = f"{failure.message} (tried {times})"
+                    raise ModelError(self._redactor.text(message)) from None
+                self._sleep(_backoff(attempt, failure.wait_s))
+                continue
+            if self._recorder is not None:
+                self._recorder.record(tier, reply)
+            return reply
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _attempt(
+        self,
+        tier: Tier,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        started: float,
+    ) -> ModelReply:
+        deadline = _Deadline(self._settings.model_timeout_s)
+        reply = _Accumulator(tier.model)
+        try:
+            # An empty tools array is a 400 at OpenAI, so a tool-less call omits both fields.
+            stream = self._client.chat.completions.create(
+                model=tier.model,
+                messages=cast(Any, messages),
+                tools=cast(Any, tools) if tools else openai.omit,
+                tool_choice="auto" if tools else openai.omit,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            with stream, deadline.armed(stream.response.close):
+                for chunk in stream:
+                    reply.add(chunk)
+        except openai.APITimeoutError as exc:
+            if isinstance(exc.__cause__, httpx2.ConnectTimeout | httpx2.PoolTimeout):
+                raise _Retryable(
+                    f"model endpoint {self._url} unreachable: no connection within "
+                    f"{self._connect_timeout_s:g}s; "
+                    "check LOOPWRIGHT_MODEL_BASE_URL"
+                ) from None
+            raise _Retryable(
+                f"model endpoint {self._url} stalled: nothing received for "
+                f"{self._settings.stall_timeout_s:g}s; check the endpoint's health or raise "
+                "LOOPWRIGHT_STALL_TIMEOUT_S"
+            ) from None
+        except openai.APIConnectionError as exc:
+            if deadline.expired:
+                raise _Retryable(
+                    f"model endpoint {self._url} was still streaming after "
+                    f"{self._settings.model_timeout_s:g}s; raise LOOPWRIGHT_MODEL_TIMEOUT_S "
+                    "or pick a faster tier"
+                ) from None
+            raise _Retryable(
+                f"model endpoint {self._url} unreachable: {_cause(exc)}; "
+                "check LOOPWRIGHT_MODEL_BASE_URL"
+            ) from None
+        except openai.APIStatusError as exc:
+            self._raise_for_status(exc, tier)
+        except openai.APIError as exc:
+            # An error event inside an otherwise successful stream: the provider failed mid-answer.
+            raise _Retryable(
+                f"model endpoint {self._url} failed mid-stream: {_quote(exc.message)}"
+            ) from None
+        except json.JSONDecodeError as exc:
+            raise _Retryable(
+                f"model endpoint {self._url} sent a malformed stream ({exc.msg}); "
+                "check LOOPWRIGHT_MODEL_BASE_URL points at an OpenAI-compatible /v1 endpoint"
+            ) from None
+        return reply.reply(messages, tools, time.monotonic() - started)
+
+    def _raise_for_status(self, exc: openai.APIStatusError, tier: Tier) -> NoReturn:
+        status = exc.status_code
+        detail = _quote(_error_message(exc))
+        if status == 429:
+            raise _Retryable(
+                f"model endpoint {self._url} is rate limiting (429): {detail}; wait, run fewer "
+                "missions at once, or raise LOOPWRIGHT_MODEL_RETRIES",
+                _retry_after(exc.response.headers),
+            )
+        if status >= 500 or status == 408:
+            raise _Retryable(
+                f"model endpoint {self._url} failed with {status}: {detail}; the provider may be "
+                "down, retry later or point LOOPWRIGHT_MODEL_BASE_URL elsewhere",
+                _retry_after(exc.response.headers),
+            )
+        if status == 401:
+            message = (
+                f"401 from model endpoint {self._url}: {detail}; check LOOPWRIGHT_MODEL_API_KEY"
+            )
+        elif status == 403:
+            message = (
+                f"403 from model endpoint {self._url} for model id {tier.model!r}: {detail}; check "
+                "that LOOPWRIGHT_MODEL_API_KEY has access to it, or change LOOPWRIGHT_MODEL_TIERS"
+            )
+        elif status == 404 and _mentions_model(exc):
+            message = (
+                f"model id {tier.model!r} (tier {tier.name}) not found at endpoint {self._url}: "
+                f"{detail}; check LOOPWRIGHT_MODEL_TIERS"
+            )
+        elif status == 404:
+            message = (
+                f"no chat completions endpoint at {self._url} (404): {detail}; check "
+                "LOOPWRIGHT_MODEL_BASE_URL (it usually ends in /v1)"
+            )
+        elif any(word in detail.lower() for word in ("context", "too long", "maximum")):
+            message = (
+                f"model endpoint {self._url} refused the request as too long ({status}): "
+                f"{detail}; lower LOOPWRIGHT_CONTEXT_TOKENS"
+            )
+        else:
+            message = (
+                f"model endpoint {self._url} rejected the request ({status}) for model id "
+                f"{tier.model!r}: {detail}; check that it supports tool calling, or change "
+                "LOOPWRIGHT_MODEL_TIERS"
+            )
+        raise ModelError(self._redactor.text(message)) from None
+
+
+class _Deadline:
+    """Closes a response still streaming after `seconds`.
+
+    The read timeout only catches silence; an endpoint that trickles keep-alive bytes (or
+    tokens) forever would pass it, so the whole attempt also gets a wall-clock budget.
+    Closing the response from the timer thread makes the reading thread's iteration fail.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+
+    @contextmanager
+    def armed(self, close: Callable[[], None]) -> Iterator[None]:
+        def expire() -> None:
+            self.expired = True
+            close()
+
+        timer = threading.Timer(self.seconds, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+
+class _Retryable(Exception):
+    """One attempt failed in a way worth retrying; `wait_s` is the endpoint's own hint."""
+
+    def __init__(self, message: str, wait_s: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.wait_s = wait_s
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+class _Accumulator:
+    """Assembles one reply from streamed chunks: content, tool calls by index, usage."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.content: list[str] = []
+        self.calls: dict[int, _PartialCall] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+
+    def add(self, chunk: ChatCompletionChunk) -> None:
+        self.model = chunk.model or self.model
+        if chunk.usage is not None:
+            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            self.finish_reason = choice.finish_reason or self.finish_reason
+            if choice.delta.content:
+                self.content.append(choice.delta.content)
+            for position, delta in enumerate(choice.delta.tool_calls or ()):
+                self._merge_call(position, delta)
+
+    def _merge_call(self, position: int, delta: ChoiceDeltaToolCall) -> None:
+        # Some endpoints omit `index`; the position in the delta list is the best guess then.
+        index = delta.index if delta.index is not None else position
+        call = self.calls.setdefault(index, _PartialCall())
+        if delta.id:
+            call.id = delta.id
+        function = delta.function
+        if function is None:
+            return
+        # Some endpoints repeat the full name on every fragment, others split it; appending
+        # only a name that differs from what we have covers both.
+        if function.name and function.name != call.name:
+            call.name += function.name
+        if function.arguments:
+            call.arguments += function.arguments
+
+    def reply(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], duration_s: float
+    ) -> ModelReply:
+        text = "".join(self.content)
+        # A call without an id could not be answered by a tool message; give it a unique one.
+        tool_calls = tuple(
+            ToolCall(id=p.id or f"call_{uuid.uuid4().hex[:12]}", name=p.name, arguments=p.arguments)
+            for _, p in sorted(self.calls.items())
+        )
+        return ModelReply(
+            content=text,
+            tool_calls=tool_calls,
+            usage=self.usage or _estimate_usage(messages, tools, text, tool_calls),
+            model=self.model,
+            finish_reason=self.finish_reason,
+            duration_s=duration_s,
+        )
+
+
+def _estimate_usage(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    content: str,
+    tool_calls: tuple[ToolCall, ...],
+) -> Usage:
+    """Roughly four characters per token, for endpoints that do not report usage."""
+    prompt_chars = len(json.dumps(messages)) + (len(json.dumps(tools)) if tools else 0)
+    completion_chars = len(content) + sum(len(c.name) + len(c.arguments) for c in tool_calls)
+    return Usage(math.ceil(prompt_chars / 4), math.ceil(completion_chars / 4))
+
+
+def _backoff(attempt: int, hint_s: float | None) -> float:
+    """Seconds to wait before retry number `attempt + 1`: the endpoint's hint, else exponential."""
+    if hint_s is not None:
+        return min(max(hint_s, 0.0), MAX_RETRY_AFTER_S)
+    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0**attempt)
+    # Half fixed, half random: spreads simultaneous missions apart without ever retrying at once.
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
+    """Seconds the endpoint asked us to wait (`retry-after-ms`, `retry-after` seconds or date)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        seconds = _number(value) if value is not None else None
+        if seconds is not None and math.isfinite(seconds):
+            return seconds * scale
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+    return exc.response.reason_phrase or str(exc.status_code)
+
+
+def _mentions_model(exc: openai.APIStatusError) -> bool:
+    """Whether a 404 is about the model id rather than the URL path."""
+    body = exc.body
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict) and (
+        inner.get("code") == "model_not_found" or inner.get("param") == "model"
+    ):
+        return True
+    return isinstance(inner, dict) and "model" in _error_message(exc).lower()
+
+
+def _quote(text: str) -> str:
+    """`text` on one line, shortened: errors are shown in one-line events and logs."""
+    line = " ".join(text.split())
+    return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost reason for a connection failure, e.g. 'connection refused'."""
+    reason = exc
+    while (inner := reason.__cause__ or reason.__context__) is not None:
+        reason = inner
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    return _quote(str(reason)) or type(reason).__name__
+
+
+class Recorder:
+    """Appends each completed exchange to a JSON recording that `load_script` can replay.
+
+    The file is rewritten atomically after every exchange, so a crash keeps what was recorded.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._exchanges: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def exchanges(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._exchanges)
+
+    def record(self, tier: Tier, reply: ModelReply) -> None:
+        exchange = {"tier": tier.name, "model": reply.model, "response": reply_to_step(reply)}
+        with self._lock:
+            self._exchanges.append(exchange)
+            self._write({"version": 1, "exchanges": self._exchanges})
+
+    def _write(self, document: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(document, out, indent=2, ensure_ascii=False)
+                out.write("\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def reply_to_step(reply: ModelReply) -> dict[str, Any]:
+    """A reply in the script step format, so that replaying it yields the same reply."""
+    step: dict[str, Any] = {}
+    if reply.content:
+        step["content"] = reply.content
+    if reply.tool_calls:
+        step["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": _readable_arguments(c.arguments)}
+            for c in reply.tool_calls
+        ]
+    step["usage"] = {
+        "prompt_tokens": reply.usage.prompt_tokens,
+        "completion_tokens": reply.usage.completion_tokens,
+    }
+    if reply.finish_reason is not None:
+        step["finish_reason"] = reply.finish_reason
+    return step
+
+
+def _readable_arguments(raw: str) -> Any:
+    """The arguments as a JSON object when that re-encodes to exactly `raw`, else `raw` itself.
+
+    The scripted server sends an object as `json.dumps(object)`, so this keeps recordings
+    readable without changing a single byte of what is replayed.
+    """
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return parsed if isinstance(parsed, dict) and json.dumps(parsed) == raw else raw

@@ -1,0 +1,429 @@
+"""The model client against real HTTP endpoints: the scripted server, and small raw servers for
+behaviour the script format does not express (no usage reported, errors inside a stream)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwright.agent.model import (
+    ModelError,
+    ModelReply,
+    OpenAIModel,
+    Recorder,
+    ToolCall,
+    Usage,
+)
+from loopwright.agent.scripted import ScriptedModelServer, ScriptStep, load_script, parse_steps
+from loopwright.config import Settings, Tier
+
+NANO = Tier("nano", "vendor/nano-9b")
+SUPER = Tier("super", "vendor/super-49b")
+MESSAGES: list[dict[str, Any]] = [
+    {"role": "system", "content": "You fix failing tests."},
+    {"role": "user", "content": "tests/test_app.py::test_total fails"},
+]
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"{name} tool",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+    for name in ("read_file", "run_command", "finish")
+]
+
+
+class Harness:
+    """A scripted endpoint plus a client whose sleeps are recorded instead of slept."""
+
+    def __init__(self) -> None:
+        self.servers: list[ScriptedModelServer] = []
+        self.models: list[OpenAIModel] = []
+        self.waits: list[float] = []
+
+    def serve(self, steps: list[dict[str, Any]], **kwargs: Any) -> ScriptedModelServer:
+        return self.serve_script(parse_steps(steps), **kwargs)
+
+    def serve_script(self, steps: list[ScriptStep], **kwargs: Any) -> ScriptedModelServer:
+        server = ScriptedModelServer(steps, **kwargs).start()
+        self.servers.append(server)
+        return server
+
+    def model(self, base_url: str, recorder: Recorder | None = None, **changes: Any) -> OpenAIModel:
+        settings = Settings(
+            model_base_url=base_url,
+            model_api_key="sk-test-secret-key-123456",
+            tiers=(NANO, SUPER),
+            model_retries=2,
+            stall_timeout_s=0.5,
+            model_timeout_s=10.0,
+        ).with_overrides(**changes)
+        model = OpenAIModel(settings, recorder=recorder, sleep=self.waits.append)
+        self.models.append(model)
+        return model
+
+    def close(self) -> None:
+        for model in self.models:
+            model.close()
+        for server in self.servers:
+            server.stop()
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    h = Harness()
+    yield h
+    h.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_tool_calls_are_assembled_from_streamed_fragments(harness: Harness) -> None:
+    server = harness.serve(
+        [
+            {
+                "content": "Let me look at the test first.",
+                "tool_calls": [
+                    {"name": "read_file", "arguments": {"path": "tests/test_app.py", "start": 1}},
+                    {"name": "run_command", "arguments": '{"command": "pytest -x'},
+                ],
+                "usage": {"prompt_tokens": 812, "completion_tokens": 41},
+            }
+        ]
+    )
+    reply = harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    assert reply.content == "Let me look at the test first."
+    assert reply.tool_calls == (
+        ToolCall("call_1", "read_file", '{"path": "tests/test_app.py", "start": 1}'),
+        ToolCall("call_2", "run_command", '{"command": "pytest -x'),
+    )
+    assert reply.usage == Usage(812, 41)
+    assert reply.finish_reason == "tool_calls"
+    assert reply.model == NANO.model
+    assert reply.duration_s > 0
+    request = server.requests[0]
+    assert request["model"] == NANO.model
+    assert request["messages"] == MESSAGES
+    assert request["tools"] == TOOLS
+    assert request["tool_choice"] == "auto"
+    assert request["stream"] is True
+    assert request["stream_options"] == {"include_usage": True}
+
+
+def test_each_tier_asks_for_its_own_model_and_no_tools_means_no_tool_fields(
+    harness: Harness,
+) -> None:
+    server = harness.serve([{"content": "a"}, {"content": "b"}])
+    model = harness.model(server.base_url)
+    model.complete(NANO, MESSAGES, TOOLS)
+    reply = model.complete(SUPER, MESSAGES, [])
+
+    assert reply == ModelReply("b", (), reply.usage, SUPER.model, "stop", reply.duration_s)
+    assert [r["model"] for r in server.requests] == [NANO.model, SUPER.model]
+    assert "tools" not in server.requests[1] and "tool_choice" not in server.requests[1]
+
+
+def test_429_waits_as_long_as_retry_after_says(harness: Harness) -> None:
+    server = harness.serve(
+        [{"status": 429, "retry_after": 2}, {"status": 429, "retry_after": 0.25}, {"content": "ok"}]
+    )
+    reply = harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    assert reply.content == "ok"
+    assert harness.waits == [2.0, 0.25]
+    assert len(server.requests) == 3
+
+
+def test_429_without_retry_after_backs_off_with_jitter(harness: Harness) -> None:
+    server = harness.serve([{"status": 429}, {"status": 429}, {"content": "ok"}])
+    harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    first, second = harness.waits
+    assert 0.5 <= first <= 1.0
+    assert 1.0 <= second <= 2.0
+
+
+def test_500_is_retried_then_succeeds(harness: Harness) -> None:
+    server = harness.serve([{"status": 500}, {"status": 503}, {"content": "recovered"}])
+    reply = harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    assert reply.content == "recovered"
+    assert len(harness.waits) == 2
+    assert len(server.requests) == 3
+
+
+def test_persistent_500_becomes_a_model_error_after_the_retries(harness: Harness) -> None:
+    server = harness.serve([{"status": 502, "repeat": True}])
+    with pytest.raises(ModelError) as error:
+        harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    assert "502" in str(error.value)
+    assert "tried 3 times" in str(error.value)
+    assert len(server.requests) == 3
+    assert len(harness.waits) == 2
+
+
+def test_401_raises_at_once_naming_the_api_key_setting(harness: Harness) -> None:
+    server = harness.serve([{"content": "never"}], api_key="the-right-key")
+    with pytest.raises(ModelError) as error:
+        harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    message = str(error.value)
+    assert "401" in message and "LOOPWRIGHT_MODEL_API_KEY" in message
+    assert "sk-test-secret-key-123456" not in message
+    assert "\n" not in message
+    assert len(server.requests) == 1
+    assert harness.waits == []
+
+
+def test_unknown_model_id_names_the_tiers_setting(harness: Harness) -> None:
+    server = harness.serve([{"content": "never"}], models=[SUPER.model])
+    with pytest.raises(ModelError) as error:
+        harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    message = str(error.value)
+    assert NANO.model in message and "LOOPWRIGHT_MODEL_TIERS" in message
+    assert len(server.requests) == 1
+
+
+def test_400_is_not_retried(harness: Harness) -> None:
+    server = harness.serve([{"status": 400}, {"content": "never"}])
+    with pytest.raises(ModelError, match="rejected the request \\(400\\)"):
+        harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+    assert len(server.requests) == 1
+
+
+def test_unreachable_endpoint_names_the_base_url_setting(harness: Harness) -> None:
+    base_url = f"http://127.0.0.1:{free_port()}/v1"
+    started = time.monotonic()
+    with pytest.raises(ModelError) as error:
+        harness.model(base_url, model_retries=1).complete(NANO, MESSAGES, TOOLS)
+
+    message = str(error.value)
+    assert base_url in message
+    assert "unreachable" in message and "LOOPWRIGHT_MODEL_BASE_URL" in message
+    assert len(harness.waits) == 1
+    assert time.monotonic() - started < 5
+
+
+def test_a_stalled_stream_is_abandoned_and_retried(harness: Harness) -> None:
+    server = harness.serve([{"content": "slow", "stall_s": 5}, {"content": "fresh answer"}])
+    started = time.monotonic()
+    reply = harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+    elapsed = time.monotonic() - started
+
+    assert reply.content == "fresh answer"
+    assert len(server.requests) == 2
+    assert len(harness.waits) == 1
+    assert 0.5 <= elapsed < 2.5
+
+
+def test_an_endpoint_that_never_answers_is_abandoned_too(harness: Harness) -> None:
+    server = harness.serve([{"delay_s": 5, "content": "late"}, {"content": "on time"}])
+    started = time.monotonic()
+    reply = harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    assert reply.content == "on time"
+    assert time.monotonic() - started < 2.5
+
+
+def test_stalling_on_every_attempt_names_the_stall_setting(harness: Harness) -> None:
+    server = harness.serve([{"content": "slow", "stall_s": 5, "repeat": True}])
+    with pytest.raises(ModelError) as error:
+        harness.model(server.base_url, model_retries=1).complete(NANO, MESSAGES, TOOLS)
+
+    assert "stalled" in str(error.value) and "LOOPWRIGHT_STALL_TIMEOUT_S" in str(error.value)
+    assert len(server.requests) == 2
+
+
+def test_recording_replays_identically(harness: Harness, tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {
+            "content": "Plan: read, fix, test.",
+            "tool_calls": [{"name": "read_file", "arguments": {"path": "a.py"}}],
+        },
+        {"status": 503},
+        {"tool_calls": [{"name": "run_command", "arguments": '{"command": "pytest",}'}]},
+        {
+            "content": "Fixed.",
+            "tool_calls": [{"name": "finish", "arguments": {"summary": "ünïcode ✓"}}],
+            "finish_reason": "tool_calls",
+        },
+    ]
+    path = tmp_path / "recordings" / "mission.json"
+    original = harness.serve(steps)
+    recorder = Recorder(path)
+    model = harness.model(original.base_url, recorder=recorder)
+
+    first = model.complete(NANO, MESSAGES, TOOLS)
+    assert len(load_script(path)) == 1, "each exchange is on disk as soon as it completes"
+    recorded = [first, model.complete(SUPER, MESSAGES, TOOLS), model.complete(NANO, MESSAGES, [])]
+
+    document = json.loads(path.read_text())
+    assert document["version"] == 1
+    assert [e["tier"] for e in document["exchanges"]] == ["nano", "super", "nano"]
+    assert [e["model"] for e in document["exchanges"]] == [NANO.model, SUPER.model, NANO.model]
+    assert document["exchanges"][0]["response"]["tool_calls"][0]["arguments"] == {"path": "a.py"}
+    assert list(tmp_path.joinpath("recordings").iterdir()) == [path], "no temporary files left"
+
+    replay = harness.serve_script(load_script(path))
+    replay_model = harness.model(replay.base_url)
+    replayed = [
+        replay_model.complete(NANO, MESSAGES, TOOLS),
+        replay_model.complete(SUPER, MESSAGES, TOOLS),
+        replay_model.complete(NANO, MESSAGES, []),
+    ]
+    strip = [(r.content, r.tool_calls, r.usage, r.model, r.finish_reason) for r in recorded]
+    assert [(r.content, r.tool_calls, r.usage, r.model, r.finish_reason) for r in replayed] == strip
+
+
+TRICKLE = ": keep-alive\n\n"
+"""An answer that is only this SSE comment, repeated every 0.1 s until the client leaves."""
+
+
+class RawEndpoint:
+    """A real HTTP server answering the n-th POST with the n-th SSE body (the last repeats)."""
+
+    def __init__(self, bodies: list[str]) -> None:
+        self.calls = 0
+        self.stopping = threading.Event()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                endpoint.calls += 1
+                body = bodies[min(endpoint.calls, len(bodies)) - 1]
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    if body == TRICKLE:
+                        while not endpoint.stopping.wait(0.1):
+                            self.write_chunk(body.encode())
+                    else:
+                        self.write_chunk(body.encode())
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+
+            def write_chunk(self, data: bytes) -> None:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def sse(*chunks: dict[str, Any]) -> str:
+    base = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "raw-model"}
+    return "".join(f"data: {json.dumps({**base, **c})}\n\n" for c in chunks) + "data: [DONE]\n\n"
+
+
+def delta(finish: str | None = None, **fields: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": fields, "finish_reason": finish}]}
+
+
+@pytest.fixture
+def raw_endpoint() -> Iterator[Callable[[list[str]], RawEndpoint]]:
+    endpoints: list[RawEndpoint] = []
+
+    def start(bodies: list[str]) -> RawEndpoint:
+        endpoints.append(RawEndpoint(bodies))
+        return endpoints[-1]
+
+    yield start
+    for endpoint in endpoints:
+        endpoint.stop()
+
+
+def test_missing_usage_is_estimated_from_sizes(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    # Names repeated on every fragment and a missing final usage chunk, as some servers do.
+    body = sse(
+        delta(role="assistant", content="abcd" * 3),
+        delta(
+            tool_calls=[
+                {"index": 0, "id": "t1", "function": {"name": "finish", "arguments": '{"a"'}}
+            ]
+        ),
+        delta(tool_calls=[{"index": 0, "function": {"name": "finish", "arguments": ": 1}"}}]),
+        delta("tool_calls"),
+    )
+    endpoint = raw_endpoint([body])
+    reply = harness.model(endpoint.base_url).complete(NANO, MESSAGES, [])
+
+    assert reply.tool_calls == (ToolCall("t1", "finish", '{"a": 1}'),)
+    prompt_chars = len(json.dumps(MESSAGES))
+    completion_chars = 12 + len("finish") + len('{"a": 1}')
+    assert reply.usage == Usage(-(-prompt_chars // 4), -(-completion_chars // 4))
+    assert reply.model == "raw-model"
+
+
+def test_an_error_event_inside_the_stream_is_retried(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    failing = 'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n'
+    good = sse(delta(content="fine"), delta("stop"))
+    endpoint = raw_endpoint([failing, good])
+    reply = harness.model(endpoint.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    assert reply.content == "fine"
+    assert endpoint.calls == 2
+    assert len(harness.waits) == 1
+
+
+def test_an_endpoint_trickling_keep_alives_forever_is_cut_at_model_timeout(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    # Keep-alive comments defeat the read timeout, so only the whole-attempt budget stops this.
+    endpoint = raw_endpoint([TRICKLE, sse(delta(content="finally"), delta("stop"))])
+    started = time.monotonic()
+    model = harness.model(endpoint.base_url, model_timeout_s=1.0, stall_timeout_s=0.5)
+    reply = model.complete(NANO, MESSAGES, TOOLS)
+
+    assert reply.content == "finally"
+    assert endpoint.calls == 2
+    assert 1.0 <= time.monotonic() - started < 3.0
+
+
+def test_trickling_on_every_attempt_names_the_model_timeout_setting(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    endpoint = raw_endpoint([TRICKLE])
+    model = harness.model(endpoint.base_url, model_timeout_s=0.6, model_retries=0)
+    with pytest.raises(
+        ModelError, match=r"still streaming after 0\.6s.*LOOPWRIGHT_MODEL_TIMEOUT_S.*tried 1 time\)"
+    ):
+        model.complete(NANO, MESSAGES, TOOLS)
