@@ -37,6 +37,7 @@ from loopwright.sandbox.base import (
     OutputCallback,
     SandboxError,
 )
+from loopwright.sandbox.paths import CONTAINER_RESOLVER, normalize_relative
 
 POOL_LABEL = "loopwright.pool"
 PROVIDER_LABEL = "loopwright.provider"
@@ -158,13 +159,6 @@ mkdir -p -- "$(dirname -- "$p")" || exit 4
 if [[ -f $p ]]; then stat -c %a -- "$p"; else echo; fi
 printf %s "$p"
 """
-
-
-def _resolver_source() -> str:
-    # Imported late: the resolver is shared with the local sandbox and lives in its own module.
-    from loopwright.sandbox.paths import CONTAINER_RESOLVER
-
-    return str(CONTAINER_RESOLVER)
 
 
 def _engine_error(exc: BaseException) -> SandboxError:
@@ -416,9 +410,8 @@ class DockerSandbox:
 
     def read_file(self, path: str) -> bytes:
         """Read a workspace file; the path is resolved inside the container and must stay in it."""
-        self._check_path(path)
         code, out, err = self._run_script(
-            _READ_SCRIPT, _resolver_source(), path, str(MAX_FILE_BYTES)
+            _READ_SCRIPT, CONTAINER_RESOLVER, normalize_relative(path), str(MAX_FILE_BYTES)
         )
         if code != 0:
             raise FileToolError(err.strip() or f"reading {path} failed (exit {code})")
@@ -426,8 +419,9 @@ class DockerSandbox:
 
     def write_file(self, path: str, data: bytes) -> None:
         """Create or replace a workspace file (and its parent directories) as the sandbox user."""
-        self._check_path(path)
-        code, out, err = self._run_script(_WRITE_SCRIPT, _resolver_source(), path)
+        code, out, err = self._run_script(
+            _WRITE_SCRIPT, CONTAINER_RESOLVER, normalize_relative(path)
+        )
         if code != 0:
             raise FileToolError(err.strip() or f"writing {path} failed (exit {code})")
         mode_line, _, resolved = out.decode("utf-8", "surrogateescape").partition("\n")
@@ -442,13 +436,6 @@ class DockerSandbox:
             raise FileToolError(f"writing {path} failed: {exc.explanation or exc}") from exc
         except requests.exceptions.ConnectionError as exc:
             raise _engine_error(exc) from exc
-
-    @staticmethod
-    def _check_path(path: str) -> None:
-        if "\x00" in path:
-            raise FileToolError(f"{path!r} contains a NUL byte; name a file in the workspace")
-        if not path:
-            raise FileToolError("an empty path names no file; use a path relative to the workspace")
 
     def _run_script(self, script: str, *args: str) -> tuple[int, bytes, str]:
         container = self._container()
@@ -622,6 +609,8 @@ class DockerProvider:
         self._idle: deque[tuple[str, str, bool]] = deque()
         self._claimed: dict[str, str] = {}
         self._fillers: list[threading.Thread] = []
+        self._starting = 0
+        self._changed = threading.Condition(self._lock)
         self._closed = False
         if settings.warm_pool > 0:
             self._refill_later()
@@ -641,7 +630,6 @@ class DockerProvider:
                 raise SandboxError("the Docker sandbox provider is closed")
             pooled = self._idle.popleft() if self._idle else None
         if pooled is not None:
-            self._refill_later()
             container_id, volume, pool_network = pooled
             sandbox = DockerSandbox(
                 self._client, self._settings, container_id, volume, mission_id,
@@ -652,13 +640,16 @@ class DockerProvider:
             try:
                 self._fill(sandbox, tree)
                 sandbox.set_network(network)
-                return sandbox
             except SandboxError:
                 # A pool container that died while idle: fall back to a cold start.
                 self._discard(sandbox)
             except BaseException:
                 self._discard(sandbox)
                 raise
+            else:
+                # Refill only now: a container starting alongside slows the copy above.
+                self._refill_later()
+                return sandbox
         return self._cold(mission_id, tree, network=network)
 
     def _cold(self, mission_id: str, tree: Path, *, network: bool) -> DockerSandbox:
@@ -793,11 +784,24 @@ class DockerProvider:
 
     def fill_pool(self) -> None:
         """Start pool containers until `settings.warm_pool` are idle (blocking)."""
+        size = self._settings.warm_pool
         while True:
-            with self._lock:
-                if self._closed or len(self._idle) >= self._settings.warm_pool:
+            with self._changed:
+                # Starting ones count too, so concurrent fillers never overshoot the size;
+                # wait for those another filler is starting.
+                while (
+                    not self._closed and len(self._idle) < size <= len(self._idle) + self._starting
+                ):
+                    self._changed.wait(timeout=1)
+                if self._closed or len(self._idle) >= size:
                     return
-            self._add_pool_member()
+                self._starting += 1
+            try:
+                self._add_pool_member()
+            finally:
+                with self._changed:
+                    self._starting -= 1
+                    self._changed.notify_all()
 
     def _add_pool_member(self) -> None:
         network = self._settings.network != "none"

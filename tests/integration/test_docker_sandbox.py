@@ -1,0 +1,463 @@
+"""The Docker sandbox against a real engine: hardening, limits, egress, secrets, file confinement.
+
+These run in CI (which starts the engine); on a machine without Docker they skip, but never
+when CI is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loopwright.config import SandboxLimits, Settings
+from loopwright.sandbox.base import MISSION_LABEL, FileToolError, SandboxError
+
+docker = pytest.importorskip("docker")
+
+from loopwright.sandbox.docker import DockerProvider, DockerSandbox  # noqa: E402
+from loopwright.sandbox.image import doctor, ensure_image  # noqa: E402
+
+pytestmark = pytest.mark.docker
+
+LIMITS = SandboxLimits(memory_mb=256, pids=128, cpus=1.0, tmpfs_mb=64, output_cap_bytes=65536)
+CANARIES = {
+    "LOOPWRIGHT_MODEL_API_KEY": "sk-CANARY0123456789abcdef",
+    "GITHUB_TOKEN": "ghs_CANARY0123456789abcdef",
+}
+# Name lookups must fail fast rather than wait out the resolver's default retries.
+FAST_DNS = "RES_OPTIONS='timeout:1 attempts:1'"
+PROBE = r"""
+import socket, sys
+target = sys.argv[1]
+try:
+    if ":" in target:
+        host, port = target.rsplit(":", 1)
+        socket.create_connection((host, int(port)), timeout=3).close()
+    else:
+        socket.getaddrinfo(target, 443)
+    print("REACHED", target)
+except OSError as exc:
+    print("FAILED", target, type(exc).__name__, exc)
+"""
+
+
+def _labelled(client: docker.DockerClient) -> set[str]:
+    return {c["Id"] for c in client.api.containers(all=True, filters={"label": MISSION_LABEL})}
+
+
+@pytest.fixture(scope="session")
+def client() -> Iterator[docker.DockerClient]:
+    try:
+        engine = docker.from_env(version="auto")
+        engine.ping()
+    except docker.errors.DockerException as exc:
+        message = f"the Docker engine is unreachable ({exc}); start it with `dockerd &`"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI=true but {message}: Docker tests must run in CI", pytrace=False)
+        pytest.skip(message)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="session")
+def settings(client: docker.DockerClient) -> Settings:
+    base = Settings(sandbox_limits=LIMITS, network="none")
+    ensure_image(client, base, lambda line: None)
+    return base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_container_left_behind(client: docker.DockerClient) -> Iterator[None]:
+    before = _labelled(client)
+    yield
+    left = _labelled(client) - before
+    assert not left, f"sandbox containers left behind: {sorted(c[:12] for c in left)}"
+
+
+@pytest.fixture(scope="module")
+def provider(settings: Settings, client: docker.DockerClient) -> Iterator[DockerProvider]:
+    p = DockerProvider(settings, client=client)
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("repo")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (root / "run.sh").chmod(0o755)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+@pytest.fixture
+def sandbox(provider: DockerProvider, tree: Path) -> Iterator[DockerSandbox]:
+    box = provider.create(f"test-{uuid.uuid4().hex[:8]}", tree, network=False)
+    try:
+        yield box
+    finally:
+        box.close()
+
+
+def run(box: DockerSandbox, command: str, timeout_s: float = 30) -> str:
+    result = box.exec(command, timeout_s=timeout_s)
+    assert not result.timed_out, result.output
+    return result.output
+
+
+# -- hardening ------------------------------------------------------------------------------
+
+
+def test_docker_inspect_shows_the_hardening(
+    sandbox: DockerSandbox, client: docker.DockerClient
+) -> None:
+    info = client.api.inspect_container(sandbox.container_id)
+    host = info["HostConfig"]
+    assert host["CapDrop"] == ["ALL"]
+    assert not host["CapAdd"]
+    assert "no-new-privileges" in host["SecurityOpt"]
+    assert not any("seccomp" in opt for opt in host["SecurityOpt"])  # the default profile
+    assert host["ReadonlyRootfs"] is True
+    assert host["Privileged"] is False
+    assert host["Init"] is True
+    assert host["PidsLimit"] == LIMITS.pids
+    assert host["Memory"] == LIMITS.memory_mb * 1024 * 1024
+    assert host["MemorySwap"] == host["Memory"]
+    assert host["NanoCpus"] == int(LIMITS.cpus * 1e9)
+    assert host["NetworkMode"] == "none"
+    assert "size=64m" in host["Tmpfs"]["/tmp"] and "noexec" not in host["Tmpfs"]["/tmp"]
+    assert "size=64m" in host["Tmpfs"]["/home/sandbox"]
+    assert not host["Binds"]
+    assert info["Config"]["User"] == "10001:10001"
+    assert info["Config"]["Labels"][MISSION_LABEL] == sandbox.mission_id
+    assert [m["Type"] for m in info["Mounts"]] == ["volume"]
+    assert info["Mounts"][0]["Destination"] == "/workspace"
+    assert "docker.sock" not in json.dumps(info)
+    volume = client.api.inspect_volume(info["Mounts"][0]["Name"])
+    assert volume["Options"]["type"] == "tmpfs" and "size=64m" in volume["Options"]["o"]
+    assert run(sandbox, "id -u; id -g; pwd").split() == ["10001", "10001", "/workspace"]
+
+
+def test_root_filesystem_is_read_only_and_tmp_is_executable(sandbox: DockerSandbox) -> None:
+    out = run(sandbox, "touch /etc/x 2>&1; touch /usr/x 2>&1; printf '#!/bin/sh\\necho exec-ok\\n'"
+              " > /tmp/t.sh && chmod +x /tmp/t.sh && /tmp/t.sh")  # fmt: skip
+    assert out.count("Read-only file system") == 2
+    assert "exec-ok" in out
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+def test_exec_streams_output_and_reports_the_exit_code(sandbox: DockerSandbox) -> None:
+    chunks: list[str] = []
+    result = sandbox.exec(
+        "cat src/app.py; echo to-stderr >&2; exit 3", timeout_s=30, on_output=chunks.append
+    )
+    assert result.exit_code == 3 and not result.ok and not result.timed_out
+    assert "return a + b" in result.output and "to-stderr" in result.output
+    assert "".join(chunks) == result.output
+
+
+def test_output_is_capped_keeping_head_and_tail(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec("seq 1 200000", timeout_s=30)
+    assert result.truncated and result.exit_code == 0
+    assert result.output.startswith("1\n2\n3\n")
+    assert result.output.rstrip().endswith("199999\n200000")
+    assert "bytes of output omitted" in result.output
+    assert len(result.output.encode()) < LIMITS.output_cap_bytes + 200
+
+
+def test_sleep_forever_is_ended_by_the_timeout_with_no_process_left(
+    sandbox: DockerSandbox,
+) -> None:
+    started = time.monotonic()
+    result = sandbox.exec(
+        "sleep 86401 & (sleep 86402 &) ; setsid sleep 86403 & sleep infinity", timeout_s=2
+    )
+    assert result.timed_out and result.exit_code == 124
+    assert time.monotonic() - started < 15
+    assert "timed out" in result.output
+    processes = run(sandbox, "ps -eo args --no-headers")
+    assert "8640" not in processes
+    assert processes.splitlines().count("sleep infinity") == 1  # the container's keep-alive
+
+
+def test_background_jobs_do_not_outlive_their_command(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec("sleep 86404 & echo started", timeout_s=30)
+    assert result.exit_code == 0 and "started" in result.output
+    assert "86404" not in run(sandbox, "ps -eo args --no-headers")
+
+
+def test_fork_bomb_hits_the_pids_limit_and_the_sandbox_recovers(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec("bomb() { bomb | bomb & }; bomb; sleep 5", timeout_s=20)
+    assert "process limit (128) was reached" in result.output
+    assert run(sandbox, "echo alive").strip() == "alive"
+    assert int(run(sandbox, "ps -e --no-headers | wc -l")) < 10
+    assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
+
+
+def test_memory_hog_is_oom_killed_and_reported(sandbox: DockerSandbox) -> None:
+    hog = "python3 -c 'a = []\nwhile True: a.append(b\"x\" * (16 << 20))'"
+    result = sandbox.exec(hog, timeout_s=60)
+    assert result.exit_code == 137 and not result.timed_out
+    assert "out-of-memory" in result.output
+    assert run(sandbox, "echo alive").strip() == "alive"
+
+
+def test_disk_filler_is_bounded_by_the_tmpfs_size(sandbox: DockerSandbox) -> None:
+    for where in ("/workspace", "/tmp", "/home/sandbox"):
+        result = sandbox.exec(f"dd if=/dev/zero of={where}/fill bs=1M count=500", timeout_s=60)
+        assert result.exit_code != 0 and "No space left" in result.output, where
+        size = int(run(sandbox, f"stat -c %s {where}/fill"))
+        assert size <= LIMITS.tmpfs_mb * 1024 * 1024
+        run(sandbox, f"rm -f {where}/fill")
+
+
+# -- network ------------------------------------------------------------------------------
+
+
+def probe(box: DockerSandbox, target: str) -> str:
+    return run(box, f"{FAST_DNS} python3 -c '{PROBE}' {target}")
+
+
+def _no_egress(box: DockerSandbox) -> None:
+    for target in ("1.1.1.1:443", "169.254.169.254:80", "example.com"):
+        assert probe(box, target).startswith("FAILED"), target
+    routes = run(box, "cat /proc/net/route").splitlines()[1:]
+    assert not routes
+
+
+def test_no_egress_while_the_network_is_off(sandbox: DockerSandbox) -> None:
+    _no_egress(sandbox)
+
+
+def test_setup_phase_has_a_network_and_turning_it_off_removes_it(
+    provider: DockerProvider, tree: Path
+) -> None:
+    box = provider.create(f"test-net-{uuid.uuid4().hex[:8]}", tree, network=True)
+    try:
+        routes = run(box, "cat /proc/net/route")
+        assert "00000000" in routes  # a default route exists while setting up
+        assert probe(box, "deb.debian.org").startswith("REACHED")
+        box.set_network(False)
+        _no_egress(box)
+        box.set_network(True)
+        assert "00000000" in run(box, "cat /proc/net/route")
+        box.set_network(False)
+        _no_egress(box)
+    finally:
+        box.close()
+
+
+def test_a_sandbox_created_offline_can_be_connected_for_setup(sandbox: DockerSandbox) -> None:
+    sandbox.set_network(True)
+    assert "00000000" in run(sandbox, "cat /proc/net/route")
+    sandbox.set_network(False)
+    _no_egress(sandbox)
+
+
+# -- secrets ------------------------------------------------------------------------------
+
+
+def test_host_secrets_are_not_visible_inside(
+    provider: DockerProvider,
+    tree: Path,
+    client: docker.DockerClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in CANARIES.items():
+        monkeypatch.setenv(name, value)
+    box = provider.create(f"test-canary-{uuid.uuid4().hex[:8]}", tree, network=False)
+    try:
+        out = run(
+            box,
+            "env; tr '\\0' '\\n' < /proc/1/environ; tr '\\0' '\\n' < /proc/self/environ; "
+            "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; git config -l 2>&1",
+        )
+        assert "CANARY" not in out
+        assert "PATH=" in out and "CI=true" in out
+        env = client.api.inspect_container(box.container_id)["Config"]["Env"]
+        assert not any("CANARY" in item for item in env)
+        names = {item.partition("=")[0] for item in env}
+        assert names <= {"PATH", "HOME", "LANG", "CI"}
+        with pytest.raises(FileToolError):
+            box.read_file("/proc/self/environ")
+    finally:
+        box.close()
+
+
+# -- files --------------------------------------------------------------------------------
+
+
+def test_write_and_read_files_as_the_sandbox_user(sandbox: DockerSandbox) -> None:
+    sandbox.write_file("new/deep/file.txt", b"hello\x00\xff")
+    assert sandbox.read_file("new/deep/file.txt") == b"hello\x00\xff"
+    assert run(sandbox, "stat -c %u:%g new/deep/file.txt new/deep").split() == [
+        "10001:10001",
+        "10001:10001",
+    ]
+    sandbox.write_file("run.sh", b"#!/bin/sh\necho changed\n")
+    assert run(sandbox, "./run.sh").strip() == "changed"  # the executable bit survived
+    assert sandbox.read_file("src/app.py").startswith(b"def add")
+
+
+def test_symlinks_cannot_take_file_tools_outside_the_workspace(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    sentinel = tmp_path / "sentinel.txt"
+    sentinel.write_text("host sentinel\n")
+    before = sentinel.stat()
+    run(
+        sandbox,
+        f"ln -s / root; ln -s /etc/passwd passwd; ln -s /nonexistent/file dangling; "
+        f"ln -s {sentinel} host; ln -s ../.. up",
+    )
+    refused_reads = [
+        "root/etc/passwd", "passwd", "up/etc/passwd", "../../etc/passwd", "/etc/passwd",
+        "/proc/self/environ", "host", str(sentinel), "a\x00b", "root",
+    ]  # fmt: skip
+    for path in refused_reads:
+        with pytest.raises(FileToolError):
+            sandbox.read_file(path)
+    refused_writes = [
+        "dangling", "root/tmp/x", "passwd", "host", str(sentinel), "../x", "up/tmp/x", "a\x00b",
+    ]  # fmt: skip
+    for path in refused_writes:
+        with pytest.raises(FileToolError):
+            sandbox.write_file(path, b"owned\n")
+    assert sentinel.read_text() == "host sentinel\n"
+    assert sentinel.stat().st_mtime_ns == before.st_mtime_ns
+    assert "owned" not in run(sandbox, "cat /etc/passwd; ls /tmp")
+
+
+# -- lifecycle ----------------------------------------------------------------------------
+
+
+def test_close_is_idempotent_and_removes_container_and_volume(
+    provider: DockerProvider, tree: Path, client: docker.DockerClient
+) -> None:
+    box = provider.create(f"test-close-{uuid.uuid4().hex[:8]}", tree, network=False)
+    volume = client.api.inspect_container(box.container_id)["Mounts"][0]["Name"]
+    box.close()
+    box.close()
+    with pytest.raises(docker.errors.NotFound):
+        client.api.inspect_container(box.container_id)
+    with pytest.raises(docker.errors.NotFound):
+        client.api.inspect_volume(volume)
+    with pytest.raises(SandboxError):
+        box.exec("true", timeout_s=5)
+
+
+def test_interrupt_during_a_command_still_lets_close_clean_up(
+    provider: DockerProvider, tree: Path, client: docker.DockerClient
+) -> None:
+    box = provider.create(f"test-int-{uuid.uuid4().hex[:8]}", tree, network=False)
+
+    def interrupt(text: str) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            box.exec("echo first; sleep 30", timeout_s=60, on_output=interrupt)
+    finally:
+        box.close()
+    with pytest.raises(docker.errors.NotFound):
+        client.api.inspect_container(box.container_id)
+
+
+def test_a_dead_container_raises_sandbox_error(
+    sandbox: DockerSandbox, client: docker.DockerClient
+) -> None:
+    client.api.kill(sandbox.container_id)
+    with pytest.raises(SandboxError, match="died or is unusable"):
+        sandbox.exec("true", timeout_s=5)
+
+
+def test_missing_image_says_how_to_build_it(settings: Settings, tree: Path) -> None:
+    missing = DockerProvider(settings.with_overrides(sandbox_image="loopwright-missing:none"))
+    try:
+        with pytest.raises(SandboxError, match="loopwright sandbox build"):
+            missing.create("test-missing", tree, network=False)
+    finally:
+        missing.close()
+
+
+def test_reap_orphans_removes_containers_of_missions_no_longer_running(
+    settings: Settings, tree: Path, client: docker.DockerClient
+) -> None:
+    crashed = DockerProvider(settings, client=client)
+    orphan = crashed.create(f"test-orphan-{uuid.uuid4().hex[:8]}", tree, network=False)
+    live = crashed.create(f"test-live-{uuid.uuid4().hex[:8]}", tree, network=False)
+    try:
+        restarted = DockerProvider(settings, client=client)  # knows nothing of either
+        removed = restarted.reap_orphans({live.mission_id})
+        assert orphan.container_id in removed
+        assert live.container_id not in removed
+        with pytest.raises(docker.errors.NotFound):
+            client.api.inspect_container(orphan.container_id)
+        assert run(live, "echo alive").strip() == "alive"
+        restarted.close()
+    finally:
+        orphan.close()
+        live.close()
+        crashed.close()
+
+
+def test_warm_pool_acquire_is_fast_and_gives_a_working_sandbox(
+    settings: Settings, tree: Path, client: docker.DockerClient
+) -> None:
+    pooled = DockerProvider(settings.with_overrides(warm_pool=2), client=client)
+    try:
+        pooled.fill_pool()
+        assert pooled.pool_size == 2
+        started = time.monotonic()
+        box = pooled.create(f"test-warm-{uuid.uuid4().hex[:8]}", tree, network=False)
+        elapsed = time.monotonic() - started
+        try:
+            assert elapsed < 0.5
+            assert "return a + b" in run(box, "cat src/app.py")
+            _no_egress(box)
+            pooled.reap_orphans({box.mission_id})  # must keep both the claimed and idle ones
+            assert run(box, "echo alive").strip() == "alive"
+        finally:
+            box.close()
+        deadline = time.monotonic() + 30
+        while pooled.pool_size < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pooled.pool_size == 2  # refilled in the background
+    finally:
+        pooled.close()
+
+
+# -- image and doctor ---------------------------------------------------------------------
+
+
+def test_ensure_image_does_not_rebuild_a_current_image(
+    settings: Settings, client: docker.DockerClient
+) -> None:
+    lines: list[str] = []
+    started = time.monotonic()
+    assert ensure_image(client, settings, lines.append) == settings.sandbox_image
+    assert time.monotonic() - started < 5
+    assert any("is current" in line for line in lines)
+
+
+def test_doctor_reports_every_check_with_a_fix_for_failures(settings: Settings) -> None:
+    checks = {c.name: c for c in doctor(settings)}
+    assert set(checks) >= {
+        "docker package", "docker engine", "sandbox image", "debootstrap", "chromium",
+        "free disk",
+    }  # fmt: skip
+    assert checks["docker engine"].ok and "API" in checks["docker engine"].detail
+    assert checks["sandbox image"].ok
+    for check in checks.values():
+        assert check.ok or check.fix, check
