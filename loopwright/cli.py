@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     fix = sub.add_parser("fix", help="fix a repository whose tests fail")
     fix.add_argument("source", metavar="PATH_OR_GIT_URL")
     fix.add_argument("--test-cmd", help="the command that runs the tests (default: detected)")
-    fix.add_argument("--setup-cmd", help="install dependencies before the tests (default: detected)")
+    fix.add_argument(
+        "--setup-cmd", help="install dependencies before the tests (default: detected)"
+    )
     fix.add_argument("--guidance", help="extra instructions for the model")
     fix.add_argument("--sandbox", choices=("docker", "local"), help="where commands run")
     fix.add_argument("--events", type=Path, metavar="FILE.ndjson", help="write every event here")

@@ -64,9 +64,7 @@ class Settings:
 
     model_base_url: str = DEFAULT_BASE_URL
     model_api_key: str | None = None
-    tiers: tuple[Tier, ...] = tuple(
-        Tier(n, m, *DEFAULT_PRICES[n]) for n, m in DEFAULT_TIERS
-    )
+    tiers: tuple[Tier, ...] = tuple(Tier(n, m, *DEFAULT_PRICES[n]) for n, m in DEFAULT_TIERS)
     escalate_after: int = 3
     max_steps: int = 40
     max_cost_usd: float | None = None
@@ -134,7 +132,9 @@ class Settings:
         for t in self.tiers:
             if t.name == name:
                 return t
-        raise ConfigError(f"unknown tier {name!r}; LOOPWRIGHT_MODEL_TIERS defines {self.tier_names}")
+        raise ConfigError(
+            f"unknown tier {name!r}; LOOPWRIGHT_MODEL_TIERS defines {self.tier_names}"
+        )
 
     @property
     def tier_names(self) -> list[str]:
@@ -161,7 +161,9 @@ def _int(env: Mapping[str, str], name: str, default: int, low: int = 1) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number; set it to e.g. {default}") from None
+        raise ConfigError(
+            f"{name}={raw!r} is not a whole number; set it to e.g. {default}"
+        ) from None
     if value < low:
         raise ConfigError(f"{name}={raw!r} must be at least {low}")
     return value
@@ -261,7 +263,7 @@ class RepoConfig:
     source: str | None = None
 
 
-_REPO_KEYS = {
+_REPO_KEYS: dict[str, type | tuple[type, ...]] = {
     "test_cmd": str,
     "setup_cmd": str,
     "protected_paths": list,

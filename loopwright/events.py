@@ -57,7 +57,8 @@ class Event:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Event:
-        fields = {k: v for k, v in data.items() if k not in {"seq", "ts", "mission", "type", "stage"}}
+        base = {"seq", "ts", "mission", "type", "stage"}
+        fields = {k: v for k, v in data.items() if k not in base}
         return cls(
             seq=int(data["seq"]),
             ts=float(data["ts"]),

@@ -42,9 +42,7 @@ from loopwright.verify.detect import DetectionError, TestPlan, detect_tests
 from loopwright.verify.runner import SuiteRun, environment_problem, run_suite
 from loopwright.verify.tamper import Finding, tamper_findings
 
-Status = Literal[
-    "verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error"
-]
+Status = Literal["verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error"]
 FLAKY_RERUNS = 3
 SETUP_TIMEOUT_S = 900.0
 
@@ -216,7 +214,9 @@ class FixMission:
             rerun = run_suite(sandbox, plan, timeout_s=timeout)
             outcomes = rerun.report.by_id()
             for test_id in failing:
-                pattern[test_id].append(outcomes[test_id].outcome if test_id in outcomes else "missing")
+                pattern[test_id].append(
+                    outcomes[test_id].outcome if test_id in outcomes else "missing"
+                )
             recovered = [t for t in failing if pattern[t][-1] == "passed"]
             if recovered or (rerun.result.ok and not rerun.report.failing()):
                 self.result.flaky = {"tests": recovered or failing, "pattern": pattern}
@@ -237,7 +237,9 @@ class FixMission:
 
     def _fix(self, plan: TestPlan, before: SuiteRun, repo: RepoConfig) -> tuple[str, str]:
         sandbox = self._sandboxes[-1]
-        protected = repo.protected_paths if repo.protected_paths is not None else DEFAULT_PROTECTED_PATHS
+        protected = (
+            repo.protected_paths if repo.protected_paths is not None else DEFAULT_PROTECTED_PATHS
+        )
         toolbox = Toolbox(
             sandbox,
             command_timeout_s=self.settings.command_timeout_s,
@@ -275,7 +277,9 @@ class FixMission:
         self, base: Path, plan: TestPlan, repo: RepoConfig, before: SuiteRun, patch: str
     ) -> None:
         self.events.enter("verify")
-        protected = repo.protected_paths if repo.protected_paths is not None else DEFAULT_PROTECTED_PATHS
+        protected = (
+            repo.protected_paths if repo.protected_paths is not None else DEFAULT_PROTECTED_PATHS
+        )
         findings = tamper_findings(
             patch, allow_test_edits=repo.allow_test_edits, protected=protected
         )
@@ -361,4 +365,3 @@ def _evidence(
         "report_source": {"before": before.report.source, "after": after.report.source},
         "after_output": truncate_middle(after.result.output, 4_000),
     }
-

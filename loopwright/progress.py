@@ -72,7 +72,8 @@ class ProgressPrinter:
             return self._c(color, f"  {mark} {f.get('tool')}{tail}")
         if event.type == "escalation":
             return self._c(
-                "1;35", f"  ⇧ escalated {f.get('from_tier')} → {f.get('to_tier')}: {f.get('reason')}"
+                "1;35",
+                f"  ⇧ escalated {f.get('from_tier')} → {f.get('to_tier')}: {f.get('reason')}",
             )
         if event.type == "verification":
             return render_verification(f)
@@ -109,7 +110,9 @@ def render_verification(f: dict[str, Any]) -> str:
                 f"{r.get('status')}"
             )
     for cmd in f.get("commands") or []:
-        lines.append(f"    {cmd.get('phase')}: `{cmd.get('command')}` exited {cmd.get('exit_code')}")
+        lines.append(
+            f"    {cmd.get('phase')}: `{cmd.get('command')}` exited {cmd.get('exit_code')}"
+        )
     for finding in f.get("tamper") or []:
         lines.append(f"    tamper: {finding.get('path')}: {finding.get('detail')}")
     for reason in f.get("reasons") or []:

@@ -56,7 +56,8 @@ class Budget:
             )
         if s.max_prompt_tokens is not None and self.tokens >= s.max_prompt_tokens:
             raise LimitsExceeded(
-                f"token limit reached ({self.tokens} of {s.max_prompt_tokens}, LOOPWRIGHT_MAX_TOKENS)"
+                f"token limit reached ({self.tokens} of {s.max_prompt_tokens}, "
+                "LOOPWRIGHT_MAX_TOKENS)"
             )
         if self.elapsed_s >= s.wall_clock_s:
             raise LimitsExceeded(

@@ -65,9 +65,7 @@ class Conversation:
         self.turns.append({"role": "user", "content": text})
 
     def set_latest_test(self, command: str, exit_code: int, output: str) -> None:
-        self.latest_test = (
-            f"$ {command}\n(exit code {exit_code})\n{truncate_middle(output, 3_000)}"
-        )
+        self.latest_test = f"$ {command}\n(exit code {exit_code})\n{truncate_middle(output, 3_000)}"
 
     def state_message(self) -> str:
         lines = ["Current state (restated every turn)."]

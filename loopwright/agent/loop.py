@@ -22,7 +22,8 @@ from loopwright.config import Settings
 from loopwright.events import EventBus
 
 TEST_RUNNER = re.compile(
-    r"\b(pytest|unittest|npm (run )?test|node --test|go test|cargo test|make test|jest|vitest|mocha)\b"
+    r"\b(pytest|unittest|npm (run )?test|node --test|go test|cargo test|make test"
+    r"|jest|vitest|mocha)\b"
 )
 EVENT_OUTPUT_CHARS = 20_000
 

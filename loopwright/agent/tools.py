@@ -220,7 +220,9 @@ class Toolbox:
         self._check_writable(args.path)
         data = args.content.encode("utf-8")
         if len(data) > MAX_WRITE_BYTES:
-            return ToolOutcome("error", f"Refused: content is {len(data)} bytes; the limit is 2 MB.")
+            return ToolOutcome(
+                "error", f"Refused: content is {len(data)} bytes; the limit is 2 MB."
+            )
         self._sandbox.write_file(args.path, data)
         return ToolOutcome("ok", f"Wrote {args.path} ({len(data)} bytes).")
 
@@ -262,7 +264,9 @@ class Toolbox:
         )
 
     def _finish(self, args: FinishArgs) -> ToolOutcome:
-        return ToolOutcome("ok", "Finish recorded; verification will now run.", finished=args.summary)
+        return ToolOutcome(
+            "ok", "Finish recorded; verification will now run.", finished=args.summary
+        )
 
 
 def render_exec(result: ExecResult, timeout_s: float) -> str:

@@ -69,7 +69,17 @@ def is_git_url(source: str) -> bool:
 def clone(url: str, dest: Path) -> Path:
     """Clone a repository on the host (no credentials: public or local servers)."""
     proc = subprocess.run(
-        ["git", "-c", "core.hooksPath=/dev/null", "clone", "--quiet", "--depth", "50", url, str(dest)],
+        [
+            "git",
+            "-c",
+            "core.hooksPath=/dev/null",
+            "clone",
+            "--quiet",
+            "--depth",
+            "50",
+            url,
+            str(dest),
+        ],
         capture_output=True,
         text=True,
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0"},

@@ -75,5 +75,10 @@ def environment_problem(run: SuiteRun, tree: Path) -> str | None:
 
 
 def _provided_by(tree: Path, name: str) -> bool:
-    candidates = [tree / name, tree / f"{name}.py", tree / "src" / name, tree / "src" / f"{name}.py"]
+    candidates = [
+        tree / name,
+        tree / f"{name}.py",
+        tree / "src" / name,
+        tree / "src" / f"{name}.py",
+    ]
     return any(p.exists() for p in candidates)

@@ -25,7 +25,11 @@ def _conversation(context_tokens: int) -> Conversation:
     conv = Conversation(system="sys", task="fix it", context_tokens=context_tokens)
     conv.plan = [PlanItem("read", "done"), PlanItem("fix", "in_progress")]
     for i in range(30):
-        call = {"id": f"c{i}", "type": "function", "function": {"name": "run_command", "arguments": "{}"}}
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "run_command", "arguments": "{}"},
+        }
         conv.add_assistant("", [call])
         conv.add_tool_result(f"c{i}", f"output {i} " + "y" * 20_000)
     conv.set_latest_test("python -m pytest", 1, "FAILED tests/test_a.py::test_x")
@@ -66,6 +70,8 @@ def test_observations_are_capped_when_recorded():
 
 def test_no_elision_when_it_fits():
     conv = Conversation(system="s", task="t", context_tokens=100_000)
-    conv.add_assistant("", [{"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}}])
+    conv.add_assistant(
+        "", [{"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}}]
+    )
     conv.add_tool_result("a", "small output")
     assert conv.render()[3]["content"] == "small output"

@@ -1,0 +1,160 @@
+"""Shared fixtures: example repositories, the scripted model server, the CLI runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwright.agent.scripted import ScriptedModelServer, load_script
+from loopwright.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+RECORDINGS = EXAMPLES / "recordings"
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def init_repo(path: Path) -> Path:
+    git("init", "-q", "-b", "main", cwd=path)
+    git("add", "-A", cwd=path)
+    git("commit", "-qm", "initial", cwd=path)
+    return path
+
+
+@pytest.fixture
+def example_repo(tmp_path: Path) -> Callable[..., Path]:
+    """Copy a bundled example (optionally with file overrides) into a fresh git repository."""
+
+    def make(name: str, files: dict[str, str] | None = None) -> Path:
+        dest = tmp_path / "repos" / name
+        shutil.copytree(EXAMPLES / name, dest)
+        for rel, text in (files or {}).items():
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        return init_repo(dest)
+
+    return make
+
+
+def tool(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def step(*calls: dict[str, Any], content: str = "", **extra: Any) -> dict[str, Any]:
+    return {"content": content, "tool_calls": list(calls), **extra}
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Iterator[Callable[[list[dict[str, Any]]], ScriptedModelServer]]:
+    servers: list[ScriptedModelServer] = []
+
+    def start(steps: list[dict[str, Any]]) -> ScriptedModelServer:
+        path = tmp_path / f"script-{len(servers)}.json"
+        path.write_text(json.dumps(steps))
+        server = ScriptedModelServer(load_script(path)).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@dataclass
+class CliRun:
+    exit_code: int
+    result: dict[str, Any] | None
+    events: list[dict[str, Any]]
+    stderr: str
+
+    def of_type(self, type_: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == type_]
+
+
+@pytest.fixture
+def run_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., CliRun]:
+    """Run `loopwright fix ... --json --events FILE` in-process with a clean environment."""
+
+    def run(*args: str, env: dict[str, str] | None = None) -> CliRun:
+        for key in list(os.environ):
+            if key.startswith("LOOPWRIGHT_"):
+                monkeypatch.delenv(key)
+        monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(tmp_path / "data"))
+        monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, value)
+        events_path = tmp_path / f"events-{len(list(tmp_path.glob('events-*')))}.ndjson"
+        capsys.readouterr()
+        code = main([*args, "--json", "--events", str(events_path)])
+        out, err = capsys.readouterr()
+        result = json.loads(out) if out.strip() else None
+        events = (
+            [json.loads(line) for line in events_path.read_text().splitlines()]
+            if events_path.exists()
+            else []
+        )
+        return CliRun(code, result, events, err)
+
+    return run
+
+
+def docker_engine_available() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(version="auto")
+        client.ping()
+        client.close()
+    except Exception:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def docker_ready() -> None:
+    """The engine and the sandbox image; mandatory in CI, skipped on a laptop without them."""
+    if not docker_engine_available():
+        if os.environ.get("CI"):
+            pytest.fail(
+                "CI=true but the Docker engine is unreachable; scripts/bootstrap.sh starts it"
+            )
+        pytest.skip("no Docker engine (run scripts/bootstrap.sh)")
+    import docker
+
+    from loopwright.config import Settings
+    from loopwright.sandbox.image import ensure_image
+
+    client = docker.from_env(version="auto")
+    try:
+        ensure_image(client, Settings.from_env({}), lambda line: None)
+    finally:
+        client.close()
+
+
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def sandbox_kind(request: pytest.FixtureRequest) -> str:
+    if request.param == "docker":
+        request.getfixturevalue("docker_ready")
+    return str(request.param)
