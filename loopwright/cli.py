@@ -92,7 +92,10 @@ def make_provider(settings: Settings) -> SandboxProvider:
         return LocalProvider(settings.sandbox_limits)
     from loopwright.sandbox.docker import DockerProvider
 
-    return DockerProvider(settings)
+    provider = DockerProvider(settings)
+    # Sandboxes left by a Loopwright process that was killed are removed at start.
+    provider.reap_abandoned()
+    return provider
 
 
 @contextmanager

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import codecs
 import io
+import os
 import queue
 import secrets
+import socket
 import tarfile
 import tempfile
 import threading
@@ -42,6 +44,7 @@ from loopwright.sandbox.paths import CONTAINER_RESOLVER, normalize_relative
 POOL_LABEL = "loopwright.pool"
 PROVIDER_LABEL = "loopwright.provider"
 VOLUME_LABEL = "loopwright.volume"
+OWNER_LABEL = "loopwright.owner"
 NETWORK_NAME = "loopwright-sandbox"
 HOME = "/home/sandbox"
 USER = f"{SANDBOX_UID}:{SANDBOX_UID}"
@@ -695,7 +698,12 @@ class DockerProvider:
         limits = self._settings.sandbox_limits
         suffix = uuid.uuid4().hex[:12]
         volume = f"loopwright-ws-{suffix}"
-        labels = {**labels, PROVIDER_LABEL: self._instance, VOLUME_LABEL: volume}
+        labels = {
+            **labels,
+            PROVIDER_LABEL: self._instance,
+            VOLUME_LABEL: volume,
+            OWNER_LABEL: owner_id(),
+        }
         api = self._client.api
         # The workspace is a tmpfs *volume*, not a plain tmpfs mount: Docker's archive
         # endpoints (used to copy the repository in and files out) only reach volumes, and a
@@ -859,6 +867,26 @@ class DockerProvider:
         self._reap_volumes()
         return removed
 
+    def reap_abandoned(self) -> list[str]:
+        """Remove sandboxes whose owning process on this host has exited.
+
+        Safe while other Loopwright processes run missions on the same engine: only
+        containers of dead owners go. Returns the removed container ids.
+        """
+        try:
+            containers = self._client.api.containers(all=True, filters={"label": OWNER_LABEL})
+        except requests.exceptions.ConnectionError as exc:
+            raise _engine_error(exc) from exc
+        removed = []
+        for info in containers:
+            labels = info.get("Labels") or {}
+            if owner_alive(labels.get(OWNER_LABEL, "")):
+                continue
+            _remove_container(self._client, str(info["Id"]), labels.get(VOLUME_LABEL))
+            removed.append(str(info["Id"]))
+        self._reap_volumes()
+        return removed
+
     def _reap_volumes(self) -> None:
         try:
             volumes = self._client.api.volumes(filters={"label": MISSION_LABEL}).get("Volumes")
@@ -892,4 +920,28 @@ class DockerProvider:
             self._client.close()
 
 
-__all__ = ["DockerProvider", "DockerSandbox", "connect"]
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_id(pid: int | None = None) -> str:
+    """`host:pid:start` naming this process; the start time guards against pid reuse."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_process_start(pid) or '?'}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process named by an owner label still runs (other hosts count as alive)."""
+    host, _, rest = owner.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    return _process_start(int(pid_text)) == start
+
+
+__all__ = ["DockerProvider", "DockerSandbox", "connect", "owner_alive", "owner_id"]

@@ -461,3 +461,42 @@ def test_doctor_reports_every_check_with_a_fix_for_failures(settings: Settings) 
     assert checks["sandbox image"].ok
     for check in checks.values():
         assert check.ok or check.fix, check
+
+
+def test_reap_abandoned_removes_sandboxes_of_killed_processes_only(
+    settings: Settings, tree: Path, client: docker.DockerClient
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    child_code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from loopwright.config import Settings\n"
+        "from loopwright.sandbox.docker import DockerProvider\n"
+        "provider = DockerProvider(Settings.from_env({}))\n"
+        "box = provider.create('test-killed-owner', Path(sys.argv[1]), network=False)\n"
+        "print(box.container_id, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", child_code, str(tree)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    abandoned_id = child.stdout.readline().strip()
+    assert abandoned_id
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=10)
+    survivor = DockerProvider(settings, client=client)
+    live = survivor.create(f"test-live-owner-{uuid.uuid4().hex[:8]}", tree, network=False)
+    try:
+        removed = survivor.reap_abandoned()
+        assert abandoned_id in removed
+        assert live.container_id not in removed
+        with pytest.raises(docker.errors.NotFound):
+            client.api.inspect_container(abandoned_id)
+        assert run(live, "echo alive").strip() == "alive"
+    finally:
+        live.close()
+        survivor.close()
