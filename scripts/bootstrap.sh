@@ -44,3 +44,8 @@ fi
 
 log "ensuring the sandbox image (built offline on first run; a few minutes)"
 .venv/bin/loopwright sandbox build >/dev/null
+
+if [ ! -f tests/fakes/npm/node_modules/.package-lock.json ] || [ tests/fakes/npm/package-lock.json -nt tests/fakes/npm/node_modules/.package-lock.json ]; then
+  log "installing the test fixtures (GitHub's OpenAPI description, webhook examples) from npm"
+  npm ci --prefix tests/fakes/npm --no-audit --no-fund --silent
+fi
