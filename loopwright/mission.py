@@ -41,6 +41,7 @@ from loopwright.verify.compare import Verdict, compare
 from loopwright.verify.detect import DetectionError, TestPlan, detect_tests
 from loopwright.verify.runner import SuiteRun, environment_problem, run_suite
 from loopwright.verify.tamper import Finding, tamper_findings
+from loopwright.verify.web import BOOT_TIMEOUT_S, WebCheck, find_app, screenshot_app
 
 Status = Literal["verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error"]
 FLAKY_RERUNS = 3
@@ -57,6 +58,8 @@ class FixRequest:
     setup_cmd: str | None = None
     guidance: str | None = None
     dry_run: bool = False
+    boot_timeout_s: float = BOOT_TIMEOUT_S
+    """How long a web app may take to open its port during verification."""
     mission_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
 
@@ -75,6 +78,8 @@ class MissionResult:
     applied: bool = False
     verification: dict[str, Any] | None = None
     flaky: dict[str, Any] | None = None
+    screenshot: str | None = None
+    """The PNG of the booted web app, when the repository has a start command."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -292,8 +297,13 @@ class FixMission:
         if not patch.strip():
             reasons.insert(0, "the model made no changes")
         reasons += [f"{f.path}: {f.detail}" for f in findings]
-        verified = verdict.verified and not findings and bool(patch.strip())
-        evidence = _evidence(plan, before, after, verdict, findings, reasons, verified)
+        web = self._check_web(sandbox, tree, repo)
+        if web is not None and not web.ok:
+            reasons.append(web.reason)
+        verified = (
+            verdict.verified and not findings and bool(patch.strip()) and (web is None or web.ok)
+        )
+        evidence = _evidence(plan, before, after, verdict, findings, reasons, verified, web)
         self.result.verification = evidence
         self.events.emit("verification", **evidence)
         self.events.leave("verify", "verified" if verified else "unverified")
@@ -301,6 +311,21 @@ class FixMission:
             raise MissionFailed("unverified", "; ".join(reasons) or "verification failed")
         self.result.status = "verified"
         self.result.message = "verified: the failing tests pass and nothing else broke"
+
+    def _check_web(self, sandbox: Sandbox, tree: Path, repo: RepoConfig) -> WebCheck | None:
+        """Boot and screenshot the app when the repository has a start command."""
+        app = find_app(tree, repo)
+        if app is None:
+            return None
+        web = screenshot_app(
+            sandbox,
+            app,
+            self.workdir / "screenshot.png",
+            boot_timeout_s=self.request.boot_timeout_s,
+            events=self.events,
+        )
+        self.result.screenshot = str(web.screenshot) if web.screenshot else None
+        return web
 
     def _deliver(self, patch: str) -> None:
         self.events.enter("deliver")
@@ -352,6 +377,7 @@ def _evidence(
     findings: list[Finding],
     reasons: list[str],
     verified: bool,
+    web: WebCheck | None = None,
 ) -> dict[str, Any]:
     return {
         "verified": verified,
@@ -364,4 +390,5 @@ def _evidence(
         ],
         "report_source": {"before": before.report.source, "after": after.report.source},
         "after_output": truncate_middle(after.result.output, 4_000),
+        "web": web.to_dict() if web is not None else None,
     }

@@ -8,7 +8,8 @@ message goes back to the model as an observation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -72,6 +73,18 @@ class Sandbox(Protocol):
 
     def set_network(self, enabled: bool) -> None:
         """Connect or cut the sandbox's network (setup phase vs. the model's turn)."""
+        ...
+
+    def run_service(
+        self, command: str, *, port: int, env: Mapping[str, str], log: str
+    ) -> AbstractContextManager[str]:
+        """Run `command` in the background while the context is open; yield a host URL base.
+
+        For verification only (the model's commands can never start one). The URL base
+        (`http://127.0.0.1:N`) reaches `port` inside the sandbox from the host. Output goes
+        to the workspace file `log`; when the command ends, its exit status is written to
+        `log + ".exit"`. Leaving the context stops the command and everything it started.
+        """
         ...
 
     def close(self) -> None:

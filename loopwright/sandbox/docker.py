@@ -8,6 +8,7 @@ volume holding a copy of the repository, and commands and file tools run inside 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import os
 import queue
@@ -19,7 +20,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -139,6 +140,40 @@ exit $rc
 )
 
 _KILLER = _REAP_FUNCTIONS + '\nlw_reap "$1" "$$"\n'
+
+# argv after `bash -c`: $1 the command, $2 the log file (its exit status goes to $2.exit).
+_SERVICE_SCRIPT = (
+    'mkdir -p -- "${2%/*}" && exec >"$2" 2>&1 </dev/null; /bin/bash -c "$1"; echo $? > "$2.exit"'
+)
+
+# One relayed connection: stdin goes to 127.0.0.1:$1 inside the sandbox, its replies to stdout.
+_RELAY_SCRIPT = r"""
+import os, socket, sys, threading
+try:
+    upstream = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+except OSError as exc:
+    sys.exit(f"relay: {exc}")
+upstream.settimeout(None)
+
+
+def forward():
+    try:
+        while data := os.read(0, 65536):
+            upstream.sendall(data)
+        upstream.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+threading.Thread(target=forward, daemon=True).start()
+out = sys.stdout.buffer
+try:
+    while data := upstream.recv(65536):
+        out.write(data)
+        out.flush()
+except OSError:
+    pass
+"""
 
 # argv after `bash -c`: $1 resolver source, $2 path, $3 size limit.
 _READ_SCRIPT = r"""
@@ -474,6 +509,48 @@ class DockerSandbox:
                 self._api(lambda n=net: n.disconnect(container, force=True))
         self._network = enabled
 
+    # -- services (verification only) ----------------------------------------------------
+
+    @contextlib.contextmanager
+    def run_service(
+        self, command: str, *, port: int, env: Mapping[str, str], log: str
+    ) -> Iterator[str]:
+        """Run `command` detached while the context is open; yield a loopback URL reaching `port`.
+
+        The service and its relays carry a token of their own, so the reaper of an ordinary
+        command leaves them alone, and leaving the context kills exactly them.
+        """
+        token = secrets.token_hex(16)
+        argv = ["/bin/bash", "-c", _SERVICE_SCRIPT, "loopwright-service", command]
+        argv.append(f"{WORKSPACE}/{normalize_relative(log)}")
+        api = self._client.api
+        self._container()
+        exec_id = self._api(
+            lambda: api.exec_create(
+                self.container_id,
+                argv,
+                user=USER,
+                workdir=WORKSPACE,
+                environment={**env, EXEC_TOKEN_VAR: token},
+            )["Id"]
+        )
+        self._api(lambda: api.exec_start(exec_id, detach=True))
+        relay = _PortRelay(self, port, token)
+        try:
+            yield relay.url
+        finally:
+            relay.close()
+            if not self._closed:
+                self._api(
+                    lambda: api.exec_start(
+                        api.exec_create(
+                            self.container_id,
+                            ["/bin/bash", "-c", _KILLER, "loopwright-kill", token],
+                            user=USER,
+                        )["Id"]
+                    )
+                )
+
     def _attached_networks(self, container: Any) -> list[str]:
         self._api(container.reload)
         networks = container.attrs.get("NetworkSettings", {}).get("Networks") or {}
@@ -532,6 +609,119 @@ class DockerSandbox:
             f"the sandbox container for mission {self.mission_id} died or is unusable{state}: "
             f"{detail}"
         )
+
+
+class _PortRelay:
+    """Relays loopback connections on the host to a port inside the sandbox, over `docker exec`.
+
+    Each accepted connection gets its own exec running a tiny relay (stdin/stdout to the
+    port), so the container needs no network at all and nothing else can reach the app.
+    """
+
+    def __init__(self, sandbox: DockerSandbox, port: int, token: str) -> None:
+        self._sandbox = sandbox
+        self._port = port
+        self._token = token
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, name="sandbox-relay", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # the listener was closed
+            threading.Thread(
+                target=self._relay, args=(client,), name="sandbox-relay-conn", daemon=True
+            ).start()
+
+    def _relay(self, client: socket.socket) -> None:
+        api = self._sandbox._client.api
+        try:
+            exec_id = api.exec_create(
+                self._sandbox.container_id,
+                ["python3", "-c", _RELAY_SCRIPT, str(self._port)],
+                stdin=True,
+                stdout=True,
+                stderr=False,
+                user=USER,
+                environment={EXEC_TOKEN_VAR: self._token},
+            )["Id"]
+            response: Any = api.exec_start(exec_id, socket=True)
+        except (docker.errors.APIError, requests.exceptions.ConnectionError):
+            client.close()
+            return
+        upstream: socket.socket = getattr(response, "_sock", response)
+        upstream.settimeout(None)
+        if not self._track(client, upstream):
+            return
+        threading.Thread(
+            target=_copy_until_eof, args=(client, upstream), name="sandbox-relay-up", daemon=True
+        ).start()
+        try:
+            # Docker frames an exec's output (8-byte header: stream, 0, 0, 0, size).
+            while header := _read_exact(upstream, 8):
+                payload = _read_exact(upstream, int.from_bytes(header[4:8], "big"))
+                if payload is None:
+                    break
+                client.sendall(payload)
+        except OSError:
+            pass
+        finally:
+            for sock in (client, upstream):
+                self._forget(sock)
+
+    def _track(self, *socks: socket.socket) -> bool:
+        with self._lock:
+            if self._closed:
+                for sock in socks:
+                    sock.close()
+                return False
+            self._open.update(socks)
+        return True
+
+    def _forget(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._open.discard(sock)
+        _close_socket(sock)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            socks = list(self._open)
+            self._open.clear()
+        self._listener.close()
+        for sock in socks:
+            _close_socket(sock)
+
+
+def _read_exact(sock: socket.socket, size: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = sock.recv(size - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def _copy_until_eof(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+        sink.shutdown(socket.SHUT_WR)
+    except OSError:
+        return
+
+
+def _close_socket(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
 
 
 def _pump(chunks: Iterator[bytes], inbox: queue.Queue[bytes | BaseException | None]) -> None:

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -258,6 +258,39 @@ class LocalSandbox:
 
     def set_network(self, enabled: bool) -> None:
         """No-op: the local backend has no network isolation to switch."""
+
+    @contextlib.contextmanager
+    def run_service(
+        self, command: str, *, port: int, env: Mapping[str, str], log: str
+    ) -> Iterator[str]:
+        """Run `command` in its own process group while the context is open.
+
+        Without isolation the app listens on the host itself, so the URL is its own port.
+        """
+        self._require_open()
+        log_path = resolve_inside(self.workspace, log, for_write=True)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        wrapper = '/bin/bash -c "$1"; echo $? > "$2"'
+        argv = ["bash", "-c", wrapper, "loopwright-service", command, f"{log_path}.exit"]
+        with log_path.open("wb") as out:
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=self.workspace,
+                    env={**self._env, **env},
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except OSError as exc:
+                raise SandboxError(f"could not start `{command}`: {exc}") from exc
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            _kill_group(proc.pid)
+            proc.wait()
 
     def close(self) -> None:
         """Remove the sandbox directory. Safe to call twice."""
