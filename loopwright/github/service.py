@@ -1,0 +1,338 @@
+"""The App's REST edge: installation tokens scoped to one repository, and the few calls a
+mission makes, through githubkit with GitHub's rate-limit rules applied.
+
+Retries follow `ratelimit.wait_before_retry` (retry-after, x-ratelimit-reset, secondary
+limits, 5xx), writes are spaced by `ratelimit.WriteSpacer`, and every request is logged
+with the mission and delivery it serves.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Generator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal, Required, TypedDict
+
+import httpx
+import structlog
+from githubkit import AppAuthStrategy, GitHub, TokenAuthStrategy
+from githubkit.exception import GitHubException, RequestFailed
+from githubkit.retry import RetryOption
+from githubkit.throttling import BaseThrottler
+
+from loopwright.config import REPO_CONFIG_FILES, RepoConfig, parse_repo_config
+from loopwright.github.ratelimit import WriteSpacer, wait_before_retry
+
+# What one fix mission needs, and nothing more (SECURITY #14).
+MISSION_PERMISSIONS = {
+    "contents": "write",
+    "pull_requests": "write",
+    "checks": "write",
+    "issues": "write",
+    "metadata": "read",
+}
+
+
+Conclusion = Literal["success", "failure", "neutral", "cancelled", "timed_out", "action_required"]
+
+
+class CheckOutput(TypedDict, total=False):
+    title: Required[str]
+    summary: Required[str]
+    text: str
+
+
+class GitHubError(Exception):
+    """A GitHub call failed for good; the message names the setting or permission to fix."""
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    number: int
+    state: str
+    merged: bool
+    head_sha: str
+    head_ref: str
+    head_repo: str | None
+    base_ref: str
+    html_url: str
+
+
+class _SpacedWrites(BaseThrottler):
+    """githubkit throttler that keeps mutating requests about a second apart."""
+
+    def __init__(self, spacer: WriteSpacer) -> None:
+        self._spacer = spacer
+
+    @contextmanager
+    def acquire(self, request: httpx.Request) -> Generator[None, Any, Any]:
+        self._spacer.wait(request.method)
+        yield
+
+    @asynccontextmanager
+    async def async_acquire(self, request: httpx.Request):  # type: ignore[no-untyped-def]
+        import anyio
+
+        await anyio.sleep(self._spacer.delay(request.method))
+        yield
+
+
+def _retry_policy(clock: Callable[[], float]) -> Callable[[GitHubException, int], RetryOption]:
+    def decide(exc: GitHubException, retry_count: int) -> RetryOption:
+        if not isinstance(exc, RequestFailed):
+            return RetryOption(False)
+        response = exc.response
+        wait = wait_before_retry(
+            response.status_code,
+            dict(response.headers),
+            response.text,
+            attempt=retry_count + 1,
+            now=clock(),
+        )
+        if wait is None:
+            return RetryOption(False)
+        return RetryOption(True, timedelta(seconds=wait))
+
+    return decide
+
+
+class GitHubApp:
+    """Authenticates as the App and hands out per-mission repository sessions."""
+
+    def __init__(
+        self,
+        app_id: int | str,
+        private_key: str,
+        api_url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        spacer: WriteSpacer | None = None,
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self._app_id = app_id
+        self._private_key = private_key
+        self._clock = clock
+        self._spacer = spacer or WriteSpacer()
+
+    def _client(self, auth: Any, log: structlog.stdlib.BoundLogger) -> GitHub[Any]:
+        def on_request(request: httpx.Request) -> None:
+            log.info("github.request", method=request.method, path=request.url.path)
+
+        def on_response(response: httpx.Response) -> None:
+            log.info(
+                "github.response",
+                method=response.request.method,
+                path=response.request.url.path,
+                status=response.status_code,
+                remaining=response.headers.get("x-ratelimit-remaining"),
+            )
+
+        return GitHub(
+            auth,
+            base_url=self.api_url,
+            auto_retry=_retry_policy(self._clock),
+            throttler=_SpacedWrites(self._spacer),
+            http_cache=False,
+            event_hooks={"request": [on_request], "response": [on_response]},
+            user_agent="loopwright",
+        )
+
+    def session(
+        self,
+        installation_id: int,
+        repo: str,
+        *,
+        permissions: dict[str, str] | None = None,
+        log: structlog.stdlib.BoundLogger | None = None,
+    ) -> RepoSession:
+        """A session holding a token that works only on `repo` with `permissions`."""
+        log = log or structlog.get_logger("loopwright.github").bind(repo=repo)
+        owner, _, name = repo.partition("/")
+        app = self._client(AppAuthStrategy(str(self._app_id), self._private_key), log)
+        try:
+            # githubkit types `permissions` as a TypedDict of literals; ours is plain data.
+            scope: Any = {"repositories": [name], "permissions": permissions or MISSION_PERMISSIONS}
+            response = app.rest.apps.create_installation_access_token(installation_id, data=scope)
+        except RequestFailed as exc:
+            status = exc.response.status_code
+            hint = {
+                401: "check LOOPWRIGHT_GITHUB_APP_ID and LOOPWRIGHT_GITHUB_PRIVATE_KEY: GitHub "
+                "rejected the App's signed token",
+                404: f"the App is not installed on {repo} (installation {installation_id})",
+                422: f"the App lacks a permission it needs on {repo}; accept the permissions "
+                "requested in deploy/github-app-manifest.json",
+            }.get(status, f"GitHub answered {status}")
+            raise GitHubError(f"could not get an installation token: {hint}") from None
+        except GitHubException as exc:
+            raise GitHubError(f"could not reach GitHub at {self.api_url}: {exc}") from None
+        token = response.parsed_data.token
+        return RepoSession(self._client(TokenAuthStrategy(token), log), owner, name, token)
+
+
+class RepoSession:
+    """One mission's REST access to one repository."""
+
+    def __init__(self, gh: GitHub[Any], owner: str, name: str, token: str) -> None:
+        self.gh = gh
+        self.owner = owner
+        self.name = name
+        self.token = token
+
+    @property
+    def repo(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except RequestFailed as exc:
+            raise GitHubError(
+                f"{what} on {self.repo} failed: GitHub answered {exc.response.status_code}"
+            ) from None
+        except GitHubException as exc:
+            raise GitHubError(f"{what} on {self.repo} failed: {exc}") from None
+
+    def permission(self, user: str) -> str:
+        """`admin`, `maintain`, `write`, `triage`, `read` or `none`, from the collaborator
+        permission endpoint (never from author_association)."""
+        try:
+            data = _json(
+                self.gh.rest.repos.get_collaborator_permission_level(self.owner, self.name, user)
+            )
+        except RequestFailed as exc:
+            if exc.response.status_code == 404:
+                return "none"
+            raise GitHubError(
+                f"reading {user}'s permission on {self.repo} failed: "
+                f"GitHub answered {exc.response.status_code}"
+            ) from None
+        role = (data.get("user") or {}).get("role_name") or data.get("permission") or "none"
+        return str(role)
+
+    def pull(self, number: int) -> PullInfo:
+        data = self._call(
+            f"reading pull request #{number}",
+            lambda: self.gh.rest.pulls.get(self.owner, self.name, number).json(),
+        )
+        return _pull_info(data)
+
+    def default_branch(self) -> str:
+        data = self._call(
+            "reading the repository", lambda: self.gh.rest.repos.get(self.owner, self.name).json()
+        )
+        return str(data["default_branch"])
+
+    def read_config(self) -> RepoConfig:
+        """The repository config from the default branch only (SECURITY #21)."""
+        branch = self.default_branch()
+        for path in reversed(REPO_CONFIG_FILES):  # .github/loopwright.yml first
+            try:
+                data = _json(
+                    self.gh.rest.repos.get_content(self.owner, self.name, path, ref=branch)
+                )
+            except RequestFailed as exc:
+                if exc.response.status_code == 404:
+                    continue
+                raise GitHubError(
+                    f"reading {path} on {self.repo} failed: GitHub answered "
+                    f"{exc.response.status_code}"
+                ) from None
+            if not isinstance(data, dict) or data.get("type") != "file":
+                continue
+            text = base64.b64decode(data.get("content") or "").decode("utf-8", errors="replace")
+            return parse_repo_config(text, path)
+        return RepoConfig()
+
+    def start_check(self, head_sha: str, details_url: str | None, external_id: str) -> int:
+        data = self._call(
+            "creating the check run",
+            lambda: self.gh.rest.checks.create(
+                self.owner,
+                self.name,
+                name="Loopwright",
+                head_sha=head_sha,
+                status="in_progress",
+                external_id=external_id,
+                details_url=details_url,
+                output={"title": "Loopwright is working", "summary": "Reproducing the failure."},
+            ).json(),
+        )
+        return int(data["id"])
+
+    def finish_check(self, check_id: int, conclusion: Conclusion, output: CheckOutput) -> None:
+        self._call(
+            "completing the check run",
+            lambda: self.gh.rest.checks.update(
+                self.owner,
+                self.name,
+                check_id,
+                status="completed",
+                conclusion=conclusion,
+                output={
+                    "title": output["title"],
+                    "summary": output["summary"],
+                    "text": output.get("text", ""),
+                },
+            ),
+        )
+
+    def comment(self, number: int, body: str) -> str:
+        data = self._call(
+            f"commenting on #{number}",
+            lambda: self.gh.rest.issues.create_comment(
+                self.owner, self.name, number, data={"body": body}
+            ).json(),
+        )
+        return str(data.get("html_url", ""))
+
+    def pulls_for_branch(self, branch: str) -> list[PullInfo]:
+        data = self._call(
+            f"listing pull requests for {branch}",
+            lambda: self.gh.rest.pulls.list(
+                self.owner, self.name, head=f"{self.owner}:{branch}", state="all"
+            ).json(),
+        )
+        return [_pull_info(item) for item in data]
+
+    def open_pull(self, branch: str, base: str, title: str, body: str) -> PullInfo:
+        data = self._call(
+            "opening the pull request",
+            lambda: self.gh.rest.pulls.create(
+                self.owner,
+                self.name,
+                data={"title": title, "head": branch, "base": base, "body": body},
+            ).json(),
+        )
+        return _pull_info(data)
+
+    def update_pull(self, number: int, title: str, body: str) -> PullInfo:
+        data = self._call(
+            f"updating pull request #{number}",
+            lambda: self.gh.rest.pulls.update(
+                self.owner, self.name, number, data={"title": title, "body": body}
+            ).json(),
+        )
+        return _pull_info(data)
+
+
+def _json(response: Any) -> Any:
+    """The response body as plain JSON data (githubkit's typed dicts are not needed here)."""
+    return response.json()
+
+
+def _pull_info(data: dict[str, Any]) -> PullInfo:
+    head = data.get("head") or {}
+    head_repo = head.get("repo") or {}
+    return PullInfo(
+        number=int(data["number"]),
+        state=str(data.get("state", "open")),
+        merged=bool(data.get("merged") or data.get("merged_at")),
+        head_sha=str(head.get("sha", "")),
+        head_ref=str(head.get("ref", "")),
+        head_repo=head_repo.get("full_name"),
+        base_ref=str((data.get("base") or {}).get("ref", "")),
+        html_url=str(data.get("html_url", "")),
+    )
