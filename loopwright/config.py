@@ -84,6 +84,10 @@ class Settings:
     warm_pool: int = 0
     network: NetworkMode = "setup"
     data_dir: Path = field(default_factory=lambda: Path.home() / ".loopwright")
+    database_url: str | None = None
+    """SQLAlchemy URL of the missions store; None means SQLite at `data_dir/loopwright.db`."""
+    max_concurrent_missions: int = 2
+    """Missions the server runs at once; the rest wait in the queue."""
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with the given fields replaced (CLI flags win over the environment)."""
@@ -126,6 +130,10 @@ class Settings:
             warm_pool=_int(env, "LOOPWRIGHT_WARM_POOL", defaults.warm_pool, low=0),
             network=_choice(env, "LOOPWRIGHT_NETWORK", ("none", "setup", "always"), "setup"),  # type: ignore[arg-type]
             data_dir=Path(get("LOOPWRIGHT_DATA_DIR") or defaults.data_dir).expanduser(),
+            database_url=get("LOOPWRIGHT_DATABASE_URL") or None,
+            max_concurrent_missions=_int(
+                env, "LOOPWRIGHT_MAX_CONCURRENT_MISSIONS", defaults.max_concurrent_missions
+            ),
         )
 
     def tier(self, name: str) -> Tier:

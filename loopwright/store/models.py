@@ -1,0 +1,207 @@
+"""The tables behind the App: missions, webhook deliveries, the event log and per-tier usage.
+
+Plain SQLAlchemy that runs unchanged on SQLite and PostgreSQL: timestamps are aware UTC on
+every dialect, JSON is JSONB on PostgreSQL. The keys are our own (a mission's short hex id,
+GitHub's delivery id, the event's sequence number), so advanced-alchemy's UUID/BigInt base
+classes do not fit; its naming convention is kept so constraint names match its models.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Literal, get_args
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+MissionStatus = Literal[
+    "queued",
+    "running",
+    "verified",
+    "unverified",
+    "flaky",
+    "nothing_to_fix",
+    "budget_exceeded",
+    "error",
+    "refused",
+    "interrupted",
+]
+MISSION_STATUSES: frozenset[str] = frozenset(get_args(MissionStatus))
+ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running"})
+"""Every other status is final: the mission will not run again by itself."""
+
+
+JSONB = JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+"""Stable constraint names across dialects, so later migrations can name what they alter."""
+
+
+class UTCDateTime(TypeDecorator[datetime.datetime]):
+    """Aware datetimes in, aware UTC datetimes out, also on SQLite (which drops the zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(
+        self, value: datetime.datetime | None, dialect: Dialect
+    ) -> datetime.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: pass an aware one (UTC)")
+        return value.astimezone(datetime.UTC)
+
+    def process_result_value(
+        self, value: datetime.datetime | None, dialect: Dialect
+    ) -> datetime.datetime | None:
+        if value is None or value.tzinfo is not None:
+            return value
+        return value.replace(tzinfo=datetime.UTC)
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime.datetime: UTCDateTime(),
+        dict[str, Any]: JSONB,
+    }
+
+
+class Mission(Base):
+    __tablename__ = "missions"
+    __table_args__ = (
+        Index("ix_missions_repo_head_sha", "repo", "head_sha"),
+        Index("ix_missions_status_created_at", "status", "created_at"),
+        Index("ix_missions_created_at", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    """Short hex id shared with the CLI, sandbox labels, events and URLs."""
+    status: Mapped[str] = mapped_column(String(32), default="queued")
+    kind: Mapped[str] = mapped_column(String(16))
+    trigger: Mapped[str] = mapped_column(String(32))
+    repo: Mapped[str] = mapped_column(String(512))
+    head_sha: Mapped[str] = mapped_column(String(64))
+    pr_number: Mapped[int | None] = mapped_column(Integer)
+    dedupe_key: Mapped[str] = mapped_column(String(1024), unique=True)
+    request: Mapped[dict[str, Any]]
+    result: Mapped[dict[str, Any] | None]
+    message: Mapped[str | None] = mapped_column(Text)
+    """Why the mission ended the way it did (the error, the refusal, the interruption)."""
+    stage: Mapped[str | None] = mapped_column(String(16))
+    tier_reached: Mapped[str | None] = mapped_column(String(64))
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    """How many times a worker has started this mission."""
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger)
+    pr_url: Mapped[str | None] = mapped_column(String(1024))
+    created_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime.datetime | None]
+    finished_at: Mapped[datetime.datetime | None]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data for the API and the dashboard."""
+        return {
+            "id": self.id,
+            "status": self.status,
+            "kind": self.kind,
+            "trigger": self.trigger,
+            "repo": self.repo,
+            "head_sha": self.head_sha,
+            "pr_number": self.pr_number,
+            "dedupe_key": self.dedupe_key,
+            "request": self.request,
+            "result": self.result,
+            "message": self.message,
+            "stage": self.stage,
+            "tier_reached": self.tier_reached,
+            "cost_usd": self.cost_usd,
+            "attempts": self.attempts,
+            "check_run_id": self.check_run_id,
+            "pr_url": self.pr_url,
+            "created_at": _iso(self.created_at),
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+        }
+
+
+class Delivery(Base):
+    """One webhook delivery; the unique id is the replay guard (signatures carry no time)."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    """The `X-GitHub-Delivery` header; a redelivery keeps it."""
+    event: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str | None] = mapped_column(String(64))
+    received_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)
+    decision: Mapped[str | None] = mapped_column(Text)
+    mission_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("missions.id", ondelete="SET NULL"), index=True
+    )
+
+
+class EventRecord(Base):
+    """One event of a mission's log; the primary key (mission_id, seq) is the unique
+    constraint and the index that `seq > N` range reads use."""
+
+    __tablename__ = "events"
+
+    mission_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("missions.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    ts: Mapped[float] = mapped_column(Float)
+    """Seconds since the epoch, exactly as the event carried it."""
+    type: Mapped[str] = mapped_column(String(32))
+    stage: Mapped[str | None] = mapped_column(String(16))
+    body: Mapped[dict[str, Any]]
+    """The type-specific fields (everything but seq, ts, mission, type and stage)."""
+
+
+class MissionUsage(Base):
+    """Model usage of one mission on one tier, for the cost view.
+
+    Grown by `model_call` events while the mission runs (so an interrupted mission's spend
+    is still counted) and replaced by the result's totals when it finishes.
+    """
+
+    __tablename__ = "mission_usage"
+
+    mission_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("missions.id", ondelete="CASCADE"), primary_key=True
+    )
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+def _iso(value: datetime.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

@@ -1,0 +1,417 @@
+"""The missions store on a real SQLite file: schema, race-safe dedupe, event log, costs."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect, text, update
+from sqlalchemy.exc import IntegrityError
+
+from loopwright.config import ConfigError, Settings
+from loopwright.events import EventBus, EventList
+from loopwright.mission import MissionResult
+from loopwright.request import MissionRequest
+from loopwright.store import (
+    Mission,
+    MissionNotFound,
+    Store,
+    database_url,
+    make_engine,
+    migrate,
+    open_store,
+)
+from loopwright.store.models import Base
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = sqlite_url(tmp_path / "loopwright.db")
+    migrate(url)
+    return url
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:
+    with Store(url) as store:
+        yield store
+
+
+def request(
+    head: int = 1, repo: str = "acme/app", check: str = "tests", **extra: Any
+) -> MissionRequest:
+    return MissionRequest(
+        trigger="check_run",
+        repo=repo,
+        clone_url=f"https://github.com/{repo}.git",
+        head_sha=f"{head:040x}",
+        head_ref="main",
+        check_name=check,
+        **extra,
+    )
+
+
+def concurrently(n: int, call: Callable[[], Any]) -> list[Any]:
+    """Run `call` on n threads released at the same moment; return every result."""
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = call()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    return results
+
+
+# -- schema ----------------------------------------------------------------------------
+
+
+def test_migrations_create_the_schema_on_an_empty_file_and_are_idempotent(tmp_path: Path):
+    path = tmp_path / "nested" / "dir" / "loopwright.db"
+    url = sqlite_url(path)
+    migrate(url)
+    migrate(url)
+    assert path.is_file()
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            tables = set(inspect(connection).get_table_names())
+            assert tables == {
+                "alembic_version",
+                "missions",
+                "deliveries",
+                "events",
+                "mission_usage",
+            }
+            version = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+            assert version == [("0001",)]
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+            uniques = inspect(connection).get_unique_constraints("missions")
+            assert [u["column_names"] for u in uniques] == [["dedupe_key"]]
+            assert inspect(connection).get_pk_constraint("events")["constrained_columns"] == [
+                "mission_id",
+                "seq",
+            ]
+    finally:
+        engine.dispose()
+
+
+def test_the_migration_matches_the_models(url: str):
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"compare_type": True})
+            assert compare_metadata(context, Base.metadata) == []
+    finally:
+        engine.dispose()
+
+
+def test_database_url_defaults_to_sqlite_in_the_data_dir(tmp_path: Path):
+    settings = Settings.from_env({"LOOPWRIGHT_DATA_DIR": str(tmp_path / "data")})
+    assert database_url(settings) == sqlite_url(tmp_path / "data" / "loopwright.db")
+    assert settings.max_concurrent_missions == 2
+    with open_store(settings) as store:
+        assert store.list_missions() == []
+    assert (tmp_path / "data" / "loopwright.db").is_file()
+
+    env = {
+        "LOOPWRIGHT_DATABASE_URL": "postgresql+psycopg://loopwright@db/loopwright",
+        "LOOPWRIGHT_MAX_CONCURRENT_MISSIONS": "5",
+    }
+    settings = Settings.from_env(env)
+    assert database_url(settings) == env["LOOPWRIGHT_DATABASE_URL"]
+    assert settings.max_concurrent_missions == 5
+    with pytest.raises(ConfigError, match="LOOPWRIGHT_MAX_CONCURRENT_MISSIONS"):
+        Settings.from_env({"LOOPWRIGHT_MAX_CONCURRENT_MISSIONS": "0"})
+
+
+@pytest.mark.parametrize(
+    "bad_url",
+    ["sqlite+aiosqlite:///x.db", "sqlite://", "sqlite:///:memory:"],
+    ids=["async-driver", "memory-default", "memory-explicit"],
+)
+def test_urls_the_store_cannot_share_are_refused_with_a_hint(bad_url: str):
+    with pytest.raises(ConfigError, match="LOOPWRIGHT_DATABASE_URL"):
+        make_engine(bad_url)
+
+
+# -- deliveries ------------------------------------------------------------------------
+
+
+def test_the_same_delivery_id_fifty_times_at_once_is_recorded_once(store: Store):
+    results = concurrently(50, lambda: store.record_delivery("d-1", "check_run", "completed"))
+    assert results.count(True) == 1
+    assert results.count(False) == 49
+    assert store.record_delivery("d-2", "ping", None) is True
+
+
+def test_a_delivery_remembers_what_was_decided(store: Store):
+    assert store.record_delivery("d-1", "check_run", "completed")
+    mission, _ = store.create_mission(request())
+    store.decide_delivery("d-1", "mission", mission.id)
+    delivery = store.get_delivery("d-1")
+    assert delivery is not None
+    assert (delivery.event, delivery.action) == ("check_run", "completed")
+    assert (delivery.decision, delivery.mission_id) == ("mission", mission.id)
+    assert delivery.received_at.tzinfo is not None
+    assert store.get_delivery("unknown") is None
+
+
+# -- missions --------------------------------------------------------------------------
+
+
+def test_twenty_concurrent_requests_for_one_failure_make_one_mission(store: Store):
+    results = concurrently(20, lambda: store.create_mission(request()))
+    assert [created for _, created in results].count(True) == 1
+    assert len({mission.id for mission, _ in results}) == 1
+    assert len(store.list_missions()) == 1
+
+
+def test_a_mission_keeps_its_request(store: Store):
+    req = request(pr_number=7, installation_id=42, extra={"run_id": 9})
+    _, created = store.create_mission(req, mission_id="abcdef012345")
+    assert created
+    stored = store.get_mission("abcdef012345")
+    assert stored is not None
+    assert MissionRequest.from_dict(stored.request) == req
+    assert (stored.status, stored.kind, stored.trigger) == ("queued", "fix", "check_run")
+    assert (stored.repo, stored.head_sha, stored.pr_number) == ("acme/app", req.head_sha, 7)
+    assert stored.dedupe_key == req.dedupe_key
+    assert (stored.attempts, stored.cost_usd, stored.finished_at) == (0, 0.0, None)
+    assert stored.created_at.tzinfo is not None
+    assert stored.to_dict()["created_at"] == stored.created_at.isoformat()
+    assert store.get_mission("nope") is None
+
+
+def test_a_colliding_mission_id_is_an_error_not_a_dedupe(store: Store):
+    store.create_mission(request(1), mission_id="aaaaaaaaaaaa")
+    with pytest.raises(IntegrityError):
+        store.create_mission(request(2), mission_id="aaaaaaaaaaaa")
+
+
+def test_attempts_for_head_count_missions_but_not_refusals(store: Store):
+    store.create_mission(request(1, check="tests"))
+    store.create_mission(request(1, check="lint"))
+    store.create_mission(request(1, check="build"), status="refused", message="read access")
+    store.create_mission(request(2))
+    assert store.attempts_for_head("acme/app", f"{1:040x}") == 2
+    assert store.attempts_for_head("acme/app", f"{3:040x}") == 0
+    refused = store.list_missions(status="refused")[0]
+    assert refused.finished_at is not None
+    assert refused.message == "read access"
+
+
+def test_a_mission_is_claimed_once_and_statuses_are_checked(store: Store):
+    mission, _ = store.create_mission(request())
+    assert concurrently(10, lambda: store.mark_running(mission.id)).count(True) == 1
+    running = store.get_mission(mission.id)
+    assert running is not None
+    assert (running.status, running.attempts) == ("running", 1)
+    assert running.started_at is not None
+    assert not store.set_status(mission.id, "error", expect="queued")
+    assert store.set_status(mission.id, "error", message="boom", expect="running")
+    failed = store.get_mission(mission.id)
+    assert failed is not None
+    assert (failed.status, failed.message) == ("error", "boom")
+    assert failed.finished_at is not None
+    with pytest.raises(ValueError, match="unknown mission status"):
+        store.set_status(mission.id, "exploded")  # type: ignore[arg-type]
+
+
+def test_mark_finished_stores_the_result_and_its_usage(store: Store):
+    mission, _ = store.create_mission(request())
+    store.mark_running(mission.id)
+    usage = {"nano": {"calls": 3, "prompt_tokens": 100, "completion_tokens": 10, "cost_usd": 0.5}}
+    result = MissionResult(
+        mission.id, "verified", summary="fixed", patch="diff", usage=usage, cost_usd=0.5
+    )
+    result.final_tier = "nano"
+    store.mark_finished(result)
+    store.set_links(mission.id, check_run_id=31_000_000_000, pr_url="https://x/pull/3")
+    done = store.get_mission(mission.id)
+    assert done is not None
+    assert (done.status, done.cost_usd, done.tier_reached) == ("verified", 0.5, "nano")
+    assert done.result is not None and done.result["patch"] == "diff"
+    assert (done.check_run_id, done.pr_url) == (31_000_000_000, "https://x/pull/3")
+    assert done.finished_at is not None
+    assert store.costs_by_tier()[0]["calls"] == 3
+    with pytest.raises(MissionNotFound):
+        store.mark_finished(MissionResult("missing", "error"))
+    with pytest.raises(MissionNotFound):
+        store.set_links("missing", pr_url="https://x")
+
+
+def test_list_missions_filters_by_status_and_repository_newest_first(store: Store):
+    ids = []
+    for n, repo in enumerate(["acme/app", "acme/api", "acme/app", "acme/app"]):
+        mission, _ = store.create_mission(request(n, repo=repo))
+        ids.append(mission.id)
+    store.mark_running(ids[2])
+    assert [m.id for m in store.list_missions()] == ids[::-1]
+    assert [m.id for m in store.list_missions(repo="acme/app")] == [ids[3], ids[2], ids[0]]
+    assert [m.id for m in store.list_missions(status="running")] == [ids[2]]
+    assert [m.id for m in store.list_missions(status="queued", repo="acme/app")] == [
+        ids[3],
+        ids[0],
+    ]
+    assert [m.id for m in store.list_missions(limit=2)] == [ids[3], ids[2]]
+    assert [m.id for m in store.queued_missions()] == [ids[0], ids[1], ids[3]]
+
+
+def test_interrupt_running_marks_and_returns_only_running_missions(store: Store):
+    missions = [store.create_mission(request(n))[0] for n in range(4)]
+    store.mark_running(missions[0].id)
+    store.mark_running(missions[1].id)
+    store.mark_finished(MissionResult(missions[1].id, "verified"))
+    store.mark_running(missions[2].id)
+    interrupted = store.interrupt_running()
+    assert sorted(m.id for m in interrupted) == sorted([missions[0].id, missions[2].id])
+    assert all(m.status == "interrupted" for m in interrupted)
+    statuses = {m.id: m.status for m in store.list_missions()}
+    assert statuses == {
+        missions[0].id: "interrupted",
+        missions[1].id: "verified",
+        missions[2].id: "interrupted",
+        missions[3].id: "queued",
+    }
+    assert store.interrupt_running() == []
+
+
+# -- the event log ---------------------------------------------------------------------
+
+
+def test_events_round_trip_in_order_through_an_event_bus_sink(store: Store):
+    mission, _ = store.create_mission(request())
+    memory = EventList()
+    bus = EventBus(mission.id, sinks=[store.event_sink(mission.id), memory])
+    bus.enter("prepare", source="acme/app")
+    bus.emit("tool_call", tool="run_command", arguments={"command": "pytest -q"})
+    bus.emit("tool_result", output="ünïcode ✓\n" * 3, exit_code=1)
+    bus.leave("prepare", "done")
+    bus.enter("loop")
+    bus.emit("done", status="verified", nested={"rows": [1, 2, {"a": None}]})
+
+    expected = [e.to_dict() for e in memory.events]
+    assert store.events_after(mission.id, 0) == expected
+    assert [e["seq"] for e in store.events_after(mission.id, 3)] == [4, 5, 6]
+    assert [e["seq"] for e in store.events_after(mission.id, 1, limit=2)] == [2, 3]
+    assert store.events_after(mission.id, 6) == []
+    assert store.events_after("other", 0) == []
+    current = store.get_mission(mission.id)
+    assert current is not None and current.stage == "loop"
+
+
+def test_a_repeated_event_is_not_stored_twice_and_unknown_missions_fail(store: Store):
+    mission, _ = store.create_mission(request())
+    memory = EventList()
+    EventBus(mission.id, sinks=[memory]).emit("stage", "prepare", status="started")
+    event = memory.events[0]
+    assert store.append_event(event) is True
+    assert store.append_event(event) is False
+    assert len(store.events_after(mission.id, 0)) == 1
+    with pytest.raises(ValueError, match="sent to the sink"):
+        store.event_sink("another")(event)
+    stray = EventList()
+    EventBus("ghost", sinks=[stray]).emit("error", message="x")
+    with pytest.raises(IntegrityError):
+        store.append_event(stray.events[0])
+
+
+def test_model_calls_make_cost_and_usage_live_while_the_mission_runs(store: Store):
+    mission, _ = store.create_mission(request())
+    bus = EventBus(mission.id, sinks=[store.event_sink(mission.id)])
+    bus.emit("model_call", "loop", tier="nano", prompt_tokens=100, completion_tokens=10,
+             cost_usd=0.01, total_cost_usd=0.01)  # fmt: skip
+    bus.emit("model_call", "loop", tier="nano", prompt_tokens=200, completion_tokens=20,
+             cost_usd=0.02, total_cost_usd=0.03)  # fmt: skip
+    bus.emit("model_call", "loop", tier="super", prompt_tokens=300, completion_tokens=30,
+             cost_usd=0.5, total_cost_usd=0.53)  # fmt: skip
+    running = store.get_mission(mission.id)
+    assert running is not None
+    assert (running.cost_usd, running.tier_reached) == (0.53, "super")
+    tiers = {row["tier"]: row for row in store.costs_by_tier()}
+    assert tiers["nano"]["calls"] == 2
+    assert tiers["nano"]["prompt_tokens"] == 300
+    assert tiers["super"]["cost_usd"] == pytest.approx(0.5)
+    # An interrupted mission keeps the spend its events recorded.
+    store.mark_running(mission.id)
+    store.interrupt_running()
+    assert store.costs_by_repo()[0]["cost_usd"] == pytest.approx(0.53)
+
+
+# -- the cost view ---------------------------------------------------------------------
+
+
+def finish(
+    store: Store, mission: Mission, tier: str, usage: dict[str, tuple[int, int, float]]
+) -> None:
+    store.mark_running(mission.id)
+    result = MissionResult(
+        mission.id,
+        "verified",
+        usage={
+            name: {"calls": 1, "prompt_tokens": p, "completion_tokens": c, "cost_usd": cost}
+            for name, (p, c, cost) in usage.items()
+        },
+        cost_usd=sum(cost for _, _, cost in usage.values()),
+    )
+    result.final_tier = tier
+    store.mark_finished(result)
+
+
+def test_cost_aggregates_by_tier_repository_and_day(store: Store):
+    a, _ = store.create_mission(request(1, repo="acme/app"))
+    b, _ = store.create_mission(request(2, repo="acme/app"))
+    c, _ = store.create_mission(request(3, repo="acme/api"))
+    store.create_mission(request(4, repo="acme/docs"))  # queued: no spend yet
+    finish(store, a, "nano", {"nano": (100, 10, 0.25)})
+    finish(store, b, "super", {"nano": (100, 10, 0.25), "super": (1000, 100, 2.0)})
+    finish(store, c, "nano", {"nano": (50, 5, 0.5)})
+    with store.engine.begin() as connection:
+        connection.execute(
+            update(Mission)
+            .where(Mission.id == c.id)
+            .values(created_at=a.created_at.replace(year=2020, month=1, day=2))
+        )
+
+    by_tier = {row["tier"]: row for row in store.costs_by_tier()}
+    assert list(by_tier) == ["nano", "super"]
+    assert by_tier["nano"]["missions"] == 3
+    assert by_tier["nano"]["cost_usd"] == pytest.approx(1.0)
+    assert (by_tier["nano"]["prompt_tokens"], by_tier["nano"]["completion_tokens"]) == (250, 25)
+    assert (by_tier["nano"]["finished"], by_tier["super"]["finished"]) == (2, 1)
+    assert by_tier["nano"]["share"] == pytest.approx(2 / 3)
+    assert by_tier["super"]["cost_usd"] == pytest.approx(2.0)
+
+    by_repo = store.costs_by_repo()
+    assert [row["repo"] for row in by_repo] == ["acme/app", "acme/api", "acme/docs"]
+    assert by_repo[0]["missions"] == 2
+    assert by_repo[0]["cost_usd"] == pytest.approx(2.5)
+    assert by_repo[0]["prompt_tokens"] == 1200
+    assert (by_repo[2]["missions"], by_repo[2]["cost_usd"]) == (1, 0.0)
+
+    by_day = store.costs_by_day()
+    today = a.created_at.date().isoformat()
+    assert [row["day"] for row in by_day] == ["2020-01-02", today]
+    assert by_day[0]["cost_usd"] == pytest.approx(0.5)
+    assert (by_day[1]["missions"], by_day[1]["cost_usd"]) == (3, pytest.approx(2.5))
