@@ -59,6 +59,76 @@ class SandboxLimits:
 
 
 @dataclass(frozen=True)
+class GitHubAppSettings:
+    """How the server talks to GitHub as an App (all optional for the CLI)."""
+
+    app_id: str | None = None
+    private_key: str | None = None
+    """The App's PEM private key (from LOOPWRIGHT_GITHUB_PRIVATE_KEY or ..._PATH)."""
+    webhook_secret: str | None = None
+    api_url: str = "https://api.github.com"
+    """Set for GitHub Enterprise Server (https://HOST/api/v3) and for tests."""
+    public_url: str | None = None
+    """Where the server is reachable, for links to the live view and screenshots."""
+    app_slug: str = "loopwright"
+    allowed_bots: tuple[str, ...] = ()
+    max_attempts: int = 3
+    """Missions per head commit before Loopwright stops trying."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> GitHubAppSettings:
+        key = env.get("LOOPWRIGHT_GITHUB_PRIVATE_KEY") or None
+        key_path = env.get("LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH")
+        if key is None and key_path:
+            try:
+                key = Path(key_path).expanduser().read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(
+                    f"LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH={key_path!r} cannot be read "
+                    f"({exc.strerror}); point it at the .pem file GitHub generated for the App"
+                ) from None
+        if key is not None and "PRIVATE KEY" not in key:
+            raise ConfigError(
+                "LOOPWRIGHT_GITHUB_PRIVATE_KEY is not a PEM private key; paste the whole "
+                ".pem file GitHub generated (-----BEGIN RSA PRIVATE KEY----- ...)"
+            )
+        app_id = env.get("LOOPWRIGHT_GITHUB_APP_ID") or None
+        if app_id is not None and not app_id.strip().isdigit():
+            raise ConfigError(
+                f"LOOPWRIGHT_GITHUB_APP_ID={app_id!r} is not a number; copy the App ID from "
+                "the App's settings page (Settings → Developer settings → GitHub Apps)"
+            )
+        api_url = env.get("LOOPWRIGHT_GITHUB_API_URL") or cls.api_url
+        if not api_url.startswith(("http://", "https://")):
+            raise ConfigError(f"LOOPWRIGHT_GITHUB_API_URL={api_url!r} is not an http(s) URL")
+        public_url = env.get("LOOPWRIGHT_PUBLIC_URL") or None
+        if public_url is not None and not public_url.startswith(("http://", "https://")):
+            raise ConfigError(f"LOOPWRIGHT_PUBLIC_URL={public_url!r} is not an http(s) URL")
+        bots = tuple(b.strip() for b in (env.get("LOOPWRIGHT_ALLOWED_BOTS") or "").split(","))
+        return cls(
+            app_id=app_id.strip() if app_id else None,
+            private_key=key,
+            webhook_secret=env.get("LOOPWRIGHT_WEBHOOK_SECRET") or None,
+            api_url=api_url.rstrip("/"),
+            public_url=public_url.rstrip("/") if public_url else None,
+            app_slug=env.get("LOOPWRIGHT_GITHUB_APP_SLUG") or cls.app_slug,
+            allowed_bots=tuple(b for b in bots if b),
+            max_attempts=_int(env, "LOOPWRIGHT_MAX_ATTEMPTS", cls.max_attempts),
+        )
+
+    def missing(self) -> list[str]:
+        """The settings `loopwright serve` cannot work without, by variable name."""
+        names = []
+        if not self.app_id:
+            names.append("LOOPWRIGHT_GITHUB_APP_ID")
+        if not self.private_key:
+            names.append("LOOPWRIGHT_GITHUB_PRIVATE_KEY (or LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH)")
+        if not self.webhook_secret:
+            names.append("LOOPWRIGHT_WEBHOOK_SECRET")
+        return names
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything a mission needs to know about its environment."""
 
@@ -88,6 +158,9 @@ class Settings:
     """SQLAlchemy URL of the missions store; None means SQLite at `data_dir/loopwright.db`."""
     max_concurrent_missions: int = 2
     """Missions the server runs at once; the rest wait in the queue."""
+    github: GitHubAppSettings = field(default_factory=lambda: GitHubAppSettings())
+    dashboard_token: str | None = None
+    """Bearer token required by the web views and API when set."""
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with the given fields replaced (CLI flags win over the environment)."""
@@ -134,6 +207,8 @@ class Settings:
             max_concurrent_missions=_int(
                 env, "LOOPWRIGHT_MAX_CONCURRENT_MISSIONS", defaults.max_concurrent_missions
             ),
+            github=GitHubAppSettings.from_env(env),
+            dashboard_token=get("LOOPWRIGHT_DASHBOARD_TOKEN") or None,
         )
 
     def tier(self, name: str) -> Tier:
@@ -150,7 +225,13 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Values that must never appear in a sandbox, log, event or pull request."""
-        return [s for s in (self.model_api_key,) if s]
+        values = (
+            self.model_api_key,
+            self.github.private_key,
+            self.github.webhook_secret,
+            self.dashboard_token,
+        )
+        return [s for s in values if s]
 
 
 def _url(value: str) -> str:

@@ -94,3 +94,52 @@ def test_invalid_repo_config_says_what_is_wrong(text, fragment):
         parse_repo_config(text, ".loopwright.yml")
     assert fragment in str(err.value)
     assert ".loopwright.yml" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        (
+            {"LOOPWRIGHT_GITHUB_APP_ID": "my-app"},
+            "LOOPWRIGHT_GITHUB_APP_ID='my-app' is not a number",
+        ),
+        ({"LOOPWRIGHT_GITHUB_PRIVATE_KEY": "hunter2"}, "is not a PEM private key"),
+        (
+            {"LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH": "/nonexistent/app.pem"},
+            "LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH='/nonexistent/app.pem' cannot be read",
+        ),
+        ({"LOOPWRIGHT_GITHUB_API_URL": "github.example.com"}, "LOOPWRIGHT_GITHUB_API_URL"),
+        ({"LOOPWRIGHT_PUBLIC_URL": "loopwright.example.com"}, "LOOPWRIGHT_PUBLIC_URL"),
+    ],
+    ids=["app-id", "key", "key-path", "api-url", "public-url"],
+)
+def test_bad_github_app_settings_name_what_to_fix(env, fragment):
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env(env)
+    assert fragment in str(err.value)
+
+
+def test_github_app_settings_and_their_secrets(tmp_path):
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----\n"
+    key = tmp_path / "app.pem"
+    key.write_text(pem)
+    settings = Settings.from_env(
+        {
+            "LOOPWRIGHT_GITHUB_APP_ID": "1234",
+            "LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH": str(key),
+            "LOOPWRIGHT_WEBHOOK_SECRET": "whsec-value",
+            "LOOPWRIGHT_GITHUB_API_URL": "http://127.0.0.1:9999/",
+            "LOOPWRIGHT_ALLOWED_BOTS": "dependabot[bot], renovate[bot]",
+        }
+    )
+    assert settings.github.app_id == "1234"
+    assert settings.github.private_key == pem
+    assert settings.github.api_url == "http://127.0.0.1:9999"
+    assert settings.github.allowed_bots == ("dependabot[bot]", "renovate[bot]")
+    assert settings.github.missing() == []
+    assert {pem, "whsec-value"} <= set(settings.secrets())
+    assert Settings.from_env({}).github.missing() == [
+        "LOOPWRIGHT_GITHUB_APP_ID",
+        "LOOPWRIGHT_GITHUB_PRIVATE_KEY (or LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH)",
+        "LOOPWRIGHT_WEBHOOK_SECRET",
+    ]
