@@ -61,6 +61,9 @@ class FixRequest:
     boot_timeout_s: float = BOOT_TIMEOUT_S
     """How long a web app may take to open its port during verification."""
     mission_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    repo_config: RepoConfig | None = None
+    """The repository's rules, when the caller read them from a trusted place (the App
+    reads the default branch); otherwise they come from the tree being fixed."""
 
 
 @dataclass
@@ -165,7 +168,7 @@ class FixMission:
             local = Path(source).expanduser().resolve()
         base = trees / "base"
         head = snapshot(local, base)
-        repo = load_repo_config(base)
+        repo = self.request.repo_config or load_repo_config(base)
         plan = detect_tests(
             base,
             explicit=self.request.test_cmd or repo.test_cmd,
