@@ -1,4 +1,4 @@
-"""The `loopwright` command line: fix, replay, doctor, sandbox build.
+"""The `loopwright` command line: fix, build, replay, doctor, sandbox build.
 
 Exit codes: 0 only when a fix was verified (or a command succeeded), 2 for usage and
 configuration errors, 1 for every other outcome.
@@ -52,6 +52,24 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--record", type=Path, metavar="FILE", help="save the model exchanges")
     group.add_argument("--replay", type=Path, metavar="FILE", help="serve a recorded session")
 
+    build = sub.add_parser("build", help="build a small app with tests from a specification")
+    build.add_argument("spec", metavar="SPEC", help="what to build, or @FILE to read it from FILE")
+    build.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="a new or empty directory"
+    )
+    build.add_argument("--lang", choices=("node", "python"), default="node", help="the stack")
+    build.add_argument("--sandbox", choices=("docker", "local"), help="where commands run")
+    build.add_argument("--events", type=Path, metavar="FILE.ndjson", help="write every event here")
+    build.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    build.add_argument("--max-steps", type=int, help="cap on model calls (LOOPWRIGHT_MAX_STEPS)")
+    build.add_argument(
+        "--boot-timeout", type=float, metavar="SECONDS", help="how long the app may take to start"
+    )
+    build.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    build_group = build.add_mutually_exclusive_group()
+    build_group.add_argument("--record", type=Path, metavar="FILE", help="save the model exchanges")
+    build_group.add_argument("--replay", type=Path, metavar="FILE", help="serve a recorded session")
+
     rep = sub.add_parser("replay", help="render a saved event log (NDJSON) in the terminal")
     rep.add_argument("events", type=Path, metavar="FILE.ndjson")
 
@@ -69,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings.from_env()
         if args.command == "fix":
             return cmd_fix(args, settings)
+        if args.command == "build":
+            return cmd_build(args, settings)
         if args.command == "replay":
             return cmd_replay(args)
         if args.command == "doctor":
@@ -156,6 +176,56 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_FAILED
         stack.callback(provider.close)
         result = FixMission(
+            request, settings=settings, provider=provider, model=model, events=events
+        ).run()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif args.quiet and result.verification:
+        print(render_verification(result.verification), file=sys.stderr)
+    return EXIT_OK if result.status == "verified" else EXIT_FAILED
+
+
+def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
+    from loopwright.agent.model import OpenAIModel, Recorder
+    from loopwright.build import BuildMission, BuildRequest, SpecError, check_out_dir, read_spec
+    from loopwright.verify.web import BOOT_TIMEOUT_S
+
+    try:
+        spec = read_spec(args.spec)
+        check_out_dir(args.out)
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    if args.boot_timeout is not None and args.boot_timeout <= 0:
+        raise UsageError("--boot-timeout must be a positive number of seconds")
+    settings = settings.with_overrides(sandbox=args.sandbox, max_steps=args.max_steps)
+    request = BuildRequest(
+        spec=spec,
+        out=args.out,
+        lang=args.lang,
+        boot_timeout_s=args.boot_timeout or BOOT_TIMEOUT_S,
+    )
+    sinks: list[EventSink] = []
+    if not args.quiet:
+        sinks.append(ProgressPrinter())
+    with ExitStack() as stack:
+        if args.events:
+            writer = NdjsonWriter(args.events)
+            stack.callback(writer.close)
+            sinks.append(writer)
+        settings = stack.enter_context(model_endpoint(args, settings))
+        events = EventBus(request.mission_id, sinks, Redactor(settings.secrets()))
+        recorder = Recorder(args.record) if args.record else None
+        model = OpenAIModel(settings, recorder=recorder)
+        stack.callback(model.close)
+        try:
+            provider = make_provider(settings)
+        except SandboxError as exc:
+            print(f"loopwright: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        stack.callback(provider.close)
+        result = BuildMission(
             request, settings=settings, provider=provider, model=model, events=events
         ).run()
     if args.json:

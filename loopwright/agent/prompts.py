@@ -32,9 +32,37 @@ How to work:
    provides (no packages to install).
 3. Run the tests until they pass; keep the plan current; then call finish with a summary.
 
-Rules: no servers, background jobs, kill, sudo or git push (they are refused). Verification
-runs the tests in a fresh sandbox and boots the app with its start command to screenshot it.
+Rules: no servers, background jobs, kill, sudo or git push (they are refused); never start
+the app yourself. Verification runs the tests in a fresh sandbox, then boots the app with
+its start command, loads its page in a browser and screenshots it: the page must render
+real content without console errors.
 """
+
+BUILD_STACKS = {
+    "node": """\
+Stack: plain Node.js 18 with no dependencies and no build step (there is no network, so no
+npm packages). Write:
+- package.json with "scripts": {"start": "node server.js", "test": "node --test"} and no
+  dependencies;
+- the request handler in its own module (e.g. src/app.js) exporting `handle(req, res)`, and
+  server.js that only creates a node:http server with it and listens on
+  Number(process.env.PORT || 3000);
+- tests in test/*.test.js using node:test and node:assert that call the handler (or the
+  functions it uses) with fake request/response objects, without opening a port.
+Serve a complete HTML page at / (with <link rel="icon" href="data:,"> so the browser asks for
+no favicon).""",
+    "python": """\
+Stack: Python 3.11 with the standard library only (http.server or wsgiref; there is no
+network, so no packages), and pytest for the tests. Write:
+- app.py with the request handling as plain functions (e.g. a WSGI `application(environ,
+  start_response)` or `render_page() -> str`), and server.py that serves it on
+  int(os.environ.get("PORT", "8000"));
+- .loopwright.yml declaring how to start it: `app: {start: "python3 server.py", port: 8000}`;
+- tests in tests/test_*.py that call those functions directly, without opening a port;
+- no requirements.txt or pyproject.toml (nothing can be installed).
+Serve a complete HTML page at / (with <link rel="icon" href="data:,"> so the browser asks for
+no favicon).""",
+}
 
 
 def fix_task(
@@ -52,6 +80,20 @@ def fix_task(
         lines += ["", "A maintainer added this guidance:", guidance]
     lines += ["", "Make the tests pass by fixing the code. Start with update_plan."]
     return "\n".join(lines)
+
+
+def build_task(spec: str, lang: str) -> str:
+    return "\n".join(
+        [
+            "Build this application:",
+            "",
+            spec.strip(),
+            "",
+            BUILD_STACKS[lang],
+            "",
+            "The repository is empty. Start with update_plan.",
+        ]
+    )
 
 
 NO_TOOL_CALL = (

@@ -1,0 +1,380 @@
+"""Build mode: a small working app with tests, from a one-paragraph specification.
+
+The model scaffolds the app in an empty repository inside a sandbox, with the same loop,
+tools and caps as a fix. Verification is independent of it: a fresh sandbox holding only
+the exported patch runs the detected tests, boots the app and screenshots its page. The
+output directory then holds the app as a one-commit git repository, plus the report in
+`loopwright-report/` (kept out of git through `.git/info/exclude`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from loopwright.agent.budget import Budget
+from loopwright.agent.context import Conversation, truncate_middle
+from loopwright.agent.loop import AgentLoop
+from loopwright.agent.model import Model, ModelError
+from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
+from loopwright.agent.prompts import BUILD_SYSTEM, build_task
+from loopwright.agent.tools import Toolbox
+from loopwright.config import ConfigError, Settings, load_repo_config
+from loopwright.events import EventBus
+from loopwright.mission import SETUP_TIMEOUT_S, MissionFailed, Status
+from loopwright.sandbox.base import Sandbox, SandboxError, SandboxProvider
+from loopwright.sandbox.workspace import (
+    WorkspaceError,
+    apply_patch,
+    copy_tree,
+    export_patch,
+    git,
+    prepare_sandbox_repo,
+)
+from loopwright.verify.compare import TestRow
+from loopwright.verify.detect import DetectionError, detect_tests
+from loopwright.verify.runner import run_suite
+from loopwright.verify.web import BOOT_TIMEOUT_S, find_app, screenshot_app
+
+Lang = Literal["node", "python"]
+LANGS: tuple[Lang, ...] = ("node", "python")
+REPORT_DIR = "loopwright-report"
+TITLE_CHARS = 72
+TEST_COMMANDS: dict[Lang, str] = {"node": "npm test", "python": "python -m pytest"}
+# The model declares how a Python app starts in .loopwright.yml, so that file is writable here.
+BUILD_PROTECTED = tuple(p for p in DEFAULT_PROTECTED_PATHS if not p.endswith("loopwright.yml"))
+NOT_COPIED = (".git", ".loopwright", "node_modules", "__pycache__", ".pytest_cache", ".venv")
+
+
+class SpecError(ValueError):
+    """The specification or the output directory is unusable; the message says why."""
+
+
+def read_spec(value: str) -> str:
+    """The specification text: `value` itself, or the contents of FILE for `@FILE`."""
+    text = value
+    if value.startswith("@"):
+        path = Path(value[1:]).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise SpecError(f"cannot read the specification from {path}: {why}") from None
+    if not text.strip():
+        where = f" ({value[1:]} is empty)" if value.startswith("@") else ""
+        raise SpecError(
+            f"the specification is empty{where}; describe the app to build, e.g. "
+            '`loopwright build "A page listing my three favourite books" --out books`'
+        )
+    return text.strip()
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse an output directory that would mix the build with existing files."""
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"--out {out} is a file; name a new or empty directory")
+    if out.is_dir() and any(out.iterdir()):
+        raise SpecError(f"--out {out} is not empty; name a new or empty directory")
+
+
+@dataclass
+class BuildRequest:
+    spec: str
+    out: Path
+    lang: Lang = "node"
+    boot_timeout_s: float = BOOT_TIMEOUT_S
+    mission_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    @property
+    def title(self) -> str:
+        """The spec's first line, cut at a word to fit a commit subject."""
+        first = self.spec.strip().splitlines()[0].strip()
+        if len(first) <= TITLE_CHARS:
+            return first
+        return first[: TITLE_CHARS - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
+@dataclass
+class BuildResult:
+    mission: str
+    status: Status
+    message: str = ""
+    summary: str = ""
+    out: str | None = None
+    """The directory holding the built app, once written."""
+    commit: str | None = None
+    report: str | None = None
+    screenshot: str | None = None
+    files: list[str] = field(default_factory=list)
+    patch: str = ""
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cost_usd: float = 0.0
+    steps: int = 0
+    elapsed_s: float = 0.0
+    final_tier: str | None = None
+    verification: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class BuildMission:
+    """Runs one build: prepare an empty repository → plan → loop → verify → deliver."""
+
+    def __init__(
+        self,
+        request: BuildRequest,
+        *,
+        settings: Settings,
+        provider: SandboxProvider,
+        model: Model,
+        events: EventBus,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.request = request
+        self.settings = settings
+        self.provider = provider
+        self.model = model
+        self.events = events
+        self.clock = clock
+        self.workdir = settings.data_dir / "missions" / request.mission_id
+        self.budget = Budget(settings, clock=clock)
+        self.result = BuildResult(request.mission_id, "error")
+        self._sandboxes: list[Sandbox] = []
+
+    def run(self) -> BuildResult:
+        started = self.clock()
+        try:
+            base = self._prepare()
+            patch = self._build(base)
+            tree, verified = self._verify(base, patch)
+            self._deliver(tree, verified)
+        except MissionFailed as stop:
+            self.result.status = stop.status
+            self.result.message = str(stop)
+        except (ModelError, SandboxError, WorkspaceError) as exc:
+            self.result.status = "error"
+            self.result.message = str(exc)
+            self.events.emit("error", message=str(exc), kind=type(exc).__name__)
+        finally:
+            self._close_sandboxes()
+            self.result.usage = self.budget.report()
+            self.result.cost_usd = round(self.budget.cost_usd, 6)
+            self.result.steps = self.budget.steps
+            self.result.elapsed_s = round(self.clock() - started, 3)
+            self._persist()
+            shutil.rmtree(self.workdir / "trees", ignore_errors=True)
+        self.events.emit(
+            "done",
+            status=self.result.status,
+            message=self.result.message,
+            summary=self.result.summary,
+            cost_usd=self.result.cost_usd,
+            steps=self.result.steps,
+            elapsed_s=self.result.elapsed_s,
+            final_tier=self.result.final_tier,
+            out=self.result.out,
+        )
+        return self.result
+
+    def _prepare(self) -> Path:
+        self.events.enter("prepare", mode="build", lang=self.request.lang, spec=self.request.title)
+        base = self.workdir / "trees" / "base"
+        base.mkdir(parents=True)
+        git(["init", "--quiet"], base)
+        git(["commit", "--quiet", "--allow-empty", "-m", "loopwright: empty base"], base)
+        self.events.leave("prepare", "ready", reason="an empty repository")
+        return base
+
+    def _build(self, base: Path) -> str:
+        sandbox = self._open(base, network=False)
+        prepare_sandbox_repo(sandbox, timeout_s=60)
+        toolbox = Toolbox(
+            sandbox,
+            command_timeout_s=self.settings.command_timeout_s,
+            protected_paths=BUILD_PROTECTED,
+            test_command=TEST_COMMANDS[self.request.lang],
+        )
+        conversation = Conversation(
+            system=BUILD_SYSTEM,
+            task=build_task(self.request.spec, self.request.lang),
+            context_tokens=self.settings.context_tokens,
+        )
+        loop = AgentLoop(
+            settings=self.settings,
+            model=self.model,
+            toolbox=toolbox,
+            conversation=conversation,
+            budget=self.budget,
+            events=self.events,
+        )
+        outcome = loop.run()
+        self.result.final_tier = loop.escalation.current
+        patch = export_patch(sandbox, timeout_s=120)
+        self.result.patch = patch
+        self.result.summary = outcome.summary
+        if outcome.outcome == "budget_exceeded":
+            raise MissionFailed("budget_exceeded", outcome.reason)
+        if not patch.strip():
+            raise MissionFailed("unverified", "the model wrote no files")
+        return patch
+
+    def _verify(self, base: Path, patch: str) -> tuple[Path, bool]:
+        self.events.enter("verify")
+        tree = copy_tree(base, self.workdir / "trees" / "verify")
+        apply_patch(tree, patch)
+        reasons: list[str] = []
+        evidence: dict[str, Any] = {"rows": [], "commands": [], "tamper": [], "web": None}
+        try:
+            repo = load_repo_config(tree)
+            plan = detect_tests(tree, explicit=repo.test_cmd, config_setup=repo.setup_cmd)
+        except (ConfigError, DetectionError) as exc:
+            reasons.append(str(exc))
+            return tree, self._verdict(evidence, reasons)
+        network = plan.setup is not None and self.settings.network != "none"
+        sandbox = self._open(tree, network=network)
+        prepare_sandbox_repo(sandbox, timeout_s=60)
+        if plan.setup:
+            setup = sandbox.exec(
+                plan.setup, timeout_s=max(SETUP_TIMEOUT_S, self.settings.command_timeout_s)
+            )
+            evidence["commands"].append(
+                {"phase": "setup", "command": plan.setup, "exit_code": setup.exit_code}
+            )
+            if not setup.ok:
+                reasons.append(f"the setup command `{plan.setup}` failed (exit {setup.exit_code})")
+                return tree, self._verdict(evidence, reasons)
+            if self.settings.network != "always":
+                sandbox.set_network(False)
+        run = run_suite(sandbox, plan, timeout_s=self.settings.command_timeout_s)
+        results = run.report.results
+        evidence["rows"] = [
+            asdict(
+                TestRow(r.id, None, r.outcome, "new_pass" if r.outcome == "passed" else "new_fail")
+            )
+            for r in results
+        ]
+        evidence["commands"].append(
+            {"phase": "after", "command": plan.command, "exit_code": run.result.exit_code}
+        )
+        evidence["report_source"] = {"after": run.report.source}
+        evidence["after_output"] = truncate_middle(run.result.output, 4_000)
+        if not run.result.ok or run.report.failing():
+            reasons.append(
+                f"`{plan.command}` fails in a fresh sandbox (exit {run.result.exit_code})"
+            )
+        elif run.report.source != "exit-code" and not run.report.passing():
+            reasons.append(f"`{plan.command}` ran no tests")
+        app = find_app(tree, repo)
+        if app is None:
+            reasons.append(
+                "the app has no start command: add scripts.start to package.json, or "
+                "`app: {start: ..., port: ...}` to .loopwright.yml"
+            )
+        else:
+            web = screenshot_app(
+                sandbox,
+                app,
+                self.workdir / "screenshot.png",
+                boot_timeout_s=self.request.boot_timeout_s,
+                events=self.events,
+            )
+            evidence["web"] = web.to_dict()
+            if not web.ok:
+                reasons.append(web.reason)
+        return tree, self._verdict(evidence, reasons)
+
+    def _verdict(self, evidence: dict[str, Any], reasons: list[str]) -> bool:
+        verified = not reasons
+        evidence.update(verified=verified, reasons=reasons)
+        self.result.verification = evidence
+        self.events.emit("verification", **evidence)
+        self.events.leave("verify", "verified" if verified else "unverified")
+        return verified
+
+    def _deliver(self, tree: Path, verified: bool) -> None:
+        """Write the app to the output directory as a fresh repository, verified or not."""
+        self.events.enter("deliver")
+        out = self.request.out.expanduser().resolve()
+        try:
+            check_out_dir(out)
+        except SpecError as exc:
+            raise WorkspaceError(str(exc)) from None
+        shutil.copytree(
+            tree, out, symlinks=True, ignore=shutil.ignore_patterns(*NOT_COPIED), dirs_exist_ok=True
+        )
+        # A new repository of our own: nothing the model wrote configures this git.
+        git(["init", "--quiet"], out)
+        (out / ".git" / "info").mkdir(parents=True, exist_ok=True)
+        with (out / ".git" / "info" / "exclude").open("a", encoding="utf-8") as exclude:
+            exclude.write(f"{REPORT_DIR}/\n")
+        git(["add", "--all"], out)
+        message = f"Build: {self.request.title}\n\n{self.request.spec}\n"
+        git(["commit", "--quiet", "-m", message], out)
+        self.result.commit = git(["rev-parse", "HEAD"], out).strip()
+        self.result.files = git(["ls-files"], out).splitlines()
+        self.result.out = str(out)
+        report_dir = out / REPORT_DIR
+        report_dir.mkdir()
+        shot = self.workdir / "screenshot.png"
+        web = (self.result.verification or {}).get("web")
+        if web and web.get("screenshot") and shot.is_file():
+            shutil.copy2(shot, report_dir / "screenshot.png")
+            self.result.screenshot = str(report_dir / "screenshot.png")
+            web["screenshot"] = self.result.screenshot
+        self.result.report = str(report_dir / "verification.json")
+        if verified:
+            self.result.status = "verified"
+            self.result.message = (
+                f"verified: the tests pass and the page loads; the app is in {out}"
+            )
+        else:
+            reasons = (self.result.verification or {}).get("reasons") or ["verification failed"]
+            self.result.status = "unverified"
+            self.result.message = f"{'; '.join(reasons)} (the app is in {out} anyway)"
+        report = {
+            "status": self.result.status,
+            "message": self.result.message,
+            "spec": self.request.spec,
+            "lang": self.request.lang,
+            "commit": self.result.commit,
+            "verification": self.result.verification,
+        }
+        (report_dir / "verification.json").write_text(
+            json.dumps(report, indent=2), encoding="utf-8"
+        )
+        self.events.leave(
+            "deliver",
+            "written",
+            path=str(out),
+            commit=self.result.commit,
+            report=self.result.report,
+        )
+
+    def _open(self, tree: Path, *, network: bool) -> Sandbox:
+        sandbox = self.provider.create(self.request.mission_id, tree, network=network)
+        self._sandboxes.append(sandbox)
+        return sandbox
+
+    def _close_sandboxes(self) -> None:
+        errors = []
+        for sandbox in self._sandboxes:
+            try:
+                sandbox.close()
+            except SandboxError as exc:
+                errors.append(str(exc))
+        self._sandboxes.clear()
+        if errors:
+            self.events.emit("error", message="sandbox cleanup failed: " + "; ".join(errors))
+
+    def _persist(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "result.json").write_text(
+            json.dumps(self.result.to_dict(), indent=2), encoding="utf-8"
+        )
