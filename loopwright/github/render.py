@@ -56,9 +56,14 @@ _MISSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # -- building blocks -----------------------------------------------------------------------
 
 
-def prose(text: Any, redactor: Redactor, *, limit: int = 10_000) -> str:
-    """Untrusted text as inert Markdown: shown as written, pinging and linking nobody."""
+def prose(text: Any, redactor: Redactor, *, limit: int = 10_000, inline: bool = False) -> str:
+    """Untrusted text as inert Markdown: shown as written, pinging and linking nobody.
+
+    `inline` folds line breaks into spaces, for table cells and list items.
+    """
     value = redactor.text(str(text if text is not None else ""))
+    if inline:
+        value = " ".join(value.split())
     value = _cut(value, limit)
     value = _MARKDOWN.sub(r"\\\1", value)
     value = html.escape(value, quote=False)
@@ -141,7 +146,7 @@ def _plan(items: Sequence[Any], redactor: Redactor) -> list[str]:
         else:
             step, status = item, "pending"
         mark = _PLAN_MARKS.get(status, "[ ]")
-        lines.append(f"- {mark} {prose(step, redactor, limit=500)}")
+        lines.append(f"- {mark} {prose(step, redactor, limit=500, inline=True)}")
         if len(lines) >= 30:
             lines.append(f"- … {len(items) - 30} more steps")
             break
@@ -169,9 +174,9 @@ def _verification(verification: Mapping[str, Any] | None, redactor: Redactor) ->
                 + " | ".join(
                     (
                         code(row.get("id"), redactor, in_table=True),
-                        prose(row.get("before") or "—", redactor, limit=20),
-                        prose(row.get("after") or "—", redactor, limit=20),
-                        _ROW_ICONS.get(status, prose(status, redactor, limit=20)),
+                        prose(row.get("before") or "—", redactor, limit=20, inline=True),
+                        prose(row.get("after") or "—", redactor, limit=20, inline=True),
+                        _ROW_ICONS.get(status, prose(status, redactor, limit=20, inline=True)),
                     )
                 )
                 + " |"
@@ -183,14 +188,14 @@ def _verification(verification: Mapping[str, Any] | None, redactor: Redactor) ->
     for command in verification.get("commands") or []:
         if isinstance(command, Mapping):
             lines.append(
-                f"\n{prose(command.get('phase', ''), redactor, limit=20)}: "
+                f"\n{prose(command.get('phase', ''), redactor, limit=20, inline=True)}: "
                 f"{code(command.get('command'), redactor)} exited "
-                f"{prose(command.get('exit_code'), redactor, limit=10)}"
+                f"{prose(command.get('exit_code'), redactor, limit=10, inline=True)}"
             )
     reasons = [r for r in verification.get("reasons") or [] if r]
     if reasons and not verified:
         lines += ["", "Why it is not verified:", ""]
-        lines += [f"- {prose(r, redactor, limit=500)}" for r in reasons[:50]]
+        lines += [f"- {prose(r, redactor, limit=500, inline=True)}" for r in reasons[:50]]
     return lines
 
 
@@ -203,8 +208,9 @@ def _tamper(verification: Mapping[str, Any] | None, redactor: Redactor) -> list[
     lines = ["", "### ⚠️ Test tampering", ""]
     for finding in findings[:50]:
         lines.append(
-            f"- {code(finding.get('path'), redactor)} ({prose(finding.get('kind'), redactor)}): "
-            f"{prose(finding.get('detail'), redactor, limit=500)}"
+            f"- {code(finding.get('path'), redactor)} "
+            f"({prose(finding.get('kind'), redactor, limit=40, inline=True)}): "
+            f"{prose(finding.get('detail'), redactor, limit=500, inline=True)}"
         )
     return lines
 
@@ -227,8 +233,12 @@ def _costs(result: Mapping[str, Any], redactor: Redactor) -> list[str]:
             total_usd + usd,
         )
         lines.append(f"| {prose(tier, redactor, limit=40)} | {calls} | {tokens:,} | ${usd:.4f} |")
-    lines.append(f"| **total** | {total_calls} | {total_tokens:,} | ${total_usd:.4f} |")
+    lines.append(f"| **total** | {total_calls} | {total_tokens:,} | {_usd(total_usd)} |")
     return lines
+
+
+def _usd(amount: float) -> str:
+    return f"${amount:.2f}" if amount >= 1 else f"${amount:.4f}"
 
 
 def _as_int(value: Any) -> int:
@@ -289,7 +299,7 @@ def check_run_output(
     title = _TITLES.get(status, status)
     cost = _as_float(result.get("cost_usd"))
     if cost:
-        title += f" · ${cost:.2f}"
+        title += f" · {_usd(cost)}"
     summary_lines = _heading(result, redactor)
     verification = result.get("verification")
     verification = verification if isinstance(verification, Mapping) else None

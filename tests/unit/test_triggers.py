@@ -14,7 +14,6 @@ import pytest
 
 from loopwright.config import RepoConfig
 from loopwright.github.triggers import (
-    Decision,
     Ignore,
     NeedsPermission,
     Reply,
@@ -737,6 +736,6 @@ def test_parse_command_rejects_non_strings() -> None:
 
 
 def test_decision_types_are_frozen() -> None:
-    decision: Decision = Ignore("x")
+    decision = Ignore("x")
     with pytest.raises(AttributeError):
         decision.reason = "y"  # type: ignore[misc]
