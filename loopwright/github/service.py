@@ -212,12 +212,16 @@ class RepoSession:
         role = (data.get("user") or {}).get("role_name") or data.get("permission") or "none"
         return str(role)
 
-    def pull(self, number: int) -> PullInfo:
-        data = self._call(
+    def pull_data(self, number: int) -> dict[str, Any]:
+        """The pull request as the REST API returns it now (for pinning its head)."""
+        data: dict[str, Any] = self._call(
             f"reading pull request #{number}",
-            lambda: self.gh.rest.pulls.get(self.owner, self.name, number).json(),
+            lambda: _json(self.gh.rest.pulls.get(self.owner, self.name, number)),
         )
-        return _pull_info(data)
+        return data
+
+    def pull(self, number: int) -> PullInfo:
+        return _pull_info(self.pull_data(number))
 
     def default_branch(self) -> str:
         data = self._call(

@@ -38,6 +38,7 @@ MissionStatus = Literal[
     "budget_exceeded",
     "error",
     "refused",
+    "ignored",
     "interrupted",
 ]
 MISSION_STATUSES: frozenset[str] = frozenset(get_args(MissionStatus))

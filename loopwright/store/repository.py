@@ -244,6 +244,12 @@ class Store:
                 for tier, usage in result.usage.items()
             )
 
+    def update_request(self, mission_id: str, request: MissionRequest) -> None:
+        """Replace a mission's request once admission pinned it (head SHA, branches)."""
+        values = {"request": request.to_dict(), "head_sha": request.head_sha}
+        if not self._update_mission(mission_id, values, None):
+            raise MissionNotFound(mission_id)
+
     def set_links(
         self, mission_id: str, *, check_run_id: int | None = None, pr_url: str | None = None
     ) -> None:

@@ -1,0 +1,288 @@
+"""Runs one stored App mission: admit it, report a check run, fix, verify, deliver.
+
+Admission happens here, not in the webhook handler, because it needs GitHub: the
+repository config is read from the default branch, a comment's author is checked against
+the collaborator-permission endpoint, and the pull request's head commit is pinned. The
+handler only stores the mission, so it can answer GitHub at once.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from loopwright.agent.model import Model
+from loopwright.config import ConfigError, RepoConfig, Settings
+from loopwright.events import EventBus, EventSink
+from loopwright.github import render
+from loopwright.github.gitops import GitError, clone_at, commit_patch, push_branch, remote_branch
+from loopwright.github.service import Conclusion, GitHubApp, GitHubError, RepoSession
+from loopwright.github.triggers import NeedsPermission, Reply, TriggerContext, authorize
+from loopwright.mission import FixMission, FixRequest, MissionResult
+from loopwright.redaction import Redactor
+from loopwright.request import MissionRequest
+from loopwright.sandbox.base import SandboxProvider
+from loopwright.store.repository import Store
+
+CONCLUSIONS: dict[str, Conclusion] = {
+    "verified": "success",
+    "unverified": "neutral",
+    "flaky": "neutral",
+    "nothing_to_fix": "neutral",
+    "budget_exceeded": "neutral",
+    "error": "failure",
+}
+
+
+@dataclass
+class Delivered:
+    kind: str
+    """pull_request, comment, or skipped."""
+    url: str | None
+    reason: str = ""
+
+
+class AppMissionRunner:
+    """The work function the mission queue calls with a mission id."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        github: GitHubApp,
+        provider: SandboxProvider,
+        model_factory: Callable[[Settings], Model],
+        extra_sinks: Callable[[str], list[EventSink]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.github = github
+        self.provider = provider
+        self.model_factory = model_factory
+        self.extra_sinks = extra_sinks or (lambda _id: [])
+
+    def __call__(self, mission_id: str) -> None:
+        mission = self.store.get_mission(mission_id)
+        if mission is None:
+            return
+        request = MissionRequest.from_dict(dict(mission.request))
+        log = structlog.get_logger("loopwright.mission").bind(
+            mission=mission_id, repo=request.repo, delivery=request.extra.get("delivery")
+        )
+        if request.installation_id is None:
+            self.store.set_status(mission_id, "error", message="the event named no installation")
+            return
+        try:
+            session = self.github.session(request.installation_id, request.repo, log=log)
+        except GitHubError as exc:
+            self.store.set_status(mission_id, "error", message=str(exc))
+            return
+        redactor = Redactor([*self.settings.secrets(), session.token])
+        bus = EventBus(
+            mission_id,
+            [self.store.event_sink(mission_id), *self.extra_sinks(mission_id)],
+            redactor,
+        )
+        try:
+            self._run(mission_id, request, session, bus, redactor)
+        except (GitHubError, GitError) as exc:
+            bus.emit("error", message=str(exc), kind=type(exc).__name__)
+            self.store.set_status(mission_id, "error", message=redactor.text(str(exc)))
+
+    # -- the steps -------------------------------------------------------------------------
+
+    def _run(
+        self,
+        mission_id: str,
+        request: MissionRequest,
+        session: RepoSession,
+        bus: EventBus,
+        redactor: Redactor,
+    ) -> None:
+        try:
+            config = session.read_config()
+        except ConfigError as exc:
+            if request.head_sha:
+                check = session.start_check(request.head_sha, self._url(mission_id), mission_id)
+                session.finish_check(
+                    check,
+                    "failure",
+                    {"title": "Invalid Loopwright configuration", "summary": str(exc)},
+                )
+            self.store.set_status(mission_id, "error", message=f"invalid configuration: {exc}")
+            return
+        if request.trigger == "comment":
+            admitted = self._authorize(mission_id, request, session)
+            if admitted is None:
+                return
+            request = admitted
+        elif not config.auto_fix:
+            self.store.set_status(
+                mission_id, "ignored", message="auto_fix is off in .github/loopwright.yml"
+            )
+            return
+
+        check_id = session.start_check(request.head_sha, self._url(mission_id), mission_id)
+        self.store.set_links(mission_id, check_run_id=check_id)
+        workdir = self.settings.data_dir / "missions" / mission_id
+        try:
+            result = self._fix(mission_id, request, session, config, bus, workdir)
+            delivered = Delivered("skipped", None, "not verified")
+            if result.status == "verified":
+                delivered = self._deliver(request, session, result, workdir, bus, redactor)
+            self.store.mark_finished(result)
+            if delivered.url:
+                self.store.set_links(mission_id, pr_url=delivered.url)
+            output = render.check_run_output(result.to_dict(), redactor=redactor)
+            if delivered.url:
+                output["summary"] += f"\n\n{delivered.kind.replace('_', ' ')}: {delivered.url}"
+            elif delivered.reason and result.status == "verified":
+                output["summary"] += f"\n\nNot delivered: {delivered.reason}"
+            session.finish_check(
+                check_id,
+                CONCLUSIONS.get(result.status, "neutral"),
+                {"title": output["title"], "summary": output["summary"], "text": output["text"]},
+            )
+        finally:
+            shutil.rmtree(workdir / "checkout", ignore_errors=True)
+
+    def _authorize(
+        self, mission_id: str, request: MissionRequest, session: RepoSession
+    ) -> MissionRequest | None:
+        number = request.pr_number or 0
+        permission = session.permission(request.actor or "")
+        pull = session.pull_data(number)
+        head_sha = str((pull.get("head") or {}).get("sha", ""))
+        # This mission is already stored for the head, so it does not count against the cap.
+        used = max(self.store.attempts_for_head(request.repo, head_sha) - 1, 0)
+        ctx = TriggerContext(
+            app_slug=self.settings.github.app_slug,
+            attempts={head_sha: used},
+            max_attempts=self.settings.github.max_attempts,
+        )
+        decision = authorize(NeedsPermission(request, request.actor or ""), permission, pull, ctx)
+        if isinstance(decision, MissionRequest):
+            self.store.update_request(mission_id, decision)
+            return decision
+        if isinstance(decision, Reply):
+            session.comment(decision.issue_number, decision.body)
+            refused = permission not in ("write", "maintain", "admin")
+            self.store.set_status(
+                mission_id,
+                "refused" if refused else "ignored",
+                message=f"{request.actor} has {permission} permission"
+                if refused
+                else decision.body,
+            )
+            return None
+        self.store.set_status(mission_id, "ignored", message=decision.reason)
+        return None
+
+    def _fix(
+        self,
+        mission_id: str,
+        request: MissionRequest,
+        session: RepoSession,
+        config: RepoConfig,
+        bus: EventBus,
+        workdir: Path,
+    ) -> MissionResult:
+        settings = self.settings
+        if config.max_cost_usd is not None:
+            cap = min(config.max_cost_usd, settings.max_cost_usd or config.max_cost_usd)
+            settings = settings.with_overrides(max_cost_usd=cap)
+        if config.tiers:
+            tiers = tuple(t for t in settings.tiers if t.name in config.tiers)
+            settings = settings.with_overrides(tiers=tiers or None)
+        tree = clone_at(request.clone_url, request.head_sha, workdir / "checkout", session.token)
+        model = self.model_factory(settings)
+        try:
+            return FixMission(
+                FixRequest(
+                    source=str(tree),
+                    guidance=request.guidance,
+                    dry_run=True,
+                    mission_id=mission_id,
+                    repo_config=config,
+                ),
+                settings=settings,
+                provider=self.provider,
+                model=model,
+                events=bus,
+            ).run()
+        finally:
+            close = getattr(model, "close", None)
+            if callable(close):
+                close()
+
+    def _deliver(
+        self,
+        request: MissionRequest,
+        session: RepoSession,
+        result: MissionResult,
+        workdir: Path,
+        bus: EventBus,
+        redactor: Redactor,
+    ) -> Delivered:
+        bus.enter("deliver")
+        mission_url = self._url(result.mission)
+        shot = f"{mission_url}/screenshot.png" if mission_url and result.screenshot else None
+        data = result.to_dict()
+        if request.fork:
+            # Nothing is pushed to the base repository for a fork (SECURITY #22).
+            body = render.fork_patch_comment(
+                data, result.patch, mission_url=mission_url, redactor=redactor
+            )
+            url = session.comment(request.pr_number or 0, body)
+            return self._delivered(bus, Delivered("comment", url))
+        branch = f"loopwright/fix-{request.pr_number or request.head_sha[:12]}"
+        pulls = session.pulls_for_branch(branch)
+        open_pull = next((p for p in pulls if p.state == "open"), None)
+        closed_unmerged = any(p.state == "closed" and not p.merged for p in pulls)
+        # A closed pull request is reopened only when a maintainer asks again by comment.
+        if open_pull is None and closed_unmerged and request.trigger != "comment":
+            return self._delivered(
+                bus,
+                Delivered(
+                    "skipped",
+                    None,
+                    f"a pull request for {branch} was closed unmerged; comment "
+                    "`/loopwright fix` to ask for a new one",
+                ),
+            )
+        tree = workdir / "checkout"
+        remote = remote_branch(tree, branch, request.head_sha, session.token)
+        if remote is not None and not remote.ours:
+            reason = f"{branch} has commits by someone else; Loopwright does not push over them"
+            if request.pr_number:
+                session.comment(request.pr_number, f"Loopwright verified a fix but {reason}.")
+            return self._delivered(bus, Delivered("skipped", None, reason))
+        title = _title(result)
+        commit_patch(tree, result.patch, redactor.text(title), result.mission)
+        push_branch(tree, branch, session.token, replace=remote.sha if remote else None)
+        body = render.pr_body(data, mission_url=mission_url, screenshot_url=shot, redactor=redactor)
+        if open_pull is not None:
+            pull = session.update_pull(open_pull.number, title, body)
+        else:
+            pull = session.open_pull(branch, request.head_ref or "main", title, body)
+        return self._delivered(bus, Delivered("pull_request", pull.html_url))
+
+    def _delivered(self, bus: EventBus, delivered: Delivered) -> Delivered:
+        bus.emit("delivery", kind=delivered.kind, url=delivered.url, reason=delivered.reason)
+        bus.leave("deliver", "skipped" if delivered.kind == "skipped" else "delivered")
+        return delivered
+
+    def _url(self, mission_id: str) -> str | None:
+        base = self.settings.github.public_url
+        return f"{base}/missions/{mission_id}" if base else None
+
+
+def _title(result: MissionResult) -> str:
+    first = (result.summary or "").strip().splitlines()
+    text = first[0] if first else "Fix failing tests"
+    return f"Loopwright: {text[:90]}"
