@@ -20,11 +20,13 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Protocol
 
 import structlog
 
+from loopwright.redaction import Redactor
 from loopwright.store.models import Mission
 from loopwright.store.repository import Store
 
@@ -58,14 +60,26 @@ class MissionQueue(Protocol):
 
 
 class InProcessQueue:
-    """`concurrency` worker threads in this process, fed from an in-memory queue of ids."""
+    """`concurrency` worker threads in this process, fed from an in-memory queue of ids.
 
-    def __init__(self, store: Store, run: Callable[[str], None], concurrency: int) -> None:
+    A mission whose `run` raises ends as `error` with the exception's message, redacted by
+    `redactor` (token-shaped strings by default; pass one built with `Settings.secrets()`).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        run: Callable[[str], None],
+        concurrency: int,
+        *,
+        redactor: Redactor | None = None,
+    ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self._store = store
         self._run = run
         self._concurrency = concurrency
+        self._redactor = redactor or Redactor()
         self._ids: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
         self._running: set[str] = set()
@@ -127,11 +141,11 @@ class InProcessQueue:
     def _run_one(self, mission_id: str) -> None:
         try:
             self._run(mission_id)
-        except Exception as exc:  # one mission's failure must not end the worker
-            log.exception("mission crashed", mission=mission_id)
-            self._store.set_status(
-                mission_id, "error", message=f"{type(exc).__name__}: {exc}", expect="running"
-            )
+        except Exception as exc:  # noqa: BLE001 - one mission's failure must not end the worker
+            message = self._redactor.text(f"{type(exc).__name__}: {exc}")
+            trace = self._redactor.text("".join(traceback.format_exception(exc)))
+            log.error("mission crashed", mission=mission_id, error=message, traceback=trace)
+            self._store.set_status(mission_id, "error", message=message, expect="running")
             return
         if self._store.set_status(
             mission_id,
