@@ -41,11 +41,18 @@ class MissionRequest:
 
     @property
     def dedupe_key(self) -> str:
-        """Several deliveries about the same failure of the same commit give one mission."""
-        what = self.check_name or self.trigger
+        """Deliveries about the same commit's red CI give one mission.
+
+        One failing Actions run arrives as a check_run per job, a check_suite and a
+        workflow_run, each naming a different check; the test suite a mission runs covers
+        them all, so CI triggers share one key per commit. Each `/loopwright fix` comment
+        is its own request, so a maintainer can always ask again.
+        """
         if self.trigger == "comment":
-            what = f"comment:{self.comment_id}"
-        return f"{self.repo}@{self.head_sha}:{what}"
+            return f"{self.repo}#comment:{self.comment_id}"
+        if self.trigger in ("check_run", "check_suite", "workflow_run"):
+            return f"{self.repo}@{self.head_sha}:ci"
+        return f"{self.repo}@{self.head_sha}:{self.trigger}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

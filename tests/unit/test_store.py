@@ -49,8 +49,8 @@ def store(url: str) -> Iterator[Store]:
 def request(
     head: int = 1, repo: str = "acme/app", check: str = "tests", **extra: Any
 ) -> MissionRequest:
+    extra.setdefault("trigger", "check_run")
     return MissionRequest(
-        trigger="check_run",
         repo=repo,
         clone_url=f"https://github.com/{repo}.git",
         head_sha=f"{head:040x}",
@@ -211,8 +211,12 @@ def test_a_colliding_mission_id_is_an_error_not_a_dedupe(store: Store):
 
 def test_attempts_for_head_count_missions_but_not_refusals(store: Store):
     store.create_mission(request(1, check="tests"))
-    store.create_mission(request(1, check="lint"))
-    store.create_mission(request(1, check="build"), status="refused", message="read access")
+    _, created = store.create_mission(request(1, check="lint"))
+    assert not created  # one red CI run of a commit is one mission, whatever reports it
+    store.create_mission(request(1, trigger="comment", comment_id=7))
+    store.create_mission(
+        request(1, trigger="comment", comment_id=8), status="refused", message="read access"
+    )
     store.create_mission(request(2))
     assert store.attempts_for_head("acme/app", f"{1:040x}") == 2
     assert store.attempts_for_head("acme/app", f"{3:040x}") == 0

@@ -603,7 +603,21 @@ def test_deliveries_of_the_same_failure_share_a_dedupe_key() -> None:
     first = decide("check_run", fixture("check_run.completed.timed_out"), AUTO, CTX)
     again = decide("check_run", fixture("check_run.completed.timed_out"), AUTO, CTX)
     assert isinstance(first, MissionRequest) and isinstance(again, MissionRequest)
-    assert first.dedupe_key == again.dedupe_key == f"Codertocat/Hello-World@{SHA}:Octocoders-linter"
+    assert first.dedupe_key == again.dedupe_key == f"Codertocat/Hello-World@{SHA}:ci"
+
+
+def test_one_red_actions_run_gives_one_key_whatever_event_reports_it() -> None:
+    first = decide("check_run", fixture("check_run.completed.timed_out"), AUTO, CTX)
+    assert isinstance(first, MissionRequest)
+    keys = {
+        replace(first, trigger=trigger, check_name=name).dedupe_key
+        for trigger, name in [
+            ("check_run", "test (3.11)"),
+            ("check_suite", "GitHub Actions"),
+            ("workflow_run", "CI"),
+        ]
+    }
+    assert keys == {first.dedupe_key}
 
 
 # -- authorize -----------------------------------------------------------------------------
@@ -644,7 +658,8 @@ def test_authorize_writers_pins_the_head(permission: str) -> None:
     assert request.head_sha == "1" * 40
     assert (request.head_ref, request.base_ref, request.fork) == ("feature", "main", False)
     assert request.guidance == "the date parsing\nin utils/dates.py only"
-    assert request.dedupe_key == f"Codertocat/Hello-World@{'1' * 40}:comment:492700400"
+    assert request.dedupe_key == _pending().request.dedupe_key  # stable across pinning
+    assert request.dedupe_key == "Codertocat/Hello-World#comment:492700400"
 
 
 @pytest.mark.parametrize("permission", ["read", "triage", "none", ""])
