@@ -168,7 +168,8 @@ class Store:
         )
 
     def attempts_for_head(self, repo: str, head_sha: str) -> int:
-        """Missions started for this commit (refusals are not attempts), for the attempt cap."""
+        """Missions for this commit that were not turned away (`refused` or `ignored`), for
+        the attempt cap."""
         with self._session() as session:
             count = session.scalar(
                 select(func.count())
@@ -176,7 +177,7 @@ class Store:
                 .where(
                     Mission.repo == repo,
                     Mission.head_sha == head_sha,
-                    Mission.status != "refused",
+                    Mission.status.not_in(("refused", "ignored")),
                 )
             )
         return int(count or 0)

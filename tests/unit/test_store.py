@@ -203,6 +203,18 @@ def test_a_mission_keeps_its_request(store: Store):
     assert store.get_mission("nope") is None
 
 
+def test_admission_can_pin_the_request_of_a_stored_mission(store: Store):
+    mission, _ = store.create_mission(request(1))
+    pinned = request(9, pr_number=3)
+    store.update_request(mission.id, pinned)
+    stored = store.get_mission(mission.id)
+    assert stored is not None
+    assert (stored.head_sha, stored.request) == (pinned.head_sha, pinned.to_dict())
+    assert stored.dedupe_key == mission.dedupe_key
+    with pytest.raises(MissionNotFound):
+        store.update_request("missing", pinned)
+
+
 def test_a_colliding_mission_id_is_an_error_not_a_dedupe(store: Store):
     store.create_mission(request(1), mission_id="aaaaaaaaaaaa")
     with pytest.raises(IntegrityError):
@@ -216,6 +228,9 @@ def test_attempts_for_head_count_missions_but_not_refusals(store: Store):
     store.create_mission(request(1, trigger="comment", comment_id=7))
     store.create_mission(
         request(1, trigger="comment", comment_id=8), status="refused", message="read access"
+    )
+    store.create_mission(
+        request(1, trigger="comment", comment_id=9), status="ignored", message="over the cap"
     )
     store.create_mission(request(2))
     assert store.attempts_for_head("acme/app", f"{1:040x}") == 2
