@@ -225,11 +225,15 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Values that must never appear in a sandbox, log, event or pull request."""
+        from urllib.parse import urlsplit
+
+        db_password = urlsplit(self.database_url).password if self.database_url else None
         values = (
             self.model_api_key,
             self.github.private_key,
             self.github.webhook_secret,
             self.dashboard_token,
+            db_password,
         )
         return [s for s in values if s]
 

@@ -143,3 +143,10 @@ def test_github_app_settings_and_their_secrets(tmp_path):
         "LOOPWRIGHT_GITHUB_PRIVATE_KEY (or LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH)",
         "LOOPWRIGHT_WEBHOOK_SECRET",
     ]
+
+
+def test_database_password_is_a_secret():
+    settings = Settings.from_env(
+        {"LOOPWRIGHT_DATABASE_URL": "postgresql+psycopg://lw:s3cr3t-db-pw@db:5432/loopwright"}
+    )
+    assert "s3cr3t-db-pw" in settings.secrets()
