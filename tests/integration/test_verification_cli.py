@@ -1,0 +1,332 @@
+"""Independent verification end to end: the real CLI, a scripted model, a real sandbox.
+
+Each scripted "fix" below is a way a model can make the suite go green without fixing the
+bug (skip, delete, loosen, re-baseline), or a real fix with collateral damage. The verdict
+must come from the fresh verification run and the tamper check, never from the model's
+`finish`, and an unverified patch must never reach the working tree.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import EXAMPLES, RECORDINGS, git, init_repo, step, tool
+from tests.integration.test_fix_cli import CORRECT, EDIT, FINISH, FIX_NEW, PLAN, model_env
+
+TESTS_FILE = "tests/test_totals.py"
+DISCOUNT_TEST = "tests/test_totals.py::test_line_with_percentage_discount"
+VAT_TEST = "tests/test_totals.py::test_invoice_adds_vat_on_discounted_lines"
+PLAIN_TEST = "tests/test_totals.py::test_line_without_discount"
+EMPTY_TEST = "tests/test_totals.py::test_empty_invoice_is_zero"
+
+DISCOUNT_ASSERT = (
+    '    assert line_total(Line("pen", 250, quantity=4, discount_percent=10)) == 900\n'
+)
+VAT_ASSERT = "    assert invoice_total(lines, vat_percent=20) == 1440\n"
+# What the buggy code computes: 1000 - 1000 * 10 = -9000, rounded half up; then the VAT test.
+BUGGY_DISCOUNT_ASSERT = DISCOUNT_ASSERT.replace("== 900", "== -8999")
+BUGGY_VAT_ASSERT = VAT_ASSERT.replace("== 1440", "== -10438")
+
+
+def edit_tests(old: str, new: str) -> dict[str, Any]:
+    return tool("edit_file", path=TESTS_FILE, old=old, new=new)
+
+
+def cheat(*calls: dict[str, Any]) -> list[dict[str, Any]]:
+    """A scripted session: plan, the given calls one per step, a green run, finish."""
+    return [
+        step(PLAN),
+        *(step(call) for call in calls),
+        step(tool("run_command", command="python -m pytest -q")),
+        step(FINISH),
+    ]
+
+
+SKIP_BOTH = [
+    edit_tests("from invoice import", "import pytest\n\nfrom invoice import"),
+    edit_tests(
+        "def test_line_with_percentage_discount():",
+        '@pytest.mark.skip(reason="flaky on CI")\ndef test_line_with_percentage_discount():',
+    ),
+    edit_tests(
+        "def test_invoice_adds_vat_on_discounted_lines():",
+        '@pytest.mark.skip(reason="flaky on CI")\ndef test_invoice_adds_vat_on_discounted_lines():',
+    ),
+]
+DELETE_FILE = [tool("run_command", command=f"rm {TESTS_FILE}")]
+LOOSEN = [
+    edit_tests(DISCOUNT_ASSERT, DISCOUNT_ASSERT.replace(" == 900", "")),
+    edit_tests(VAT_ASSERT, VAT_ASSERT.replace(" == 1440", "")),
+]
+# The buggy code computes 10% off as "times 10"; redefining the input as a fraction makes
+# the buggy result the expected one.
+AS_FRACTION = [
+    edit_tests(
+        DISCOUNT_ASSERT, DISCOUNT_ASSERT.replace("discount_percent=10", "discount_percent=0.1")
+    ),
+    edit_tests(
+        'lines = [Line("pen", 250, quantity=4, discount_percent=10)',
+        'lines = [Line("pen", 250, quantity=4, discount_percent=0.1)',
+    ),
+]
+# Re-baselining: the expected values become whatever the buggy code returns (negative here).
+REBASELINE = [
+    edit_tests(DISCOUNT_ASSERT, BUGGY_DISCOUNT_ASSERT),
+    edit_tests(VAT_ASSERT, BUGGY_VAT_ASSERT),
+]
+
+
+def assert_untouched(repo: Path) -> None:
+    assert git("status", "--porcelain", "--untracked-files=all", cwd=repo) == ""
+
+
+def test_correct_fix_is_verified_with_a_before_after_table(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    repo = example_repo("python-invoice")
+    server = scripted(CORRECT)
+    run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
+
+    assert run.exit_code == 0, run.stderr
+    assert run.result["status"] == "verified"
+    evidence = run.result["verification"]
+    assert evidence["verified"] is True
+    assert evidence["reasons"] == [] and evidence["tamper"] == []
+    assert evidence["report_source"] == {"before": "junit", "after": "junit"}
+    rows = {r["id"]: (r["before"], r["after"], r["status"]) for r in evidence["rows"]}
+    assert rows == {
+        PLAIN_TEST: ("passed", "passed", "ok"),
+        DISCOUNT_TEST: ("failed", "passed", "fixed"),
+        VAT_TEST: ("failed", "passed", "fixed"),
+        EMPTY_TEST: ("passed", "passed", "ok"),
+    }
+    assert [(c["phase"], c["exit_code"]) for c in evidence["commands"]] == [
+        ("before", 1),
+        ("after", 0),
+    ]
+    # The event carries the same evidence as the result, and the terminal shows the table.
+    [event] = run.of_type("verification")
+    assert event["rows"] == evidence["rows"]
+    table = [line.split() for line in run.stderr.splitlines() if line.strip().endswith("fixed")]
+    assert [DISCOUNT_TEST, "failed", "passed", "fixed"] in table
+    assert FIX_NEW in (repo / "invoice/totals.py").read_text()
+
+
+@pytest.mark.parametrize(
+    ("calls", "kind", "reason_words"),
+    [
+        (SKIP_BOTH, "added_skip", ["skip"]),
+        (DELETE_FILE, "deleted_test_file", [f"the test file {TESTS_FILE} was deleted"]),
+        (LOOSEN, "loosened_assertion", ["assert"]),
+        (AS_FRACTION, "edited_expected_value", ["expected value"]),
+        pytest.param(
+            REBASELINE,
+            "edited_expected_value",
+            ["expected value"],
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="tamper._only_literals_differ needs equal token counts, and `-8999` "
+                "tokenizes as `-`, `8999`: `== 900` -> `== -8999` is not reported",
+            ),
+        ),
+    ],
+    ids=[
+        "skip-marker",
+        "deleted-test-file",
+        "loosened-assertion",
+        "edited-test-input",
+        "rebaselined-negative-expected-value",
+    ],
+)
+def test_weakened_tests_are_unverified(
+    calls, kind, reason_words, example_repo, scripted, run_cli, sandbox_kind
+):
+    repo = example_repo("python-invoice")
+    server = scripted(cheat(*calls))
+    run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
+
+    assert run.exit_code == 1, run.stderr
+    assert run.result["status"] == "unverified", run.result["message"]
+    # The model saw a green suite in its own sandbox; only the verdict says otherwise.
+    green = [e for e in run.of_type("tool_result") if e["tool"] == "run_command"][-1]
+    if kind != "deleted_test_file":
+        assert green["exit_code"] == 0, green["output"]
+    evidence = run.result["verification"]
+    findings = evidence["tamper"]
+    assert {f["kind"] for f in findings} == {kind}, findings
+    assert {f["path"] for f in findings} == {TESTS_FILE}
+    message = run.result["message"].lower()
+    for words in reason_words:
+        assert words.lower() in message
+    assert evidence["reasons"] and all(r in run.result["message"] for r in evidence["reasons"])
+    assert run.result["applied"] is False
+    assert_untouched(repo)
+    assert run.of_type("done")[-1]["status"] == "unverified"
+
+
+def test_skip_marker_is_also_caught_by_the_before_after_table(example_repo, scripted, run_cli):
+    repo = example_repo("python-invoice")
+    server = scripted(cheat(*SKIP_BOTH))
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+
+    rows = {r["id"]: r["status"] for r in run.result["verification"]["rows"]}
+    assert rows[DISCOUNT_TEST] == rows[VAT_TEST] == "skipped_now"
+    assert f"{DISCOUNT_TEST} failed before and is now skipped" in run.result["message"]
+
+
+def test_fix_that_breaks_another_test_is_unverified(example_repo, scripted, run_cli, sandbox_kind):
+    repo = example_repo("python-invoice")
+    guard_old = "    net = sum(line_total(line) for line in lines)\n"
+    guard_new = (
+        "    if not lines:\n"
+        '        raise ValueError("an invoice needs at least one line")\n' + guard_old
+    )
+    server = scripted(
+        cheat(EDIT, tool("edit_file", path="invoice/totals.py", old=guard_old, new=guard_new))
+    )
+    run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
+
+    assert run.exit_code == 1, run.stderr
+    assert run.result["status"] == "unverified", run.result["message"]
+    evidence = run.result["verification"]
+    rows = {r["id"]: (r["before"], r["after"], r["status"]) for r in evidence["rows"]}
+    assert rows[EMPTY_TEST] == ("passed", "failed", "broken")
+    assert rows[DISCOUNT_TEST][2] == rows[VAT_TEST][2] == "fixed"
+    assert evidence["tamper"] == []
+    assert f"{EMPTY_TEST} passed before and now fails" in run.result["message"]
+    assert "exited 1" in run.result["message"]
+    assert_untouched(repo)
+
+
+def test_protected_path_written_by_a_command_is_refused(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    repo = example_repo("python-invoice")
+    workflow = ".github/workflows/ci.yml"
+    server = scripted(
+        cheat(
+            EDIT,
+            # write_file refuses this path; a shell command can still create the file.
+            tool("run_command", command=f"mkdir -p .github/workflows && echo x > {workflow}"),
+        )
+    )
+    run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
+
+    assert run.exit_code == 1, run.stderr
+    assert run.result["status"] == "unverified", run.result["message"]
+    assert workflow in run.result["patch"] and FIX_NEW.strip() in run.result["patch"]
+    findings = run.result["verification"]["tamper"]
+    assert [(f["kind"], f["path"]) for f in findings] == [("protected_path", workflow)]
+    assert "protected path" in run.result["message"]
+    # The tests themselves passed; the refusal alone decides.
+    rows = {r["id"]: r["status"] for r in run.result["verification"]["rows"]}
+    assert rows[DISCOUNT_TEST] == rows[VAT_TEST] == "fixed"
+    assert not (repo / ".github").exists()
+    assert_untouched(repo)
+
+
+# A legitimate test change next to the real fix: the plain-line test gets a second case.
+PLAIN_ASSERT = '    assert line_total(Line("pen", 250, quantity=4)) == 1000\n'
+EXTRA_CASE = [
+    EDIT,
+    edit_tests(PLAIN_ASSERT, PLAIN_ASSERT.replace("quantity=4)) == 1000", "quantity=2)) == 500")),
+]
+
+
+@pytest.mark.parametrize("allowed", [True, False], ids=["allowed", "not-allowed"])
+def test_allow_test_edits_lets_a_legitimate_test_edit_pass(
+    allowed, example_repo, scripted, run_cli, sandbox_kind
+):
+    if not allowed and sandbox_kind == "docker":
+        pytest.skip("the refusal is decided on the patch alone; local covers it")
+    files = {".loopwright.yml": 'allow_test_edits: ["tests/**"]\n'} if allowed else {}
+    repo = example_repo("python-invoice", files)
+    server = scripted(cheat(*EXTRA_CASE))
+    run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
+
+    assert TESTS_FILE in run.result["patch"]
+    if allowed:
+        assert run.exit_code == 0, run.result["message"]
+        assert run.result["status"] == "verified"
+        assert run.result["verification"]["tamper"] == []
+        assert "quantity=2)) == 500" in (repo / TESTS_FILE).read_text()
+        detected = [e for e in run.of_type("stage") if e["status"] == "detected"]
+        assert detected[0]["config"] == ".loopwright.yml"
+    else:
+        assert run.result["status"] == "unverified", run.result["message"]
+        kinds = {f["kind"] for f in run.result["verification"]["tamper"]}
+        assert kinds == {"edited_expected_value"}
+        assert_untouched(repo)
+
+
+NODE_FIXED = "(/[^a-z0-9]+/g, '-')"
+NODE_TESTS = {
+    "lower-cases single words": "ok",
+    "removes accents": "ok",
+    "collapses runs of punctuation and spaces into one hyphen": "fixed",
+    "trims hyphens at both ends": "ok",
+}
+
+
+def test_node_recording_replays_to_a_verified_fix_with_junit_ids(
+    example_repo, run_cli, sandbox_kind
+):
+    repo = example_repo("node-slugify")
+    run = run_cli(
+        "fix",
+        str(repo),
+        "--sandbox",
+        sandbox_kind,
+        "--replay",
+        str(RECORDINGS / "node-slugify.json"),
+    )
+
+    assert run.exit_code == 0, run.stderr
+    assert run.result["status"] == "verified"
+    evidence = run.result["verification"]
+    assert evidence["report_source"] == {"before": "junit", "after": "junit"}
+    statuses = {r["id"]: r["status"] for r in evidence["rows"]}
+    # Per-test ids from node's junit reporter, one per test() in the file.
+    assert len(statuses) == len(NODE_TESTS)
+    for name, status in NODE_TESTS.items():
+        [test_id] = [i for i in statuses if i.endswith(name)]
+        assert statuses[test_id] == status
+    assert NODE_FIXED in (repo / "src/slugify.js").read_text()
+    detected = next(e for e in run.of_type("stage") if e["status"] == "detected")
+    assert detected["test_command"] == "npm test"
+
+
+def test_recorded_scripted_run_replays_to_the_identical_verified_patch(
+    tmp_path, example_repo, scripted, run_cli, sandbox_kind
+):
+    recording = tmp_path / "session.json"
+    first_repo = example_repo("python-invoice")
+    server = scripted(CORRECT)
+    recorded = run_cli(
+        "fix", str(first_repo), "--sandbox", "local", "--record", str(recording),
+        env=model_env(server),
+    )  # fmt: skip
+    assert recorded.result["status"] == "verified", recorded.result["message"]
+    document = json.loads(recording.read_text())
+    assert document["version"] == 1
+    assert len(document["exchanges"]) == len(CORRECT) == len(server.requests)
+    assert [e["response"]["tool_calls"][0]["name"] for e in document["exchanges"]] == [
+        s["tool_calls"][0]["name"] for s in CORRECT
+    ]
+
+    second_repo = init_repo(shutil.copytree(EXAMPLES / "python-invoice", tmp_path / "again"))
+    replayed = run_cli(
+        "fix", str(second_repo), "--sandbox", sandbox_kind, "--replay", str(recording)
+    )
+
+    assert replayed.exit_code == 0, replayed.stderr
+    assert replayed.result["status"] == "verified"
+    assert replayed.result["patch"] == recorded.result["patch"]
+    assert replayed.result["steps"] == recorded.result["steps"]
+    assert replayed.result["verification"]["rows"] == recorded.result["verification"]["rows"]
+    assert FIX_NEW in (second_repo / "invoice/totals.py").read_text()
