@@ -600,3 +600,59 @@ def test_secondary_rate_limit_message(fake: FakeGitHub) -> None:
     assert response.status_code == 403
     assert "secondary rate limit" in response.json()["message"]
     assert "retry-after" not in response.headers
+
+
+def test_issues_listing_and_pagination(fake: FakeGitHub) -> None:
+    issue = fake.add_issue(REPO, title="Broken build", user="maintainer")
+    for n in range(3):
+        fake.add_comment(REPO, issue, f"comment {n}", user="maintainer")
+    ci_run = fake.add_check_run(REPO, name="tests", head_sha=fake.branch_sha(REPO, "main") or "")
+    with scoped(fake) as gh:
+        data = gh.rest.issues.get("acme", "widget", issue).parsed_data
+        assert not data.pull_request
+        page = gh.rest.issues.list_comments("acme", "widget", issue, per_page=2)
+        assert [c.body for c in page.parsed_data] == ["comment 0", "comment 1"]
+        assert 'rel="next"' in page.headers["link"]
+        everything = list(
+            gh.rest.paginate(
+                gh.rest.issues.list_comments,
+                owner="acme",
+                repo="widget",
+                issue_number=issue,
+                per_page=2,
+            )
+        )
+        assert len(everything) == 3
+        first = gh.rest.issues.get_comment("acme", "widget", everything[0].id).parsed_data
+        assert first.user is not None and first.user.login == "maintainer"
+        run = gh.rest.checks.get("acme", "widget", ci_run).parsed_data
+        assert (run.name, run.conclusion, run.app and run.app.slug) == (
+            "tests",
+            "failure",
+            "github-actions",
+        )
+        with pytest.raises(RequestFailed) as caught:
+            gh.rest.checks.update("acme", "widget", ci_run, conclusion="success")
+        assert caught.value.response.status_code == 403
+        repos = gh.rest.apps.list_repos_accessible_to_installation().parsed_data
+        assert [r.full_name for r in repos.repositories] == [REPO]
+    with client(fake, AppAuthStrategy(APP_ID, fake.private_key_pem)) as app:
+        assert app.rest.apps.get_installation(INSTALLATION).parsed_data.account is not None
+    fake.assert_no_rejections()
+
+
+def test_public_repository_outside_the_token_is_readable_not_writable(fake: FakeGitHub) -> None:
+    fake.add_repo("someone/public", private=False)
+    fake.add_issue("someone/public", title="hello")
+    with scoped(fake) as gh:
+        assert gh.rest.repos.get("someone", "public").parsed_data.private is False
+        with pytest.raises(RequestFailed) as caught:
+            gh.rest.issues.create_comment("someone", "public", 1, body="hi")
+    assert caught.value.response.status_code == 403
+
+
+def test_every_implemented_operation_exists_and_has_a_handler(description: Description) -> None:
+    for operation_id in FakeGitHub.IMPLEMENTED:
+        assert operation_id in description.operations
+        handler = "_op_" + operation_id.replace("/", "_").replace("-", "_")
+        assert callable(getattr(FakeGitHub, handler, None)), handler
