@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     build_group.add_argument("--record", type=Path, metavar="FILE", help="save the model exchanges")
     build_group.add_argument("--replay", type=Path, metavar="FILE", help="serve a recorded session")
 
+    serve = sub.add_parser("serve", help="run the GitHub App server (webhooks, API)")
+    serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+
     rep = sub.add_parser("replay", help="render a saved event log (NDJSON) in the terminal")
     rep.add_argument("events", type=Path, metavar="FILE.ndjson")
 
@@ -89,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_fix(args, settings)
         if args.command == "build":
             return cmd_build(args, settings)
+        if args.command == "serve":
+            return cmd_serve(args, settings)
         if args.command == "replay":
             return cmd_replay(args)
         if args.command == "doctor":
@@ -233,6 +239,26 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     elif args.quiet and result.verification:
         print(render_verification(result.verification), file=sys.stderr)
     return EXIT_OK if result.status == "verified" else EXIT_FAILED
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from loopwright.app.server import create_app
+
+    missing = settings.github.missing()
+    if missing:
+        raise UsageError(f"serve needs {', '.join(missing)}; see README → GitHub App")
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port {args.port} is not a TCP port")
+    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.dashboard_token is None:
+        print(
+            "loopwright: warning: listening beyond localhost without LOOPWRIGHT_DASHBOARD_TOKEN; "
+            "the mission API is readable by anyone who can reach it",
+            file=sys.stderr,
+        )
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    return EXIT_OK
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

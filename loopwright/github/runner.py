@@ -132,24 +132,38 @@ class AppMissionRunner:
         workdir = self.settings.data_dir / "missions" / mission_id
         try:
             result = self._fix(mission_id, request, session, config, bus, workdir)
-            delivered = Delivered("skipped", None, "not verified")
-            if result.status == "verified":
-                delivered = self._deliver(request, session, result, workdir, bus, redactor)
-            self.store.mark_finished(result)
-            if delivered.url:
-                self.store.set_links(mission_id, pr_url=delivered.url)
-            output = render.check_run_output(result.to_dict(), redactor=redactor)
-            if delivered.url:
-                output["summary"] += f"\n\n{delivered.kind.replace('_', ' ')}: {delivered.url}"
-            elif delivered.reason and result.status == "verified":
-                output["summary"] += f"\n\nNot delivered: {delivered.reason}"
-            session.finish_check(
-                check_id,
-                CONCLUSIONS.get(result.status, "neutral"),
-                {"title": output["title"], "summary": output["summary"], "text": output["text"]},
-            )
+            try:
+                delivered = Delivered("skipped", None, "not verified")
+                if result.status == "verified":
+                    delivered = self._deliver(request, session, result, workdir, bus, redactor)
+                self._finish_check(session, check_id, result, delivered, redactor)
+            finally:
+                # The result is stored last (after GitHub shows it) but always, even when
+                # delivery or the check-run update failed.
+                self.store.mark_finished(result)
+                if delivered.url:
+                    self.store.set_links(mission_id, pr_url=delivered.url)
         finally:
             shutil.rmtree(workdir / "checkout", ignore_errors=True)
+
+    def _finish_check(
+        self,
+        session: RepoSession,
+        check_id: int,
+        result: MissionResult,
+        delivered: Delivered,
+        redactor: Redactor,
+    ) -> None:
+        output = render.check_run_output(result.to_dict(), redactor=redactor)
+        if delivered.url:
+            output["summary"] += f"\n\n{delivered.kind.replace('_', ' ')}: {delivered.url}"
+        elif delivered.reason and result.status == "verified":
+            output["summary"] += f"\n\nNot delivered: {delivered.reason}"
+        session.finish_check(
+            check_id,
+            CONCLUSIONS.get(result.status, "neutral"),
+            {"title": output["title"], "summary": output["summary"], "text": output["text"]},
+        )
 
     def _authorize(
         self, mission_id: str, request: MissionRequest, session: RepoSession

@@ -19,6 +19,7 @@ from typing import Any, Literal, Required, TypedDict
 import httpx
 import structlog
 from githubkit import AppAuthStrategy, GitHub, TokenAuthStrategy
+from githubkit.cache import MemCacheStrategy
 from githubkit.exception import GitHubException, RequestFailed
 from githubkit.retry import RetryOption
 from githubkit.throttling import BaseThrottler
@@ -116,6 +117,9 @@ class GitHubApp:
         self._private_key = private_key
         self._clock = clock
         self._spacer = spacer or WriteSpacer()
+        # githubkit's default cache is process-wide and keyed by app id; one per App keeps a
+        # JWT from ever being reused with another key or endpoint.
+        self._cache = MemCacheStrategy()
 
     def _client(self, auth: Any, log: structlog.stdlib.BoundLogger) -> GitHub[Any]:
         def on_request(request: httpx.Request) -> None:
@@ -136,6 +140,7 @@ class GitHubApp:
             auto_retry=_retry_policy(self._clock),
             throttler=_SpacedWrites(self._spacer),
             http_cache=False,
+            cache_strategy=self._cache,
             event_hooks={"request": [on_request], "response": [on_response]},
             user_agent="loopwright",
         )
@@ -191,6 +196,7 @@ class RepoSession:
         except RequestFailed as exc:
             raise GitHubError(
                 f"{what} on {self.repo} failed: GitHub answered {exc.response.status_code}"
+                f"{_github_message(exc)}"
             ) from None
         except GitHubException as exc:
             raise GitHubError(f"{what} on {self.repo} failed: {exc}") from None
@@ -320,6 +326,22 @@ class RepoSession:
             ).json(),
         )
         return _pull_info(data)
+
+
+def _github_message(exc: RequestFailed) -> str:
+    """GitHub's own explanation (message and validation errors), when it sent one."""
+    try:
+        data = exc.response.json()
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    parts = [str(data.get("message") or "")]
+    for error in data.get("errors") or []:
+        if isinstance(error, dict):
+            parts.append(str(error.get("message") or f"{error.get('field')} {error.get('code')}"))
+    text = "; ".join(p for p in parts if p)
+    return f" ({text[:300]})" if text else ""
 
 
 def _json(response: Any) -> Any:

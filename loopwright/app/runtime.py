@@ -1,0 +1,133 @@
+"""The long-lived resources of a server process, opened and closed by the app's lifespan."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import structlog
+
+from loopwright.agent.model import Model, OpenAIModel
+from loopwright.config import ConfigError, Settings
+from loopwright.github.runner import AppMissionRunner
+from loopwright.github.service import GitHubApp, GitHubError
+from loopwright.sandbox.base import SandboxError, SandboxProvider
+from loopwright.store.queue import InProcessQueue, MissionQueue
+from loopwright.store.repository import Store, open_store
+
+log = structlog.get_logger("loopwright.server")
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: Store
+    queue: MissionQueue
+    github: GitHubApp
+    provider: SandboxProvider
+    _background: list[threading.Thread] = field(default_factory=list)
+
+    def in_background(self, name: str, work: Callable[[], None]) -> None:
+        """Run a short side task (a reply comment) without holding up the webhook answer."""
+
+        def guarded() -> None:
+            try:
+                work()
+            except (GitHubError, SandboxError) as exc:
+                log.error("background task failed", task=name, error=str(exc))
+
+        thread = threading.Thread(target=guarded, name=name, daemon=True)
+        self._background.append(thread)
+        thread.start()
+
+
+def default_provider(settings: Settings) -> SandboxProvider:
+    if settings.sandbox == "local":
+        from loopwright.sandbox.local import LocalProvider
+
+        return LocalProvider(settings.sandbox_limits)
+    from loopwright.sandbox.docker import DockerProvider
+
+    return DockerProvider(settings)
+
+
+def default_model(settings: Settings) -> Model:
+    return OpenAIModel(settings)
+
+
+@contextmanager
+def open_runtime(
+    settings: Settings,
+    *,
+    provider_factory: Callable[[Settings], SandboxProvider] = default_provider,
+    model_factory: Callable[[Settings], Model] = default_model,
+) -> Iterator[Runtime]:
+    """Open the store, the sandbox provider, the GitHub client and the queue; recover
+    missions a previous process left behind; close everything on the way out."""
+    missing = settings.github.missing()
+    if missing:
+        raise ConfigError(f"the server needs {', '.join(missing)}; see README → GitHub App")
+    assert settings.github.app_id is not None and settings.github.private_key is not None
+    store = open_store(settings)
+    provider: SandboxProvider | None = None
+    queue: InProcessQueue | None = None
+    try:
+        provider = provider_factory(settings)
+        github = GitHubApp(
+            settings.github.app_id, settings.github.private_key, settings.github.api_url
+        )
+        runner = AppMissionRunner(
+            settings=settings,
+            store=store,
+            github=github,
+            provider=provider,
+            model_factory=model_factory,
+        )
+        queue = InProcessQueue(store, runner, settings.max_concurrent_missions)
+        interrupted = queue.recover()
+        reap = getattr(provider, "reap_abandoned", None)
+        if callable(reap):
+            # Sandboxes of the previous (dead) server process go; live CLI runs keep theirs.
+            reap()
+        for mission in interrupted:
+            log.warning("mission interrupted by a restart", mission=mission.id)
+        runtime = Runtime(settings, store, queue, github, provider)
+        _finish_interrupted_checks(runtime, [m.id for m in interrupted])
+        queue.start()
+        yield runtime
+    finally:
+        if queue is not None:
+            queue.stop(timeout=30)
+        if provider is not None:
+            provider.close()
+        store.close()
+
+
+def _finish_interrupted_checks(runtime: Runtime, mission_ids: list[str]) -> None:
+    """Complete the check runs of missions a restart interrupted, so none spins forever."""
+    from loopwright.request import MissionRequest
+
+    for mission_id in mission_ids:
+        mission = runtime.store.get_mission(mission_id)
+        if mission is None or mission.check_run_id is None:
+            continue
+        request = MissionRequest.from_dict(dict(mission.request))
+        if request.installation_id is None:
+            continue
+        check_id = int(mission.check_run_id)
+
+        def finish(request: MissionRequest = request, check_id: int = check_id) -> None:
+            session = runtime.github.session(request.installation_id or 0, request.repo)
+            session.finish_check(
+                check_id,
+                "neutral",
+                {
+                    "title": "Loopwright was interrupted",
+                    "summary": "The server restarted while this mission ran; comment "
+                    "`/loopwright fix` on the pull request to try again.",
+                },
+            )
+
+        runtime.in_background(f"finish-check-{mission_id}", finish)

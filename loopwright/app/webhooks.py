@@ -1,0 +1,153 @@
+"""`POST /webhooks/github`: verify, record, decide, store, answer — in milliseconds.
+
+The signature is checked on the raw bytes before anything is parsed. The delivery id is
+the replay guard (GitHub signatures carry no timestamp). The decision is the pure
+`triggers.decide`; anything that needs GitHub's API (the repository config on the default
+branch, the commenter's permission) is the runner's first step, so the mission is stored
+before the answer and survives a crash right after it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from typing import Any
+
+import structlog
+from githubkit.webhooks import verify
+from litestar import Request, post
+from litestar.response import Response
+from litestar.status_codes import (
+    HTTP_200_OK,
+    HTTP_202_ACCEPTED,
+    HTTP_400_BAD_REQUEST,
+    HTTP_401_UNAUTHORIZED,
+)
+
+from loopwright.app.runtime import Runtime
+from loopwright.config import RepoConfig
+from loopwright.github.triggers import Ignore, NeedsPermission, Reply, TriggerContext, decide
+from loopwright.store.repository import Store
+
+MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
+# auto_fix is decided by the runner from the default branch's config; here a CI failure
+# is only a candidate.
+CANDIDATE_CONFIG = RepoConfig(auto_fix=True)
+
+log = structlog.get_logger("loopwright.webhooks")
+
+
+class _HeadAttempts(Mapping[str, int]):
+    """Missions already stored per head SHA of one repository, read on demand."""
+
+    def __init__(self, store: Store, repo: str) -> None:
+        self._store = store
+        self._repo = repo
+
+    def __getitem__(self, sha: str) -> int:
+        return self._store.attempts_for_head(self._repo, sha)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _answer(code: int, /, **body: Any) -> Response[dict[str, Any]]:
+    return Response(body, status_code=code)
+
+
+@post(
+    "/webhooks/github",
+    sync_to_thread=True,
+    request_max_body_size=MAX_WEBHOOK_BYTES,
+    summary="GitHub App webhook",
+    description="Signed GitHub deliveries (X-Hub-Signature-256). Answers 202 when a mission "
+    "was stored, 200 with the reason when the event needs no action, 401 for a bad signature.",
+)
+def github_webhook(
+    request: Request[Any, Any, Any], body: bytes, runtime: Runtime
+) -> Response[dict[str, Any]]:
+    settings = runtime.settings
+    secret = settings.github.webhook_secret or ""
+    signature = request.headers.get("x-hub-signature-256", "")
+    if not signature.startswith("sha256="):
+        return _answer(
+            HTTP_401_UNAUTHORIZED,
+            error="missing X-Hub-Signature-256; only sha256 signatures are accepted",
+        )
+    if not verify(secret, body, signature):
+        return _answer(
+            HTTP_401_UNAUTHORIZED,
+            error="signature does not match; LOOPWRIGHT_WEBHOOK_SECRET must equal the webhook "
+            "secret in the GitHub App's settings (Settings → Developer settings → GitHub Apps)",
+        )
+    event = request.headers.get("x-github-event", "")
+    delivery = request.headers.get("x-github-delivery", "")
+    if not event or not delivery:
+        return _answer(HTTP_400_BAD_REQUEST, error="missing X-GitHub-Event or X-GitHub-Delivery")
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _answer(HTTP_400_BAD_REQUEST, error="the body is not JSON")
+    action = payload.get("action") if isinstance(payload, dict) else None
+    store = runtime.store
+    bound = log.bind(delivery=delivery, event=event, action=action)
+    if not store.record_delivery(delivery, event, action if isinstance(action, str) else None):
+        bound.info("duplicate delivery")
+        return _answer(HTTP_200_OK, status="duplicate", delivery=delivery)
+
+    repo = _repo_name(payload)
+    ctx = TriggerContext(
+        app_slug=settings.github.app_slug,
+        allowed_bots=frozenset(settings.github.allowed_bots),
+        attempts=_HeadAttempts(store, repo) if repo else {},
+        max_attempts=settings.github.max_attempts,
+    )
+    decision = decide(event, payload, CANDIDATE_CONFIG, ctx)
+    if isinstance(decision, Ignore):
+        store.decide_delivery(delivery, f"ignored: {decision.reason}")
+        bound.info("ignored", reason=decision.reason)
+        return _answer(HTTP_200_OK, status="ignored", reason=decision.reason)
+    if isinstance(decision, Reply):
+        return _reply(runtime, decision, payload, delivery)
+    request_ = decision.request if isinstance(decision, NeedsPermission) else decision
+    request_ = replace(request_, extra={**request_.extra, "delivery": delivery})
+    mission, created = store.create_mission(request_)
+    store.decide_delivery(delivery, "mission" if created else "duplicate mission", mission.id)
+    if not created:
+        bound.info("same failure already has a mission", mission=mission.id)
+        return _answer(HTTP_200_OK, status="duplicate", mission=mission.id)
+    runtime.queue.submit(mission.id)
+    bound.info("mission queued", mission=mission.id)
+    return _answer(HTTP_202_ACCEPTED, status="queued", mission=mission.id)
+
+
+def _reply(
+    runtime: Runtime, reply: Reply, payload: Mapping[str, Any], delivery: str
+) -> Response[dict[str, Any]]:
+    repo = _repo_name(payload)
+    installation = (payload.get("installation") or {}).get("id")
+    runtime.store.decide_delivery(delivery, "reply")
+    if not repo or not isinstance(installation, int):
+        return _answer(HTTP_200_OK, status="ignored", reason="no repository or installation")
+
+    def post_reply() -> None:
+        session = runtime.github.session(installation, repo)
+        session.comment(reply.issue_number, reply.body)
+
+    runtime.in_background(f"reply-{delivery}", post_reply)
+    return _answer(HTTP_202_ACCEPTED, status="reply")
+
+
+def _repo_name(payload: Any) -> str:
+    if not isinstance(payload, dict):
+        return ""
+    repository = payload.get("repository")
+    name = repository.get("full_name") if isinstance(repository, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+__all__ = ["MAX_WEBHOOK_BYTES", "github_webhook"]

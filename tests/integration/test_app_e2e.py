@@ -1,0 +1,156 @@
+"""The GitHub App end to end: a signed red check → a verified fix → a branch and a PR."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import VENV_BIN, step, tool
+from tests.integration.app_harness import REPO, app_world
+from tests.integration.test_fix_cli import CORRECT, FIX_NEW
+
+
+@pytest.fixture(autouse=True)
+def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The local sandbox runs the example's tests with the python on PATH.
+    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+
+
+def test_red_check_run_becomes_a_verified_pull_request(tmp_path):
+    with app_world(tmp_path, CORRECT) as world:
+        answer = world.deliver("check_run", world.check_run_payload())
+        assert answer.status_code == 202, answer.text
+        mission_id = answer.json()["mission"]
+        mission = world.wait(mission_id)
+
+        assert mission["status"] == "verified", (
+            mission["message"],
+            [
+                (r.method, r.path, r.status, r.body)
+                for r in world.github.requests
+                if r.status >= 400
+            ],
+        )
+        pulls = [p for p in world.github.pulls(REPO) if p["head"]["ref"] == "loopwright/fix-1"]
+        assert len(pulls) == 1
+        pull = pulls[0]
+        assert pull["base"]["ref"] == "feature"
+        body = pull["body"]
+        assert "test_line_with_percentage_discount" in body
+        assert f"http://loopwright.test/missions/{mission_id}" in body
+        assert mission["pr_url"] == pull["html_url"]
+
+        pushed = subprocess.run(
+            ["git", "-C", str(world.bare), "show", "loopwright/fix-1", "--format=%ae%n%B"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        assert FIX_NEW.strip() in pushed
+        assert "loopwright[bot]@users.noreply.github.com" in pushed
+        assert f"Loopwright-Mission: {mission_id}" in pushed
+
+        runs = [r for r in world.github.check_runs(REPO) if r["name"] == "Loopwright"]
+        assert len(runs) == 1
+        assert runs[0]["head_sha"] == world.head_sha
+        assert (runs[0]["status"], runs[0]["conclusion"]) == ("completed", "success")
+        assert runs[0]["details_url"] == f"http://loopwright.test/missions/{mission_id}"
+
+        world.github.assert_no_rejections()
+        # The installation token never shows up where people or models can read it.
+        tokens = list(world.github.tokens)
+        assert tokens
+        events = world.client.get(f"/api/missions/{mission_id}").text
+        for token in tokens:
+            assert token not in body and token not in events
+            assert all(token not in str(r) for r in world.model.requests)
+
+
+def test_same_delivery_twice_and_same_failure_twice_give_one_mission(tmp_path):
+    with app_world(tmp_path, [step(tool("finish", summary="x"), repeat=True)]) as world:
+        payload = world.check_run_payload()
+        first = world.deliver("check_run", payload, delivery="d-1")
+        again = world.deliver("check_run", payload, delivery="d-1")
+        other = world.deliver("check_run", payload, delivery="d-2")
+        assert first.status_code == 202
+        assert again.status_code == 200 and again.json()["status"] == "duplicate"
+        assert other.status_code == 200 and other.json()["mission"] == first.json()["mission"]
+        world.wait(first.json()["mission"])
+        assert len(world.client.get("/api/missions").json()) == 1
+
+
+def test_auto_fix_off_ignores_red_ci_without_touching_the_repository(tmp_path):
+    with app_world(tmp_path, CORRECT, config="auto_fix: false\n") as world:
+        answer = world.deliver("check_run", world.check_run_payload())
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "ignored"
+        assert "auto_fix is off" in mission["message"]
+        assert world.model.requests == []
+        assert world.github.check_runs(REPO) == [] or all(
+            r["name"] != "Loopwright" for r in world.github.check_runs(REPO)
+        )
+
+
+def test_comment_from_a_reader_is_refused_politely(tmp_path):
+    with app_world(tmp_path, CORRECT) as world:
+        answer = world.deliver(
+            "issue_comment", world.comment_payload("/loopwright fix", user="reader")
+        )
+        assert answer.status_code == 202, answer.text
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "refused"
+        comments = world.github.comments(REPO, world.pr_number)
+        assert any("write access" in c["body"] and "reader" in c["body"] for c in comments)
+        assert world.model.requests == []
+        world.github.assert_no_rejections()
+
+
+def test_comment_from_a_writer_pins_the_head_and_opens_a_pr(tmp_path):
+    with app_world(tmp_path, CORRECT) as world:
+        answer = world.deliver(
+            "issue_comment",
+            world.comment_payload("/loopwright fix\nlook at the discount maths"),
+        )
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "verified", mission
+        assert mission["head_sha"] == world.head_sha
+        first_user = next(m for m in world.model.requests[0]["messages"] if m["role"] == "user")
+        assert "look at the discount maths" in first_user["content"]
+        assert any(p["head"]["ref"] == "loopwright/fix-1" for p in world.github.pulls(REPO))
+        world.github.assert_no_rejections()
+
+
+@pytest.mark.parametrize(
+    ("signature", "mutate"),
+    [
+        (None, None),
+        ("sha256=" + "0" * 64, None),
+        ("sha1=0123456789abcdef0123456789abcdef01234567", None),
+        ("", None),
+        ("keep", "whitespace"),
+    ],
+    ids=["missing", "wrong", "sha1-only", "empty", "reserialized"],
+)
+def test_bad_signatures_are_401_and_store_nothing(tmp_path, signature, mutate):
+    import json
+
+    from tests.integration.app_harness import sign
+
+    with app_world(tmp_path, CORRECT) as world:
+        payload = world.check_run_payload()
+        raw = json.dumps(payload).encode()
+        headers_sig = sign(raw)
+        body = json.dumps(payload, indent=2).encode() if mutate == "whitespace" else raw
+        if signature is None:
+            answer = world.client.post(
+                "/webhooks/github", content=body,
+                headers={"X-GitHub-Event": "check_run", "X-GitHub-Delivery": "x"},
+            )  # fmt: skip
+        else:
+            answer = world.deliver(
+                "check_run", payload, body=body,
+                signature=headers_sig if signature == "keep" else signature,
+            )  # fmt: skip
+        assert answer.status_code == 401
+        assert world.client.get("/api/missions").json() == []
+        assert world.model.requests == []
