@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -19,7 +18,8 @@ from loopwright.agent.model import Model
 from loopwright.config import ConfigError, RepoConfig, Settings
 from loopwright.events import EventBus, EventSink
 from loopwright.github import render
-from loopwright.github.gitops import GitError, clone_at, commit_patch, push_branch, remote_branch
+from loopwright.github.delivery import Delivered, deliver_fix
+from loopwright.github.gitops import GitError, clone_at
 from loopwright.github.service import Conclusion, GitHubApp, GitHubError, RepoSession
 from loopwright.github.triggers import NeedsPermission, Reply, TriggerContext, authorize
 from loopwright.mission import FixMission, FixRequest, MissionResult
@@ -36,14 +36,6 @@ CONCLUSIONS: dict[str, Conclusion] = {
     "budget_exceeded": "neutral",
     "error": "failure",
 }
-
-
-@dataclass
-class Delivered:
-    kind: str
-    """pull_request, comment, or skipped."""
-    url: str | None
-    reason: str = ""
 
 
 class AppMissionRunner:
@@ -135,7 +127,15 @@ class AppMissionRunner:
             try:
                 delivered = Delivered("skipped", None, "not verified")
                 if result.status == "verified":
-                    delivered = self._deliver(request, session, result, workdir, bus, redactor)
+                    delivered = deliver_fix(
+                        request=request,
+                        session=session,
+                        result=result,
+                        tree=workdir / "checkout",
+                        bus=bus,
+                        redactor=redactor,
+                        mission_url=self._url(mission_id),
+                    )
                 self._finish_check(session, check_id, result, delivered, redactor)
             finally:
                 # The result is stored last (after GitHub shows it) but always, even when
@@ -234,69 +234,6 @@ class AppMissionRunner:
             if callable(close):
                 close()
 
-    def _deliver(
-        self,
-        request: MissionRequest,
-        session: RepoSession,
-        result: MissionResult,
-        workdir: Path,
-        bus: EventBus,
-        redactor: Redactor,
-    ) -> Delivered:
-        bus.enter("deliver")
-        mission_url = self._url(result.mission)
-        shot = f"{mission_url}/screenshot.png" if mission_url and result.screenshot else None
-        data = result.to_dict()
-        if request.fork:
-            # Nothing is pushed to the base repository for a fork (SECURITY #22).
-            body = render.fork_patch_comment(
-                data, result.patch, mission_url=mission_url, redactor=redactor
-            )
-            url = session.comment(request.pr_number or 0, body)
-            return self._delivered(bus, Delivered("comment", url))
-        branch = f"loopwright/fix-{request.pr_number or request.head_sha[:12]}"
-        pulls = session.pulls_for_branch(branch)
-        open_pull = next((p for p in pulls if p.state == "open"), None)
-        closed_unmerged = any(p.state == "closed" and not p.merged for p in pulls)
-        # A closed pull request is reopened only when a maintainer asks again by comment.
-        if open_pull is None and closed_unmerged and request.trigger != "comment":
-            return self._delivered(
-                bus,
-                Delivered(
-                    "skipped",
-                    None,
-                    f"a pull request for {branch} was closed unmerged; comment "
-                    "`/loopwright fix` to ask for a new one",
-                ),
-            )
-        tree = workdir / "checkout"
-        remote = remote_branch(tree, branch, request.head_sha, session.token)
-        if remote is not None and not remote.ours:
-            reason = f"{branch} has commits by someone else; Loopwright does not push over them"
-            if request.pr_number:
-                session.comment(request.pr_number, f"Loopwright verified a fix but {reason}.")
-            return self._delivered(bus, Delivered("skipped", None, reason))
-        title = _title(result)
-        commit_patch(tree, result.patch, redactor.text(title), result.mission)
-        push_branch(tree, branch, session.token, replace=remote.sha if remote else None)
-        body = render.pr_body(data, mission_url=mission_url, screenshot_url=shot, redactor=redactor)
-        if open_pull is not None:
-            pull = session.update_pull(open_pull.number, title, body)
-        else:
-            pull = session.open_pull(branch, request.head_ref or "main", title, body)
-        return self._delivered(bus, Delivered("pull_request", pull.html_url))
-
-    def _delivered(self, bus: EventBus, delivered: Delivered) -> Delivered:
-        bus.emit("delivery", kind=delivered.kind, url=delivered.url, reason=delivered.reason)
-        bus.leave("deliver", "skipped" if delivered.kind == "skipped" else "delivered")
-        return delivered
-
     def _url(self, mission_id: str) -> str | None:
         base = self.settings.github.public_url
         return f"{base}/missions/{mission_id}" if base else None
-
-
-def _title(result: MissionResult) -> str:
-    first = (result.summary or "").strip().splitlines()
-    text = first[0] if first else "Fix failing tests"
-    return f"Loopwright: {text[:90]}"

@@ -1,0 +1,120 @@
+"""Delivering a verified fix to GitHub: a pull request, a commit, or a comment.
+
+Shared by the App and the Action. Forks never get a push to the base repository; a
+closed pull request is not reopened unless a maintainer asked again; a branch carrying
+someone else's commits is never pushed over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from loopwright.events import EventBus
+from loopwright.github import render
+from loopwright.github.gitops import commit_patch, push_branch, remote_branch
+from loopwright.github.service import RepoSession
+from loopwright.mission import MissionResult
+from loopwright.redaction import Redactor
+from loopwright.request import MissionRequest
+
+DeliveryMode = Literal["pull-request", "commit", "comment"]
+
+
+@dataclass(frozen=True)
+class Delivered:
+    kind: Literal["pull_request", "commit", "comment", "skipped"]
+    url: str | None
+    reason: str = ""
+
+
+def fix_branch(request: MissionRequest) -> str:
+    """One deterministic branch per target, so a re-run updates the same pull request."""
+    return f"loopwright/fix-{request.pr_number or request.head_sha[:12]}"
+
+
+def deliver_fix(
+    *,
+    request: MissionRequest,
+    session: RepoSession,
+    result: MissionResult,
+    tree: Path,
+    bus: EventBus,
+    redactor: Redactor,
+    mission_url: str | None,
+    mode: DeliveryMode = "pull-request",
+) -> Delivered:
+    """Deliver a verified `result` from `tree`, a clean clone at `request.head_sha`."""
+    bus.enter("deliver")
+    delivered = _deliver(request, session, result, tree, redactor, mission_url, mode)
+    bus.emit("delivery", kind=delivered.kind, url=delivered.url, reason=delivered.reason)
+    bus.leave("deliver", "skipped" if delivered.kind == "skipped" else "delivered")
+    return delivered
+
+
+def _deliver(
+    request: MissionRequest,
+    session: RepoSession,
+    result: MissionResult,
+    tree: Path,
+    redactor: Redactor,
+    mission_url: str | None,
+    mode: DeliveryMode,
+) -> Delivered:
+    data = result.to_dict()
+    if request.fork or mode == "comment":
+        # Nothing is pushed to the base repository for a fork (SECURITY #22).
+        if not request.pr_number:
+            return Delivered("skipped", None, "no pull request to comment on")
+        body = render.fork_patch_comment(
+            data, result.patch, mission_url=mission_url, redactor=redactor
+        )
+        return Delivered("comment", session.comment(request.pr_number, body))
+    title = redactor.text(pr_title(result))
+    if mode == "commit":
+        return _commit_to_branch(request, session, result, tree, title)
+    branch = fix_branch(request)
+    pulls = session.pulls_for_branch(branch)
+    open_pull = next((p for p in pulls if p.state == "open"), None)
+    closed_unmerged = any(p.state == "closed" and not p.merged for p in pulls)
+    # A closed pull request is reopened only when a maintainer asks again by comment.
+    if open_pull is None and closed_unmerged and request.trigger != "comment":
+        return Delivered(
+            "skipped",
+            None,
+            f"a pull request for {branch} was closed unmerged; comment `/loopwright fix` to "
+            "ask for a new one",
+        )
+    remote = remote_branch(tree, branch, request.head_sha, session.token)
+    if remote is not None and not remote.ours:
+        reason = f"{branch} has commits by someone else; Loopwright does not push over them"
+        if request.pr_number:
+            session.comment(request.pr_number, f"Loopwright verified a fix but {reason}.")
+        return Delivered("skipped", None, reason)
+    commit_patch(tree, result.patch, title, result.mission)
+    push_branch(tree, branch, session.token, replace=remote.sha if remote else None)
+    shot = f"{mission_url}/screenshot.png" if mission_url and result.screenshot else None
+    body = render.pr_body(data, mission_url=mission_url, screenshot_url=shot, redactor=redactor)
+    if open_pull is not None:
+        pull = session.update_pull(open_pull.number, title, body)
+    else:
+        pull = session.open_pull(branch, request.head_ref or "main", title, body)
+    return Delivered("pull_request", pull.html_url)
+
+
+def _commit_to_branch(
+    request: MissionRequest, session: RepoSession, result: MissionResult, tree: Path, title: str
+) -> Delivered:
+    if not request.head_ref:
+        return Delivered("skipped", None, "the failing commit is on no branch")
+    commit = commit_patch(tree, result.patch, title, result.mission)
+    # The lease is the commit that was fixed: if anyone pushed since, nothing is overwritten.
+    push_branch(tree, request.head_ref, session.token, replace=request.head_sha)
+    return Delivered("commit", None, f"pushed {commit} to {request.head_ref}")
+
+
+def pr_title(result: MissionResult) -> str:
+    first = (result.summary or "").strip().splitlines()
+    text = first[0] if first else "Fix failing tests"
+    return f"Loopwright: {text[:90]}"
