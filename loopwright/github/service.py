@@ -177,6 +177,22 @@ class GitHubApp:
         return RepoSession(self._client(TokenAuthStrategy(token), log), owner, name, token)
 
 
+def token_session(
+    token: str,
+    repo: str,
+    api_url: str = "https://api.github.com",
+    *,
+    clock: Callable[[], float] = time.time,
+    log: structlog.stdlib.BoundLogger | None = None,
+) -> RepoSession:
+    """A session from a token someone else issued (the Action's GITHUB_TOKEN), with the
+    same retry, spacing and logging as the App's sessions."""
+    log = log or structlog.get_logger("loopwright.github").bind(repo=repo)
+    owner, _, name = repo.partition("/")
+    client = GitHubApp(0, "", api_url, clock=clock)._client(TokenAuthStrategy(token), log)
+    return RepoSession(client, owner, name, token)
+
+
 class RepoSession:
     """One mission's REST access to one repository."""
 
