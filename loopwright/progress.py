@@ -78,7 +78,9 @@ class ProgressPrinter:
         if event.type == "verification":
             return render_verification(f)
         if event.type == "screenshot":
-            return f"  screenshot: {f.get('path')} (HTTP {f.get('http_status')})"
+            if f.get("path"):
+                return f"  screenshot: {f.get('path')} (HTTP {f.get('http_status')})"
+            return self._c("33", f"  no screenshot: {f.get('reason') or 'the page did not load'}")
         if event.type == "error":
             return self._c("31", f"  error: {f.get('message')}")
         if event.type == "done":
