@@ -172,8 +172,11 @@ class AppMissionRunner:
         permission = session.permission(request.actor or "")
         pull = session.pull_data(number)
         head_sha = str((pull.get("head") or {}).get("sha", ""))
-        # This mission is already stored for the head, so it does not count against the cap.
-        used = max(self.store.attempts_for_head(request.repo, head_sha) - 1, 0)
+        # A comment's mission is stored before its head is known (head_sha ""), so it counts
+        # for this head only when a previous run of it was already pinned there.
+        stored = self.store.get_mission(mission_id)
+        counted = stored is not None and stored.head_sha == head_sha
+        used = self.store.attempts_for_head(request.repo, head_sha) - int(counted)
         ctx = TriggerContext(
             app_slug=self.settings.github.app_slug,
             attempts={head_sha: used},
