@@ -11,6 +11,7 @@ import structlog
 
 from loopwright.agent.model import Model, OpenAIModel
 from loopwright.config import ConfigError, Settings
+from loopwright.events import EventSink
 from loopwright.github.runner import AppMissionRunner
 from loopwright.github.service import GitHubApp, GitHubError
 from loopwright.sandbox.base import SandboxError, SandboxProvider
@@ -63,9 +64,13 @@ def open_runtime(
     *,
     provider_factory: Callable[[Settings], SandboxProvider] = default_provider,
     model_factory: Callable[[Settings], Model] = default_model,
+    extra_sinks: Callable[[str], list[EventSink]] | None = None,
 ) -> Iterator[Runtime]:
     """Open the store, the sandbox provider, the GitHub client and the queue; recover
-    missions a previous process left behind; close everything on the way out."""
+    missions a previous process left behind; close everything on the way out.
+
+    `extra_sinks(mission_id)` adds event sinks to every mission (the live view's channel).
+    """
     missing = settings.github.missing()
     if missing:
         raise ConfigError(f"the server needs {', '.join(missing)}; see README → GitHub App")
@@ -84,6 +89,7 @@ def open_runtime(
             github=github,
             provider=provider,
             model_factory=model_factory,
+            extra_sinks=extra_sinks,
         )
         queue = InProcessQueue(store, runner, settings.max_concurrent_missions)
         interrupted = queue.recover()

@@ -1,22 +1,63 @@
-"""`create_app(settings)`: the Litestar application, its routes and its lifespan."""
+"""`create_app(settings)`: the Litestar application, its routes and its lifespan.
+
+Two modes share the views, the API and the streams:
+
+- `app` (the default, `loopwright serve`): the GitHub App runtime (webhooks, queue,
+  sandboxes) runs in the lifespan and every mission's events are published to the channels.
+- `local` (`loopwright fix --serve`): only the store and the channels; the CLI runs the
+  mission itself and publishes its events through `app.state.hub`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any, Literal
 
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
+from litestar.exceptions import NotAuthorizedException
 from litestar.openapi import OpenAPIConfig
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.static_files import create_static_files_router
+from litestar.template.config import TemplateConfig
+from litestar.types import ControllerRouterHandler
 
 from loopwright import __version__
 from loopwright.agent.model import Model
-from loopwright.app.api import get_mission, healthz, list_missions, screenshot
+from loopwright.app.api import (
+    costs,
+    get_mission,
+    healthz,
+    list_missions,
+    mission_events,
+    screenshot,
+)
 from loopwright.app.runtime import Runtime, default_model, default_provider, open_runtime
+from loopwright.app.stream import LiveHub, StreamTiming, mission_event_stream, mission_list_stream
+from loopwright.app.views import (
+    SECURITY_HEADERS,
+    costs_page,
+    login,
+    login_form,
+    logout,
+    mission_page,
+    missions_page,
+    unauthorized,
+)
 from loopwright.app.webhooks import MAX_WEBHOOK_BYTES, github_webhook
 from loopwright.config import Settings
 from loopwright.sandbox.base import SandboxProvider
+from loopwright.store.repository import Store, open_store
+
+APP_DIR = Path(__file__).resolve().parent
+Mode = Literal["app", "local"]
 
 
 def _runtime(state: State) -> Runtime:
@@ -24,26 +65,153 @@ def _runtime(state: State) -> Runtime:
     return runtime
 
 
+def _store(state: State) -> Store:
+    store: Store = state.store
+    return store
+
+
+def _settings(state: State) -> Settings:
+    settings: Settings = state.settings
+    return settings
+
+
+def _hub(state: State) -> LiveHub:
+    hub: LiveHub = state.hub
+    return hub
+
+
+def _timing(state: State) -> StreamTiming:
+    timing: StreamTiming = state.timing
+    return timing
+
+
 def create_app(
     settings: Settings,
     *,
     provider_factory: Callable[[Settings], SandboxProvider] = default_provider,
     model_factory: Callable[[Settings], Model] = default_model,
+    mode: Mode = "app",
+    timing: StreamTiming | None = None,
 ) -> Litestar:
     """The server. Nothing is opened until the lifespan starts; everything is closed after."""
+    hub = LiveHub()
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        with open_runtime(
-            settings, provider_factory=provider_factory, model_factory=model_factory
-        ) as runtime:
-            app.state.runtime = runtime
+        async with AsyncExitStack() as stack:
+            # The channels start before any mission can run and stop after the last one:
+            # that order is why the plugin is entered here rather than registered.
+            await stack.enter_async_context(hub.channels)
+            hub.bind(asyncio.get_running_loop())
+            stack.callback(hub.unbind)
+            if mode == "app":
+                runtime = stack.enter_context(
+                    open_runtime(
+                        settings,
+                        provider_factory=provider_factory,
+                        model_factory=model_factory,
+                        extra_sinks=lambda mission_id: [hub.sink(mission_id)],
+                    )
+                )
+                app.state.runtime = runtime
+                app.state.store = runtime.store
+            else:
+                app.state.store = stack.enter_context(open_store(settings))
             yield
 
+    handlers: list[ControllerRouterHandler] = [
+        missions_page,
+        mission_page,
+        costs_page,
+        login_form,
+        login,
+        logout,
+        mission_list_stream,
+        mission_event_stream,
+        list_missions,
+        get_mission,
+        mission_events,
+        costs,
+        screenshot,
+        healthz,
+        create_static_files_router(
+            path="/static", directories=[APP_DIR / "static"], include_in_schema=False
+        ),
+    ]
+    if mode == "app":
+        handlers.insert(0, github_webhook)
+    dependencies: dict[str, Any] = {
+        "store": Provide(_store, sync_to_thread=False),
+        "settings": Provide(_settings, sync_to_thread=False),
+        "hub": Provide(_hub, sync_to_thread=False),
+        "timing": Provide(_timing, sync_to_thread=False),
+    }
+    if mode == "app":
+        dependencies["runtime"] = Provide(_runtime, sync_to_thread=False)
     return Litestar(
-        route_handlers=[github_webhook, list_missions, get_mission, screenshot, healthz],
+        route_handlers=handlers,
         lifespan=[lifespan],
-        dependencies={"runtime": Provide(_runtime, sync_to_thread=False)},
+        dependencies=dependencies,
+        state=State(
+            {"settings": settings, "hub": hub, "timing": timing or StreamTiming(), "mode": mode}
+        ),
+        template_config=TemplateConfig(directory=APP_DIR / "templates", engine=JinjaTemplateEngine),
+        exception_handlers={NotAuthorizedException: unauthorized},
+        response_headers=SECURITY_HEADERS,
         request_max_body_size=MAX_WEBHOOK_BYTES,
         openapi_config=OpenAPIConfig(title="Loopwright", version=__version__, path="/schema"),
     )
+
+
+@contextmanager
+def serve_in_thread(
+    app: Litestar,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    startup_timeout_s: float = 30.0,
+    graceful_s: int = 2,
+) -> Iterator[str]:
+    """Run `app` with uvicorn on a background thread; yields its base URL.
+
+    The socket is bound here, so a busy port fails at once and port 0 picks a free one.
+    Open streams get `graceful_s` to finish when the block exits, then they are cut.
+    """
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        timeout_graceful_shutdown=graceful_s,
+        lifespan="on",
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="loopwright-view", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + startup_timeout_s
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not server.started:
+        server.should_exit = True
+        thread.join(5)
+        sock.close()
+        raise RuntimeError("the live view did not start; see the log above")
+    shown = f"[{host}]" if ":" in host else host
+    try:
+        yield f"http://{shown}:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        sock.close()

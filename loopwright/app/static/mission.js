@@ -1,0 +1,464 @@
+// The mission page: reads /missions/{id}/events (SSE) and renders every event once.
+// Event fields are untrusted text: they only ever reach the page through textContent.
+(function () {
+  "use strict";
+  var root = document.getElementById("mission");
+  if (!root) return;
+  var missionId = root.dataset.id;
+  var tiers = (root.dataset.tiers || "").split(",").filter(Boolean);
+  var stages = {};
+  document.querySelectorAll("#pipeline .stage").forEach(function (li) { stages[li.dataset.stage] = li; });
+  var timeline = document.getElementById("timeline");
+  var toolItems = {};
+  var usage = {};
+  var lastSeq = 0;
+  var received = 0;
+  var duplicates = 0;
+  var firstTs = null;
+  var source = null;
+  var ended = false;
+  var live = document.getElementById("live");
+
+  var FAILED = { error: 1, failed: 1, unverified: 1, budget_exceeded: 1 };
+  var SKIPPED = { skipped: 1, nothing_to_fix: 1, flaky: 1 };
+  var HEAD_LINES = 12, TAIL_LINES = 40, MAX_CHARS = 6000;
+
+  function el(tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+  function money(v) { return "$" + Number(v || 0).toFixed(4); }
+  function num(v) { return Number(v || 0).toLocaleString("en-US"); }
+  function clock(ts) {
+    if (firstTs === null) firstTs = ts;
+    var s = Math.max(0, ts - firstTs);
+    var m = Math.floor(s / 60);
+    return "+" + (m ? m + "m" : "") + (s - m * 60).toFixed(m ? 0 : 1) + "s";
+  }
+
+  // -- ANSI SGR to spans -------------------------------------------------------------
+  var SGR = /\x1b\[([0-9;]*)m/g;
+  var OTHER_ESCAPES = /\x1b\[[0-9;?]*[A-La-ln-z]|\x1b\][^\x07]*\x07|\r(?!\n)/g;
+  function ansi(text, into) {
+    var state = { fg: null, bg: null, bold: false, dim: false, italic: false, underline: false, rgb: null };
+    text = String(text).replace(OTHER_ESCAPES, "");
+    var at = 0, match;
+    SGR.lastIndex = 0;
+    while ((match = SGR.exec(text)) !== null) {
+      span(text.slice(at, match.index), state, into);
+      apply(match[1], state);
+      at = SGR.lastIndex;
+    }
+    span(text.slice(at), state, into);
+  }
+  function apply(params, s) {
+    var codes = params === "" ? [0] : params.split(";").map(Number);
+    for (var i = 0; i < codes.length; i++) {
+      var c = codes[i];
+      if (c === 0) { s.fg = s.bg = s.rgb = null; s.bold = s.dim = s.italic = s.underline = false; }
+      else if (c === 1) s.bold = true;
+      else if (c === 2) s.dim = true;
+      else if (c === 3) s.italic = true;
+      else if (c === 4) s.underline = true;
+      else if (c === 22) s.bold = s.dim = false;
+      else if (c === 23) s.italic = false;
+      else if (c === 24) s.underline = false;
+      else if (c >= 30 && c <= 37) { s.fg = c - 30; s.rgb = null; }
+      else if (c >= 90 && c <= 97) { s.fg = c - 90 + 8; s.rgb = null; }
+      else if (c === 39) { s.fg = null; s.rgb = null; }
+      else if (c >= 40 && c <= 47) s.bg = c - 40;
+      else if (c === 49) s.bg = null;
+      else if (c === 38 && codes[i + 1] === 5) { var n = codes[i + 2]; s.fg = n < 16 ? n : null; s.rgb = n >= 16 ? xterm(n) : null; i += 2; }
+      else if (c === 38 && codes[i + 1] === 2) { s.rgb = "rgb(" + (codes[i + 2] | 0) + "," + (codes[i + 3] | 0) + "," + (codes[i + 4] | 0) + ")"; s.fg = null; i += 4; }
+      else if (c === 48 && (codes[i + 1] === 5 || codes[i + 1] === 2)) { i += codes[i + 1] === 5 ? 2 : 4; }
+    }
+  }
+  function xterm(n) {
+    if (n >= 232) { var g = 8 + (n - 232) * 10; return "rgb(" + g + "," + g + "," + g + ")"; }
+    n -= 16;
+    var steps = [0, 95, 135, 175, 215, 255];
+    return "rgb(" + steps[Math.floor(n / 36) % 6] + "," + steps[Math.floor(n / 6) % 6] + "," + steps[n % 6] + ")";
+  }
+  function span(text, s, into) {
+    if (!text) return;
+    var plain = s.fg === null && s.bg === null && !s.rgb && !s.bold && !s.dim && !s.italic && !s.underline;
+    if (plain) { into.appendChild(document.createTextNode(text)); return; }
+    var node = el("span", "", text);
+    if (s.fg !== null) node.classList.add("ansi-fg-" + s.fg);
+    if (s.bg !== null) node.classList.add("ansi-bg-" + s.bg);
+    if (s.bold) node.classList.add("ansi-bold");
+    if (s.dim) node.classList.add("ansi-dim");
+    if (s.italic) node.classList.add("ansi-italic");
+    if (s.underline) node.classList.add("ansi-underline");
+    if (s.rgb) node.style.color = s.rgb; // CSSOM, allowed by the CSP (no style attribute)
+    into.appendChild(node);
+  }
+
+  // Long output: the head and the tail, and a button for the rest.
+  function output(text) {
+    var wrap = el("div", "output");
+    var pre = el("pre", "out");
+    wrap.appendChild(pre);
+    text = String(text || "");
+    var lines = text.split("\n");
+    if (lines.length <= HEAD_LINES + TAIL_LINES + 5 && text.length <= MAX_CHARS) {
+      ansi(text, pre);
+      return wrap;
+    }
+    var hidden = lines.length - HEAD_LINES - TAIL_LINES;
+    ansi(lines.slice(0, HEAD_LINES).join("\n"), pre);
+    pre.appendChild(el("span", "gap", "\u2026 " + hidden + " more lines \u2026"));
+    ansi(lines.slice(lines.length - TAIL_LINES).join("\n"), pre);
+    var button = el("button", "show-all", "show all " + lines.length + " lines");
+    button.type = "button";
+    button.addEventListener("click", function () {
+      pre.textContent = "";
+      ansi(text, pre);
+      button.remove();
+    });
+    wrap.appendChild(button);
+    return wrap;
+  }
+
+  function item(event, cls, what, meta) {
+    var li = el("li", "ev " + cls);
+    li.dataset.seq = event.seq;
+    li.dataset.type = event.type;
+    var line = el("div", "line");
+    line.appendChild(el("span", "what", what));
+    if (meta) line.appendChild(el("span", "meta", meta));
+    line.appendChild(el("span", "time", clock(event.ts)));
+    li.appendChild(line);
+    timeline.appendChild(li);
+    return li;
+  }
+
+  // -- per event type ------------------------------------------------------------------
+  function onStage(e) {
+    var li = stages[e.stage];
+    var status = e.status || "";
+    if (status === "started") {
+      Object.keys(stages).forEach(function (name) {
+        var other = stages[name];
+        if (other !== li && other.classList.contains("active")) setStage(other, "done");
+      });
+      if (li) { setStage(li, "active"); note(li, ""); }
+      item(e, "stage-ev", e.stage + " started", e.source ? String(e.source) : "");
+      return;
+    }
+    if (status === "detected") {
+      if (li) note(li, e.test_command || "");
+      var d = item(e, "stage-ev", "test command", "");
+      d.appendChild(el("code", "cmd", e.test_command || "?"));
+      if (e.reason) d.appendChild(el("div", "meta", e.reason));
+      return;
+    }
+    if (li) {
+      setStage(li, FAILED[status] ? "failed" : SKIPPED[status] ? "skipped" : "done");
+      note(li, stageNote(e));
+    }
+    var ev = item(e, "stage-ev", e.stage + " " + status.replace(/_/g, " "), stageNote(e));
+    if (e.reason) ev.appendChild(el("div", "meta", e.reason));
+  }
+  function stageNote(e) {
+    if (e.failing && e.failing.length) return e.failing.length + " failing";
+    if (e.tests && e.tests.length) return e.tests.length + " tests";
+    return String(e.status || "").replace(/_/g, " ");
+  }
+  function setStage(li, state) {
+    li.classList.remove("pending", "active", "done", "failed", "skipped");
+    li.classList.add(state);
+  }
+  function note(li, text) { li.querySelector(".note").textContent = text; }
+
+  function onPlan(e) {
+    var list = document.getElementById("plan");
+    list.textContent = "";
+    var items = e.items || [];
+    var done = 0;
+    var marks = { done: "\u2713", in_progress: "\u25B8", pending: "\u25CB" };
+    items.forEach(function (it) {
+      var li = el("li", it.status || "pending");
+      li.appendChild(el("span", "mark", marks[it.status] || "\u25CB"));
+      li.appendChild(el("span", "step", it.step));
+      list.appendChild(li);
+      if (it.status === "done") done++;
+    });
+    item(e, "plan-ev", "plan updated", done + "/" + items.length + " done");
+  }
+
+  function onModelCall(e) {
+    var li = item(e, "model", "step " + e.step + " \u00B7 " + e.tier,
+      num(e.prompt_tokens) + " + " + num(e.completion_tokens) + " tokens \u00B7 " + money(e.cost_usd) +
+      " \u00B7 " + Number(e.duration_s || 0).toFixed(1) + "s");
+    var tools = (e.tool_calls || []).join(", ");
+    if (!tools) li.querySelector(".line").appendChild(el("span", "badge failed", "no tool call"));
+    if (e.content) li.appendChild(el("p", "thought", e.content));
+    var u = usage[e.tier] || (usage[e.tier] = { calls: 0, tokens: 0, cost: 0 });
+    u.calls += 1;
+    u.tokens += (e.prompt_tokens || 0) + (e.completion_tokens || 0);
+    u.cost += Number(e.cost_usd || 0);
+    renderUsage();
+    document.getElementById("cost").textContent = money(e.total_cost_usd);
+    document.getElementById("tier").textContent = e.tier;
+  }
+  function renderUsage() {
+    var body = document.querySelector("#usage tbody");
+    body.textContent = "";
+    var names = tiers.filter(function (t) { return usage[t]; })
+      .concat(Object.keys(usage).filter(function (t) { return tiers.indexOf(t) < 0; }));
+    names.forEach(function (t) {
+      var tr = el("tr");
+      tr.appendChild(el("td", "", t));
+      tr.appendChild(el("td", "num", num(usage[t].calls)));
+      tr.appendChild(el("td", "num", num(usage[t].tokens)));
+      tr.appendChild(el("td", "num", money(usage[t].cost)));
+      body.appendChild(tr);
+    });
+  }
+
+  function describe(tool, args) {
+    args = args || {};
+    if (tool === "run_command") return args.command;
+    if (tool === "read_file" || tool === "write_file" || tool === "edit_file") return args.path;
+    if (tool === "update_plan") return (args.items || args.plan || []).length + " items";
+    if (tool === "finish") return args.summary;
+    return "";
+  }
+  function onToolCall(e) {
+    var li = item(e, "tool running", e.tool, "");
+    var detail = describe(e.tool, e.arguments);
+    if (detail) li.querySelector(".line").insertBefore(el("code", "cmd", detail), li.querySelector(".meta"));
+    var badge = el("span", "badge running", "running");
+    li.querySelector(".line").insertBefore(badge, li.querySelector(".time"));
+    var args = el("details", "args");
+    args.appendChild(el("summary", "", "arguments"));
+    args.appendChild(el("pre", "args", JSON.stringify(e.arguments || {}, null, 2)));
+    li.appendChild(args);
+    toolItems[e.id] = { li: li, badge: badge };
+  }
+  function onToolResult(e) {
+    var entry = toolItems[e.id];
+    if (!entry) {
+      onToolCall({ seq: 0, ts: e.ts, id: e.id, tool: e.tool, arguments: {} });
+      entry = toolItems[e.id];
+      delete entry.li.dataset.seq;
+    }
+    var li = entry.li;
+    var status = e.status || "ok";
+    li.classList.remove("running");
+    li.classList.add(status);
+    entry.badge.className = "badge " + status;
+    entry.badge.textContent = status + (e.exit_code !== null && e.exit_code !== undefined ? " \u00B7 exit " + e.exit_code : "") +
+      (e.timed_out ? " \u00B7 timed out" : "");
+    li.querySelector(".meta").textContent = Number(e.duration_s || 0).toFixed(2) + "s";
+    var result = el("details", "result");
+    result.dataset.seq = e.seq;
+    result.dataset.type = e.type;
+    var lines = String(e.output || "").split("\n").length;
+    result.appendChild(el("summary", "", "output \u00B7 " + lines + (lines === 1 ? " line" : " lines")));
+    result.appendChild(output(e.output));
+    if (status !== "ok" || e.tool === "run_command") result.open = status !== "ok" || lines <= 30;
+    li.appendChild(result);
+  }
+
+  function onEscalation(e) {
+    var li = item(e, "escalation", "\u21E7 escalated " + e.from_tier + " \u2192 " + e.to_tier, "");
+    li.appendChild(el("div", "meta", e.reason));
+  }
+
+  function onVerification(e) {
+    var card = document.getElementById("verification-card");
+    var box = document.getElementById("verification");
+    box.textContent = "";
+    card.hidden = false;
+    box.appendChild(el("p", "verdict-line " + (e.verified ? "good" : "bad"),
+      e.verified ? "\u2713 Verified in a fresh sandbox" : "\u2717 Not verified"));
+    var rows = e.rows || [];
+    if (rows.length) {
+      var table = el("table", "verify");
+      var head = el("tr");
+      ["test", "before", "after", ""].forEach(function (h) { head.appendChild(el("th", "", h)); });
+      var thead = el("thead"); thead.appendChild(head); table.appendChild(thead);
+      var body = el("tbody");
+      rows.forEach(function (r) {
+        var tr = el("tr", "row-" + r.status);
+        tr.appendChild(el("td", "test", r.id));
+        tr.appendChild(el("td", "outcome-" + (r.before || "missing"), r.before || "\u2013"));
+        tr.appendChild(el("td", "outcome-" + (r.after || "missing"), r.after || "\u2013"));
+        tr.appendChild(el("td", "", String(r.status || "").replace(/_/g, " ")));
+        body.appendChild(tr);
+      });
+      table.appendChild(body);
+      box.appendChild(table);
+    }
+    if ((e.tamper || []).length) {
+      box.appendChild(el("p", "verdict-line bad", "Tamper findings"));
+      var ul = el("ul", "findings");
+      e.tamper.forEach(function (f) { ul.appendChild(el("li", "", f.path + ": " + f.detail)); });
+      box.appendChild(ul);
+    }
+    if (!e.verified && (e.reasons || []).length) {
+      var why = el("ul", "findings reasons");
+      e.reasons.forEach(function (r) { why.appendChild(el("li", "", r)); });
+      box.appendChild(why);
+    }
+    var cmds = el("ul", "commands");
+    (e.commands || []).forEach(function (c) {
+      cmds.appendChild(el("li", "", c.phase + ": " + c.command + " \u2192 exit " + c.exit_code));
+    });
+    box.appendChild(cmds);
+    if (e.after_output) {
+      var det = el("details");
+      det.appendChild(el("summary", "", "test output after the fix"));
+      det.appendChild(output(e.after_output));
+      box.appendChild(det);
+    }
+    item(e, "verify-ev", e.verified ? "verification passed" : "verification failed",
+      rows.length + " tests compared");
+  }
+
+  function onScreenshot(e) {
+    var card = document.getElementById("screenshot-card");
+    var noteEl = document.getElementById("screenshot-note");
+    card.hidden = false;
+    var img = document.getElementById("screenshot");
+    if (e.path) {
+      img.src = "/missions/" + encodeURIComponent(missionId) + "/screenshot.png?seq=" + e.seq;
+      img.hidden = false;
+    } else {
+      img.hidden = true;
+    }
+    noteEl.textContent = (e.url_path || "/") + " \u00B7 HTTP " + (e.http_status === null || e.http_status === undefined ? "\u2013" : e.http_status) +
+      ((e.console_errors || []).length ? " \u00B7 " + e.console_errors.length + " console errors" : "") +
+      (e.reason ? " \u00B7 " + e.reason : "");
+    item(e, "shot", e.path ? "screenshot taken" : "no screenshot", "HTTP " + (e.http_status || "\u2013"));
+  }
+
+  function link(id, text, url) {
+    if (!url || !/^https?:\/\//.test(url)) return;
+    var a = document.getElementById(id);
+    if (!a) {
+      a = el("a");
+      a.id = id;
+      a.rel = "noopener noreferrer";
+      document.getElementById("links").appendChild(a);
+    }
+    a.textContent = text;
+    a.href = url;
+  }
+
+  function onDelivery(e) {
+    var p = document.getElementById("delivery");
+    p.textContent = "";
+    if (e.url) {
+      p.appendChild(document.createTextNode(String(e.kind || "delivered").replace(/_/g, " ") + ": "));
+      var a = el("a", "", e.url);
+      if (/^https?:\/\//.test(e.url)) a.href = e.url;
+      a.rel = "noopener noreferrer";
+      p.appendChild(a);
+      link("pr-link", "pull request", e.url);
+    } else {
+      p.textContent = "not delivered: " + (e.reason || e.kind || "");
+    }
+    document.getElementById("outcome").hidden = false;
+    item(e, "delivery-ev", "delivery", String(e.kind || "").replace(/_/g, " "));
+  }
+
+  function onDone(e) {
+    var box = document.getElementById("outcome");
+    box.hidden = false;
+    var verdict = document.getElementById("verdict");
+    var status = String(e.status || "");
+    verdict.textContent = status === "verified" ? "\u2713 Fix verified" : status.replace(/_/g, " ");
+    verdict.className = "verdict " + (status === "verified" ? "good" : status === "error" ? "error" : "bad");
+    document.getElementById("outcome-message").textContent = e.message || "";
+    document.getElementById("outcome-summary").textContent = e.summary || "";
+    var dl = document.getElementById("outcome-numbers");
+    dl.textContent = "";
+    [["steps", e.steps], ["cost", money(e.cost_usd)], ["time", Number(e.elapsed_s || 0).toFixed(1) + "s"],
+     ["final tier", e.final_tier || "\u2013"]].forEach(function (pair) {
+      var div = el("div");
+      div.appendChild(el("dt", "", pair[0]));
+      div.appendChild(el("dd", "", pair[1]));
+      dl.appendChild(div);
+    });
+    Object.keys(stages).forEach(function (name) {
+      if (stages[name].classList.contains("active")) setStage(stages[name], status === "verified" ? "done" : "failed");
+    });
+    setStatus(status);
+    document.getElementById("cost").textContent = money(e.cost_usd);
+    document.getElementById("elapsed").textContent = Number(e.elapsed_s || 0).toFixed(1) + "s";
+    item(e, "done-ev", "done \u00B7 " + status.replace(/_/g, " "), e.steps + " steps");
+  }
+
+  function onError(e) {
+    var li = item(e, "err", "error", e.kind || "");
+    li.appendChild(el("div", "meta", e.message));
+  }
+
+  function setStatus(status) {
+    var badge = document.getElementById("status");
+    badge.textContent = status;
+    badge.className = "status status-" + status;
+  }
+
+  var handlers = {
+    stage: onStage, plan: onPlan, model_call: onModelCall, tool_call: onToolCall,
+    tool_result: onToolResult, escalation: onEscalation, verification: onVerification,
+    screenshot: onScreenshot, delivery: onDelivery, done: onDone, error: onError
+  };
+
+  function handle(e) {
+    var seq = Number(e.seq);
+    if (seq <= lastSeq) { duplicates++; root.dataset.duplicates = duplicates; return; }
+    lastSeq = seq;
+    received++;
+    root.dataset.received = received;
+    root.dataset.lastSeq = lastSeq;
+    var fn = handlers[e.type];
+    if (fn) fn(e);
+    else item(e, "", e.type, "");
+    document.getElementById("timeline-count").textContent = received + " events";
+  }
+
+  function connect() {
+    // The browser resends the last `id:` as Last-Event-ID on its own reconnects; `after`
+    // covers the first connection and reconnects this script makes.
+    source = new EventSource("/missions/" + encodeURIComponent(missionId) + "/events?after=" + lastSeq);
+    root.dataset.connections = Number(root.dataset.connections) + 1;
+    source.addEventListener("open", function () { live.hidden = false; live.classList.remove("off"); });
+    source.addEventListener("event", function (m) {
+      try { handle(JSON.parse(m.data)); } catch (err) { console.error("bad event", err); }
+    });
+    source.addEventListener("end", function (m) {
+      ended = true;
+      root.dataset.ended = "true";
+      source.close();
+      live.hidden = true;
+      var summary = {};
+      try { summary = JSON.parse(m.data); } catch (err) { summary = {}; }
+      if (summary.status) setStatus(summary.status);
+      if (summary.tier_reached) document.getElementById("tier").textContent = summary.tier_reached;
+      if (summary.cost_usd !== undefined) document.getElementById("cost").textContent = money(summary.cost_usd);
+      if (summary.pr_url) link("pr-link", "pull request", summary.pr_url);
+      if (summary.message && !document.getElementById("outcome-message").textContent) {
+        document.getElementById("outcome").hidden = false;
+        document.getElementById("outcome-message").textContent = summary.message;
+      }
+    });
+    source.addEventListener("error", function () {
+      if (ended) return;
+      live.classList.add("off");
+      if (source.readyState === EventSource.CLOSED) {
+        // The browser gave up (e.g. a 401 or the server restarted): try again ourselves.
+        setTimeout(connect, 3000);
+      } else {
+        root.dataset.connections = Number(root.dataset.connections) + 1;
+      }
+    });
+  }
+  connect();
+})();

@@ -1,0 +1,353 @@
+"""Live streams: mission events fanned out through Litestar channels and served as SSE.
+
+`LiveHub` owns the channels plugin. Missions run on worker threads (or in the CLI's main
+thread), so `LiveHub.sink` hands each event to the event loop thread-safely. The in-memory
+backend fans out within one process; `ChannelsPlugin(RedisChannelsPubSubBackend(...))` does
+the same across processes, and nothing else changes: the stream only needs the channel and
+the store.
+
+A mission stream never trusts the channel alone. It subscribes first, then replays the
+event log from the store, then forwards live events, dropping any sequence number it has
+already sent and filling any hole from the store. So a reconnect with `Last-Event-ID`
+resumes without gaps or duplicates, whichever process published the events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from litestar import Request, get
+from litestar.channels import ChannelsPlugin, Subscriber
+from litestar.channels.backends.memory import MemoryChannelsBackend
+from litestar.exceptions import NotFoundException
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+
+from loopwright.events import Event, EventSink
+from loopwright.store.models import ACTIVE_STATUSES, Mission
+from loopwright.store.repository import Store
+
+MISSIONS_CHANNEL = "missions"
+"""Carries a mission id whenever a mission's summary (stage, cost, status) may have moved."""
+SUMMARY_EVENTS = frozenset({"stage", "model_call", "escalation", "done", "error", "delivery"})
+ENDING_EVENTS = frozenset({"done", "error", "delivery"})
+
+
+def mission_channel(mission_id: str) -> str:
+    return f"mission:{mission_id}"
+
+
+@dataclass(frozen=True)
+class StreamTiming:
+    """How streams pace themselves; tests and the benchmark shorten these."""
+
+    ping_s: float = 15.0
+    """A keep-alive comment after this long without a message (proxies drop idle streams)."""
+    poll_s: float = 2.0
+    """How often an idle stream checks the store for the end of its mission or new rows."""
+    max_stream_s: float = 600.0
+    """A stream closes after this long and the browser reconnects with `Last-Event-ID`:
+    connections get recycled behind proxies and load balancers, and resuming is cheap."""
+    retry_ms: int = 1000
+    """The reconnect delay EventSource is told to use."""
+    list_min_interval_s: float = 0.5
+    """The missions list re-reads the store at most this often per client."""
+
+
+class _Timeout:
+    """What `LiveSubscriber.next` returns when nothing arrived in time."""
+
+
+TIMEOUT = _Timeout()
+
+
+class LiveSubscriber(Subscriber):
+    """A subscriber that can wait for its next message with a timeout, without a task."""
+
+    async def next(self, timeout: float) -> bytes | _Timeout | None:
+        """The next message, None once unsubscribed, or TIMEOUT."""
+        with anyio.move_on_after(max(timeout, 0.0)):
+            item = await self._queue.get()
+            self._queue.task_done()
+            return item
+        return TIMEOUT
+
+    def drain(self) -> bool:
+        """Drop every message waiting now; False if one of them was the end of the stream."""
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            self._queue.task_done()
+            if item is None:
+                return False
+        return True
+
+
+class LiveHub:
+    """The channels plugin plus the event loop it lives on, for publishing from threads."""
+
+    def __init__(self, plugin: ChannelsPlugin | None = None) -> None:
+        self.channels = plugin or ChannelsPlugin(
+            backend=MemoryChannelsBackend(),
+            arbitrary_channels_allowed=True,
+            subscriber_class=LiveSubscriber,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.streams_open = 0
+        """Mission and list streams being served right now (for tests and /healthz-style
+        checks: a closed tab must bring it back down)."""
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Remember the server's loop; called by the lifespan once the loop runs."""
+        self._loop = loop
+
+    def unbind(self) -> None:
+        self._loop = None
+
+    def publish_event(self, event: Event) -> None:
+        """Publish from any thread. Before the server runs (or after it stopped) events are
+        only in the store, which is where every stream starts anyway."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        data = event.to_json().encode()
+        notify = event.type in SUMMARY_EVENTS
+        try:
+            loop.call_soon_threadsafe(self._publish, data, event.mission, notify)
+        except RuntimeError:
+            return  # the loop closed between the check and the call
+
+    def _publish(self, data: bytes, mission_id: str, notify: bool) -> None:
+        self.channels.publish(data, mission_channel(mission_id))
+        if notify:
+            self.channels.publish(mission_id.encode(), MISSIONS_CHANNEL)
+
+    def sink(self, mission_id: str) -> EventSink:
+        """An `EventBus` sink publishing the mission's events to its channel."""
+
+        def sink(event: Event) -> None:
+            if event.mission == mission_id:
+                self.publish_event(event)
+
+        return sink
+
+    def subscriber_count(self) -> int:
+        """Subscribers across all channels (a subscriber on two channels counts twice)."""
+        return sum(len(subs) for subs in self.channels._channels.values())
+
+    async def subscribe(self, channel: str) -> LiveSubscriber:
+        subscriber = await self.channels.subscribe(channel)
+        assert isinstance(subscriber, LiveSubscriber)
+        return subscriber
+
+    async def unsubscribe(self, subscriber: Subscriber) -> None:
+        # Shielded: this runs while the disconnected response's scope is being cancelled.
+        with anyio.CancelScope(shield=True):
+            await self.channels.unsubscribe(subscriber)
+
+
+def sse_event(event: dict[str, Any]) -> ServerSentEventMessage:
+    return ServerSentEventMessage(
+        data=json.dumps(event, ensure_ascii=False, separators=(",", ":")),
+        id=int(event["seq"]),
+        event="event",
+    )
+
+
+def mission_summary(mission: Mission, now: float | None = None) -> dict[str, Any]:
+    """What the list page and the mission header show: no request body, no patch."""
+    started = mission.started_at or mission.created_at
+    end = mission.finished_at.timestamp() if mission.finished_at else (now or time.time())
+    return {
+        "id": mission.id,
+        "status": mission.status,
+        "kind": mission.kind,
+        "trigger": mission.trigger,
+        "repo": mission.repo,
+        "pr_number": mission.pr_number,
+        "stage": mission.stage,
+        "tier_reached": mission.tier_reached,
+        "cost_usd": round(mission.cost_usd or 0.0, 6),
+        "message": mission.message,
+        "pr_url": mission.pr_url,
+        "check_run_id": mission.check_run_id,
+        "created_at": mission.created_at.isoformat(),
+        "finished_at": mission.finished_at.isoformat() if mission.finished_at else None,
+        "duration_s": round(max(end - started.timestamp(), 0.0), 1),
+        "active": mission.status in ACTIVE_STATUSES,
+    }
+
+
+async def mission_events(
+    store: Store, hub: LiveHub, mission_id: str, after: int, timing: StreamTiming
+) -> AsyncIterator[ServerSentEventMessage]:
+    """Every event of the mission with a sequence number above `after`, exactly once, in
+    order; live until the mission ends (then an `end` message) or `max_stream_s` passes."""
+    subscriber = await hub.subscribe(mission_channel(mission_id))
+    hub.streams_open += 1
+    try:
+        yield ServerSentEventMessage(comment="loopwright", retry=timing.retry_ms, data=None)
+        last = after
+        started = time.monotonic()
+        last_sent = started
+        # The status is read before the log, so once it is final the log read after it is
+        # complete: every writer stores its events before it marks the mission finished.
+        finished = await _finished(store, mission_id)
+        for event in await anyio.to_thread.run_sync(store.events_after, mission_id, last):
+            last = int(event["seq"])
+            yield sse_event(event)
+        if finished:
+            yield await _end(store, mission_id)
+            return
+        wait = timing.poll_s
+        while time.monotonic() - started < timing.max_stream_s:
+            item = await subscriber.next(min(wait, timing.ping_s))
+            if item is None:
+                return  # unsubscribed: the server is shutting down
+            if isinstance(item, _Timeout):
+                if await _finished(store, mission_id):
+                    for event in await anyio.to_thread.run_sync(
+                        store.events_after, mission_id, last
+                    ):
+                        last = int(event["seq"])
+                        yield sse_event(event)
+                    yield await _end(store, mission_id)
+                    return
+                if time.monotonic() - last_sent >= timing.ping_s:
+                    last_sent = time.monotonic()
+                    yield ServerSentEventMessage(comment="ping", data=None)
+                wait = timing.poll_s
+                continue
+            event = json.loads(item)
+            seq = int(event["seq"])
+            if seq <= last:
+                continue  # already replayed from the store
+            if seq > last + 1:
+                # A hole (a message dropped between processes): the store has it.
+                missing = await anyio.to_thread.run_sync(
+                    functools.partial(store.events_after, mission_id, last, limit=seq - last - 1)
+                )
+                for early in missing:
+                    last = int(early["seq"])
+                    yield sse_event(early)
+            last = seq
+            last_sent = time.monotonic()
+            yield sse_event(event)
+            # After the last events the runner marks the mission finished; look soon.
+            wait = 0.2 if event.get("type") in ENDING_EVENTS else timing.poll_s
+    finally:
+        hub.streams_open -= 1
+        await hub.unsubscribe(subscriber)
+
+
+async def _finished(store: Store, mission_id: str) -> bool:
+    mission = await anyio.to_thread.run_sync(store.get_mission, mission_id)
+    return mission is None or mission.status not in ACTIVE_STATUSES
+
+
+async def _end(store: Store, mission_id: str) -> ServerSentEventMessage:
+    mission = await anyio.to_thread.run_sync(store.get_mission, mission_id)
+    data = mission_summary(mission) if mission is not None else {"id": mission_id}
+    return ServerSentEventMessage(event="end", data=json.dumps(data))
+
+
+async def mission_list(
+    store: Store,
+    hub: LiveHub,
+    read: Callable[[], list[dict[str, Any]]],
+    timing: StreamTiming,
+) -> AsyncIterator[ServerSentEventMessage]:
+    """The missions list as `missions` messages: at once, then whenever it changes.
+
+    Woken by any mission's summary events and, for changes that are not events (queued,
+    claimed, finished), by polling the store every `poll_s`.
+    """
+    subscriber = await hub.subscribe(MISSIONS_CHANNEL)
+    hub.streams_open += 1
+    try:
+        yield ServerSentEventMessage(comment="loopwright", retry=timing.retry_ms, data=None)
+        started = time.monotonic()
+        previous: str | None = None
+        last_sent = started
+        while time.monotonic() - started < timing.max_stream_s:
+            rows = await anyio.to_thread.run_sync(read)
+            body = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+            # Durations of running missions tick; compare without them.
+            fingerprint = json.dumps([{**r, "duration_s": None} for r in rows])
+            if fingerprint != previous:
+                previous = fingerprint
+                last_sent = time.monotonic()
+                yield ServerSentEventMessage(event="missions", data=body)
+            elif time.monotonic() - last_sent >= timing.ping_s:
+                last_sent = time.monotonic()
+                yield ServerSentEventMessage(comment="ping", data=None)
+            item = await subscriber.next(timing.poll_s)
+            if item is None:
+                return
+            if not isinstance(item, _Timeout):
+                # Coalesce a burst of notifications into one read.
+                await anyio.sleep(timing.list_min_interval_s)
+                if not subscriber.drain():
+                    return
+    finally:
+        hub.streams_open -= 1
+        await hub.unsubscribe(subscriber)
+
+
+def _after(request: Request[Any, Any, Any], after: int | None) -> int:
+    header = request.headers.get("last-event-id")
+    for value in (header, after):
+        if value is None:
+            continue
+        try:
+            return max(int(value), 0)
+        except ValueError:
+            continue
+    return 0
+
+
+@get("/missions/{mission_id:str}/events", summary="Mission events (Server-Sent Events)")
+async def mission_event_stream(
+    request: Request[Any, Any, Any],
+    store: Store,
+    hub: LiveHub,
+    timing: StreamTiming,
+    mission_id: str,
+    after: int | None = None,
+) -> ServerSentEvent:
+    """Each event as an SSE message with `id:` = its sequence number. Resumes after
+    `Last-Event-ID` (or `?after=N`); ends with an `end` message once the mission is over."""
+    mission = await anyio.to_thread.run_sync(store.get_mission, mission_id)
+    if mission is None:
+        raise NotFoundException(f"no mission {mission_id}")
+    return ServerSentEvent(
+        mission_events(store, hub, mission_id, _after(request, after), timing),
+        headers={"X-Accel-Buffering": "no"},
+    )
+
+
+@get("/missions/stream", summary="Missions list (Server-Sent Events)")
+async def mission_list_stream(
+    store: Store,
+    hub: LiveHub,
+    timing: StreamTiming,
+    status: str | None = None,
+    repo: str | None = None,
+    limit: int = 100,
+) -> ServerSentEvent:
+    """The missions list (newest first, optionally filtered) whenever it changes."""
+    cap = min(max(limit, 1), 500)
+
+    def read() -> list[dict[str, Any]]:
+        now = time.time()
+        missions = store.list_missions(status=status or None, repo=repo or None, limit=cap)
+        return [mission_summary(m, now) for m in missions]
+
+    return ServerSentEvent(
+        mission_list(store, hub, read, timing), headers={"X-Accel-Buffering": "no"}
+    )
