@@ -10,8 +10,10 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loopwright import __version__
 from loopwright.config import ConfigError, Settings
@@ -19,6 +21,10 @@ from loopwright.events import EventBus, EventSink, NdjsonWriter
 from loopwright.progress import ProgressPrinter, render_verification, replay
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import SandboxError, SandboxProvider
+
+if TYPE_CHECKING:
+    from loopwright.mission import FixRequest
+    from loopwright.store.repository import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -48,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--dry-run", action="store_true", help="do not apply the verified patch")
     fix.add_argument("--max-steps", type=int, help="cap on model calls (LOOPWRIGHT_MAX_STEPS)")
     fix.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    fix.add_argument(
+        "--serve",
+        action="store_true",
+        help="watch the mission live in a browser: serves the view on localhost, prints its URL",
+    )
+    fix.add_argument(
+        "--port", type=int, default=0, help="port for --serve (default: any free port)"
+    )
     group = fix.add_mutually_exclusive_group()
     group.add_argument("--record", type=Path, metavar="FILE", help="save the model exchanges")
     group.add_argument("--replay", type=Path, metavar="FILE", help="serve a recorded session")
@@ -162,6 +176,8 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
         guidance=args.guidance,
         dry_run=args.dry_run,
     )
+    if args.serve and not 0 <= args.port < 65536:
+        raise UsageError(f"--port {args.port} is not a TCP port")
     sinks: list[EventSink] = []
     if not args.quiet:
         sinks.append(ProgressPrinter())
@@ -171,6 +187,9 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
             stack.callback(writer.close)
             sinks.append(writer)
         settings = stack.enter_context(model_endpoint(args, settings))
+        live = stack.enter_context(live_view(args, settings, request)) if args.serve else None
+        if live is not None:
+            sinks.extend(live.sinks)
         events = EventBus(request.mission_id, sinks, Redactor(settings.secrets()))
         recorder = Recorder(args.record) if args.record else None
         model = OpenAIModel(settings, recorder=recorder)
@@ -179,16 +198,84 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
             provider = make_provider(settings)
         except SandboxError as exc:
             print(f"loopwright: {exc}", file=sys.stderr)
+            if live is not None:
+                live.store.set_status(request.mission_id, "error", message=str(exc))
             return EXIT_FAILED
         stack.callback(provider.close)
         result = FixMission(
             request, settings=settings, provider=provider, model=model, events=events
         ).run()
+        if live is not None:
+            live.store.mark_finished(result)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif args.quiet and result.verification:
         print(render_verification(result.verification), file=sys.stderr)
     return EXIT_OK if result.status == "verified" else EXIT_FAILED
+
+
+@dataclass
+class LiveView:
+    """The view `fix --serve` runs beside a CLI mission: its URL, store and event sinks."""
+
+    url: str
+    store: Store
+    sinks: list[EventSink]
+
+
+@contextmanager
+def live_view(
+    args: argparse.Namespace, settings: Settings, request: FixRequest
+) -> Iterator[LiveView]:
+    """Serve the live view on localhost for one CLI mission (no GitHub App needed).
+
+    The mission is stored in the data dir's store like an App mission, so its page, the
+    list and the cost view work the same way, and stay there for the next `--serve`.
+    """
+    from loopwright.app.server import create_app, serve_in_thread
+    from loopwright.request import MissionRequest
+    from loopwright.sandbox.workspace import is_git_url
+
+    app = create_app(settings, mode="local")
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(serve_in_thread(app, "127.0.0.1", args.port))
+        except OSError as exc:
+            raise UsageError(
+                f"--serve: cannot listen on 127.0.0.1:{args.port} ({exc.strerror})"
+            ) from None
+        store: Store = app.state.store
+        mission_id = request.mission_id
+        source = request.source
+        url_source = is_git_url(source)
+        # A CLI run fixes a working tree, not a pinned commit; the run id stands in for the
+        # commit so every run is a mission of its own.
+        store.create_mission(
+            MissionRequest(
+                trigger="cli",
+                repo=source if url_source else str(Path(source).expanduser().resolve()),
+                clone_url=source if url_source else "",
+                head_sha=mission_id,
+                guidance=request.guidance,
+            ),
+            mission_id,
+        )
+        store.mark_running(mission_id)
+        # A run that ends without a result (Ctrl-C, a crash) is not left `running`.
+        stack.callback(store.set_status, mission_id, "interrupted", expect="running")
+        mission_url = f"{url}/missions/{mission_id}"
+        print(f"loopwright: watch this mission at {mission_url}", file=sys.stderr, flush=True)
+        if settings.dashboard_token is not None:
+            print("loopwright: sign in with LOOPWRIGHT_DASHBOARD_TOKEN", file=sys.stderr)
+        hub = app.state.hub
+        yield LiveView(mission_url, store, [store.event_sink(mission_id), hub.sink(mission_id)])
+        if sys.stdin.isatty():
+            print(
+                f"loopwright: done; {mission_url} stays up until you press Enter",
+                file=sys.stderr,
+            )
+            with suppress(KeyboardInterrupt):
+                sys.stdin.readline()
 
 
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
@@ -257,7 +344,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             "the mission API is readable by anyone who can reach it",
             file=sys.stderr,
         )
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    # Live streams stay open until their mission ends; on shutdown they get a moment to
+    # finish, then they are cut (browsers reconnect to the next server with Last-Event-ID).
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        timeout_graceful_shutdown=5,
+    )
     return EXIT_OK
 
 
