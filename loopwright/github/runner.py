@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import structlog
@@ -140,7 +141,7 @@ class AppMissionRunner:
             finally:
                 # The result is stored last (after GitHub shows it) but always, even when
                 # delivery or the check-run update failed.
-                self.store.mark_finished(result)
+                self.store.mark_finished(_redacted(result, redactor))
                 if delivered.url:
                     self.store.set_links(mission_id, pr_url=delivered.url)
         finally:
@@ -240,3 +241,15 @@ class AppMissionRunner:
     def _url(self, mission_id: str) -> str | None:
         base = self.settings.github.public_url
         return f"{base}/missions/{mission_id}" if base else None
+
+
+def _redacted(result: MissionResult, redactor: Redactor) -> MissionResult:
+    """The result as stored and served by the API: the model's text may quote secrets."""
+    return replace(
+        result,
+        message=redactor.text(result.message),
+        summary=redactor.text(result.summary),
+        patch=redactor.text(result.patch),
+        verification=redactor.data(result.verification),
+        flaky=redactor.data(result.flaky),
+    )
