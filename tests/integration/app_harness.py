@@ -11,16 +11,24 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import shutil
+import signal
+import socket
+import sqlite3
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+import uvicorn
+from litestar import Litestar
 from litestar.testing import TestClient
 
 from loopwright.agent.scripted import ScriptedModelServer, parse_steps
@@ -59,6 +67,8 @@ class World:
     head_sha: str
     pr_number: int
     bare: Path
+    env: dict[str, str] = field(default_factory=dict)
+    """The server's environment (what `loopwright serve` would be started with)."""
 
     def deliver(self, event: str, payload: dict[str, Any], *, delivery: str | None = None,
                 signature: str | None = None, body: bytes | None = None) -> Any:  # fmt: skip
@@ -94,6 +104,167 @@ class World:
         payload["sender"]["type"] = "User"
         payload["issue"]["number"] = self.pr_number
         return payload
+
+    # -- changing the world behind the App's back -------------------------------------------
+
+    def push_commit(self, ref: str, files: dict[str, str], *, parent: str | None = None,
+                    message: str = "human change", author: str = "Human <human@example.com>",
+                    ) -> str:  # fmt: skip
+        """Commit `files` on top of `parent` (default: the tip of `ref`) and push it to `ref`
+        (a branch name or a full ref such as `refs/pull/2/head`); returns the new commit."""
+        full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
+        scratch = self.tmp / f"scratch-{uuid.uuid4().hex[:8]}"
+        subprocess.run(["git", "clone", "-q", "--no-checkout", str(self.bare), str(scratch)],
+                       check=True, capture_output=True)  # fmt: skip
+        base = parent or _git_out(scratch, "rev-parse", full.replace("refs/heads/", "origin/"))
+        _git_out(scratch, "checkout", "-q", "--detach", base)
+        for rel, text in files.items():
+            target = scratch / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        name, _, email = author.partition(" <")
+        _git_out(scratch, "add", "-A")
+        _git_out(scratch, "-c", f"user.name={name}", "-c", f"user.email={email.rstrip('>')}",
+                 "commit", "-qm", message)  # fmt: skip
+        sha = _git_out(scratch, "rev-parse", "HEAD")
+        _git_out(scratch, "push", "-q", "--force", "origin", f"HEAD:{full}")
+        shutil.rmtree(scratch, ignore_errors=True)
+        return sha
+
+    def move_pull_head(self, number: int, sha: str) -> None:
+        """What GitHub shows after a push to the pull request's head branch."""
+        fake = self.github
+        with fake._lock:
+            pull = fake._repo(REPO).issues[number].pull
+            assert pull is not None
+            pull["head_sha"] = sha
+
+    def close_pull(self, number: int) -> None:
+        """A maintainer closes the pull request without merging it."""
+        fake = self.github
+        with fake._lock:
+            issue = fake._repo(REPO).issues[number]
+            issue.state = "closed"
+            issue.closed_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def branches(self) -> dict[str, str]:
+        """Every branch of the bare repository on the git server, with its tip."""
+        out = _git_out(self.bare, "for-each-ref", "--format=%(refname:short) %(objectname)",
+                       "refs/heads")  # fmt: skip
+        return dict(line.split() for line in out.splitlines() if line.strip())
+
+    def db(self, query: str, *args: Any) -> list[tuple[Any, ...]]:
+        """Rows straight from the server's SQLite file (what survives the process)."""
+        with sqlite3.connect(self.settings.data_dir / "loopwright.db") as conn:
+            return list(conn.execute(query, args).fetchall())
+
+
+def _git_out(cwd: Path, *args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return proc.stdout.strip()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def post_webhook(client: httpx.Client, base_url: str, event: str, body: bytes, *,
+                 delivery: str | None = None) -> httpx.Response:  # fmt: skip
+    headers = {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign(body),
+        "Content-Type": "application/json",
+    }
+    return client.post(f"{base_url}/webhooks/github", content=body, headers=headers)
+
+
+@contextmanager
+def uvicorn_in_thread(app: Litestar) -> Iterator[str]:
+    """The app behind a real uvicorn server on loopback (a real socket, real concurrency);
+    yields its base URL."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise AssertionError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        sock.close()
+
+
+class ServeProcess:
+    """`loopwright serve` as a separate process: the real CLI, configured by environment."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env = env
+        self.log = log
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> ServeProcess:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [f"{VENV_BIN}/loopwright", "serve", "--port", str(self.port)],
+                env={**self.env, "HOME": os.environ.get("HOME", "/tmp")},
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"serve exited: {self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"serve did not answer: {self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL: no lifespan shutdown, no cleanup, as when a machine dies."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def mission(self, mission_id: str) -> dict[str, Any]:
+        return dict(httpx.get(f"{self.url}/api/missions/{mission_id}", timeout=10).json())
+
+    def wait(self, mission_id: str, timeout: float = 180) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        data: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            data = self.mission(mission_id)
+            if data.get("status") in FINAL:
+                return data
+            time.sleep(0.2)
+        raise AssertionError(f"mission {mission_id} did not finish: {data}")
 
 
 def _fixture(name: str) -> dict[str, Any]:
@@ -133,7 +304,11 @@ def _find_head_sha(payload: dict[str, Any]) -> str | None:
 
 @contextmanager
 def app_world(tmp: Path, steps: list[dict[str, Any]], *, config: str = CONFIG,
-              env: dict[str, str] | None = None) -> Iterator[World]:  # fmt: skip
+              env: dict[str, str] | None = None, app_kwargs: dict[str, Any] | None = None,
+              serve: bool = True) -> Iterator[World]:  # fmt: skip
+    """`app_kwargs` go to `create_app` (test doubles of the sandbox provider); with
+    `serve=False` no in-process server runs (the test starts its own on `world.settings`
+    or `world.env`), and `world.client` is a client of nothing."""
     work = tmp / "work"
     shutil.copytree(EXAMPLES / "python-invoice", work)
     (work / ".github").mkdir()
@@ -176,8 +351,13 @@ def app_world(tmp: Path, steps: list[dict[str, Any]], *, config: str = CONFIG,
                     **(env or {}),
                 }
                 settings = Settings.from_env(values)
-                with TestClient(create_app(settings)) as client:
+                if not serve:
+                    idle = TestClient(Litestar(route_handlers=[]))
+                    yield World(tmp, git_server, github, model, settings, idle, head_sha,
+                                number, bare, values)  # fmt: skip
+                    return
+                with TestClient(create_app(settings, **(app_kwargs or {}))) as client:
                     yield World(tmp, git_server, github, model, settings, client, head_sha,
-                                number, bare)  # fmt: skip
+                                number, bare, values)  # fmt: skip
             finally:
                 model.stop()

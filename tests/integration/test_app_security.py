@@ -1,0 +1,506 @@
+"""SECURITY.md checks for the GitHub App, driven through its webhook like GitHub drives it.
+
+The pure rules (triggers, rendering, rate-limit policy, store constraints, host-side git)
+have table tests of their own; these tests show that the running App applies them: the
+real Litestar app (or `loopwright serve` itself), a fake GitHub that validates every
+request against GitHub's OpenAPI description, a git server and a scripted model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from loopwright.app.server import create_app
+from loopwright.github.service import MISSION_PERMISSIONS
+from loopwright.sandbox.base import Sandbox, SandboxError
+from loopwright.store.engine import database_url
+from loopwright.store.repository import Store
+from tests.conftest import VENV_BIN, step, tool
+from tests.integration.app_harness import (
+    INSTALLATION,
+    REPO,
+    WEBHOOK_EXAMPLES,
+    World,
+    app_world,
+    post_webhook,
+    sign,
+    uvicorn_in_thread,
+)
+from tests.integration.test_fix_cli import CORRECT, EDIT, PLAN
+
+OFF = "auto_fix: false\ntest_cmd: python -m pytest\n"
+GITHUB_VECTOR = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+IDLE = [step(tool("finish", summary="nothing"), repeat=True)]
+QUICK_FINISH = [step(tool("finish", summary="I looked at it"), repeat=True)]
+
+
+@pytest.fixture(autouse=True)
+def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The local sandbox runs the example's tests with the python on PATH.
+    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+
+
+@pytest.fixture(scope="module")
+def idle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """One App for the deliveries that must not start any work; auto_fix is off, so even a
+    stored candidate mission ends `ignored` without a sandbox or a model call."""
+    with app_world(tmp_path_factory.mktemp("idle"), IDLE, config=OFF) as world:
+        yield world
+
+
+def mission_count(world: World) -> int:
+    return len(world.client.get("/api/missions", params={"limit": 500}).json())
+
+
+def delivery_row(world: World, delivery: str) -> tuple[Any, ...] | None:
+    rows = world.db("SELECT event, decision, mission_id FROM deliveries WHERE id = ?", delivery)
+    return rows[0] if rows else None
+
+
+def pushed_fix(world: World, branch: str = "loopwright/fix-1") -> str | None:
+    return world.branches().get(branch)
+
+
+def loopwright_runs(world: World) -> list[dict[str, Any]]:
+    return [r for r in world.github.check_runs(REPO) if r["name"] == "Loopwright"]
+
+
+# -- 1. signatures ---------------------------------------------------------------------------
+
+
+def test_githubs_published_signature_vector_verifies(idle):
+    body = b"Hello, World!"
+    assert sign(body, "It's a Secret to Everybody") == f"sha256={GITHUB_VECTOR}"
+    assert idle.settings.github.webhook_secret == "It's a Secret to Everybody"
+    answer = idle.deliver("ping", {}, body=body, signature=f"sha256={GITHUB_VECTOR}")
+    # The signature passed (not 401); a body that is not JSON is then a client error.
+    assert answer.status_code == 400, answer.text
+    assert "not JSON" in answer.json()["error"]
+    tampered = idle.deliver("ping", {}, body=b"Hello, World?", signature=f"sha256={GITHUB_VECTOR}")
+    assert tampered.status_code == 401
+
+
+# -- 3. one mission per delivery id, under real concurrency -------------------------------------
+
+
+def test_same_delivery_fifty_times_concurrently_is_one_mission(tmp_path):
+    with app_world(tmp_path, IDLE, config=OFF, serve=False) as world:
+        body = json.dumps(world.check_run_payload()).encode()
+        with uvicorn_in_thread(create_app(world.settings)) as url:
+            barrier = threading.Barrier(50)
+
+            def send(_: int) -> int:
+                with httpx.Client(timeout=60) as client:
+                    barrier.wait()
+                    return post_webhook(client, url, "check_run", body, delivery="same").status_code
+
+            with ThreadPoolExecutor(50) as pool:
+                codes = list(pool.map(send, range(50)))
+            missions = httpx.get(f"{url}/api/missions").json()
+        assert sorted(codes) == [200] * 49 + [202], codes
+        assert len(missions) == 1
+        assert world.db("SELECT count(*) FROM deliveries") == [(1,)]
+
+
+# -- 5. the answer does not wait for the work ------------------------------------------------
+
+
+class _StuckProvider:
+    """A sandbox provider whose `create` takes 30 s (an engine pulling an image)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def create(self, mission_id: str, tree: Path, *, network: bool) -> Sandbox:
+        self.calls += 1
+        self.release.wait(30)
+        raise SandboxError("the engine took too long")
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def test_answer_within_a_second_while_sandbox_start_takes_thirty(tmp_path):
+    provider = _StuckProvider()
+    with app_world(tmp_path, IDLE, app_kwargs={"provider_factory": lambda _s: provider}) as world:
+        first = world.deliver("check_run", world.check_run_payload())
+        assert first.status_code == 202
+        deadline = time.monotonic() + 30
+        while provider.calls == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert provider.calls == 1, "the mission never reached the sandbox"
+        # The worker is now stuck in `create`; a new delivery is still answered at once.
+        started = time.perf_counter()
+        answer = world.deliver("issue_comment", world.comment_payload("/loopwright fix\nplease"))
+        elapsed = time.perf_counter() - started
+        assert answer.status_code == 202, answer.text
+        assert elapsed < 1.0, elapsed
+        stored = world.client.get(f"/api/missions/{answer.json()['mission']}")
+        assert stored.status_code == 200
+        assert stored.json()["status"] in ("queued", "running")
+        provider.release.set()
+
+
+# -- 6. events it does not act on; oversized bodies ------------------------------------------
+
+_EXAMPLES = json.loads(WEBHOOK_EXAMPLES.read_text())
+
+
+@pytest.mark.parametrize("event", _EXAMPLES, ids=[e["name"] for e in _EXAMPLES])
+def test_every_published_example_payload_gets_a_2xx(idle, event):
+    answers = []
+    for example in event["examples"]:
+        body = json.dumps(example).encode()
+        answer = idle.deliver(event["name"], example, body=body)
+        answers.append((example.get("action"), answer.status_code, answer.text[:200]))
+    assert answers
+    assert all(200 <= code < 300 for _, code, _ in answers), answers
+    idle.github.assert_no_rejections()
+
+
+def test_body_over_25_mb_is_413_and_not_recorded(idle):
+    body = b'{"action": "completed", "pad": "' + b"x" * (26 * 1024 * 1024) + b'"}'
+    answer = idle.deliver("check_run", {}, body=body, delivery="too-big")
+    assert answer.status_code == 413
+    assert delivery_row(idle, "too-big") is None
+
+
+# -- 7/8/9. who and what may ask ---------------------------------------------------------------
+
+
+def _comment(world: World, body: str, **changes: Any) -> dict[str, Any]:
+    payload = world.comment_payload(body)
+    for key, value in changes.items():
+        if key == "bot":
+            payload["sender"].update(login="ci-helper[bot]", type="Bot")
+            payload["comment"]["user"].update(login="ci-helper[bot]", type="Bot")
+        else:
+            payload[key] = value
+    return payload
+
+
+@pytest.mark.parametrize(
+    ("event", "build", "reason"),
+    [
+        ("issue_comment", lambda w: _comment(w, "/loopwright fix", bot=True), "is a bot"),
+        (
+            "issue_comment",
+            lambda w: _comment(w, "/loopwright fix", action="edited"),
+            "only new comments",
+        ),
+        (
+            "issue_comment",
+            lambda w: _comment(w, "> /loopwright fix\n\nwhat does this do?"),
+            "no /loopwright fix command",
+        ),
+        (
+            "issues",
+            lambda w: {
+                **_comment(w, "x"),
+                "action": "opened",
+                "issue": {**_comment(w, "x")["issue"], "body": "/loopwright fix"},
+            },
+            "not handled",
+        ),
+    ],
+    ids=["bot-sender", "edited-comment", "quoted-command", "issue-body"],
+)
+def test_commands_that_must_not_trigger_are_ignored(idle, event, build, reason):
+    before = mission_count(idle)
+    delivery = str(uuid.uuid4())
+    answer = idle.deliver(event, build(idle), delivery=delivery)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "ignored"
+    assert reason in answer.json()["reason"]
+    assert mission_count(idle) == before
+    row = delivery_row(idle, delivery)
+    assert row is not None and row[1].startswith("ignored") and row[2] is None
+
+
+# -- 24. no loops on Loopwright's own branches ---------------------------------------------
+
+
+def test_red_check_on_loopwrights_own_branch_starts_nothing(idle):
+    before = mission_count(idle)
+    on_branch = idle.check_run_payload()
+    on_branch["check_run"]["check_suite"]["head_branch"] = "loopwright/fix-1"
+    on_branch["check_run"]["check_suite"]["pull_requests"] = []
+    on_pr_head = idle.check_run_payload()
+    on_pr_head["check_run"]["check_suite"]["pull_requests"][0]["head"]["ref"] = "loopwright/fix-7"
+    for payload in (on_branch, on_pr_head):
+        answer = idle.deliver("check_run", payload)
+        assert answer.status_code == 200, answer.text
+        assert "is Loopwright's" in answer.json()["reason"]
+    assert mission_count(idle) == before
+
+
+def test_attempts_per_head_are_capped(tmp_path):
+    with app_world(tmp_path, QUICK_FINISH, env={"LOOPWRIGHT_MAX_ATTEMPTS": "1"}) as world:
+        first = world.deliver("check_run", world.check_run_payload())
+        assert first.status_code == 202
+        assert world.wait(first.json()["mission"])["status"] == "unverified"
+        # Another red check of the same head (a re-run): over the cap at the webhook.
+        capped = world.deliver("check_run", world.check_run_payload())
+        assert capped.status_code == 200, capped.text
+        assert "attempt cap 1 reached" in capped.json()["reason"]
+        # A maintainer's comment is stored, then refused by the runner with the reason.
+        asked = world.deliver("issue_comment", world.comment_payload("/loopwright fix"))
+        mission = world.wait(asked.json()["mission"])
+        assert mission["status"] == "ignored"
+        assert "cap is 1" in mission["message"]
+        comments = world.github.comments(REPO, world.pr_number)
+        assert any("cap is 1" in c["body"] for c in comments)
+        assert len(world.model.requests) == 1
+        assert len(loopwright_runs(world)) == 1
+
+
+# -- 10. the pinned head ------------------------------------------------------------------------
+
+
+def test_head_moving_after_authorization_does_not_change_what_is_fixed(tmp_path):
+    with app_world(tmp_path, CORRECT) as world:
+        fake = world.github
+        pinned = world.head_sha
+        moved: list[str] = []
+        serve_pull = fake._op_pulls_get  # the fake's own handler; this wraps the double
+
+        def serve_then_push(call: Any) -> Any:
+            reply = serve_pull(call)
+            if not moved:
+                # Right after GitHub told the App the head, someone pushes to the branch.
+                sha = world.push_commit("feature", {"NOTES.md": "pushed after the command\n"})
+                world.move_pull_head(world.pr_number, sha)
+                moved.append(sha)
+            return reply
+
+        fake._op_pulls_get = serve_then_push  # type: ignore[method-assign]
+        answer = world.deliver("issue_comment", world.comment_payload("/loopwright fix"))
+        mission = world.wait(answer.json()["mission"])
+        assert moved and moved[0] != pinned
+        assert mission["status"] == "verified", mission
+        assert mission["head_sha"] == pinned
+        fix = world.branches()["loopwright/fix-1"]
+        parent = subprocess.run(
+            ["git", "-C", str(world.bare), "rev-parse", f"{fix}^"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        assert parent == pinned
+        assert [r["head_sha"] for r in loopwright_runs(world)] == [pinned]
+
+
+# -- 11/13/14. secrets: canaries, token-shaped text, token scope ----------------------------------
+
+CANARY_KEY = "sk-CANARY" + "7" * 32
+PLANTED = "ghp_" + "Q" * 36  # a token-shaped string the model copies from a hostile file
+PROBES = (
+    "env; cat /proc/self/environ /proc/1/environ 2>&1; git config -l; "
+    "find / -name '*.pem' 2>/dev/null | head"
+)
+LEAKY = [
+    step(tool("update_plan", items=[{"step": f"fix ({PLANTED})", "status": "in_progress"}])),
+    step(tool("run_command", command=PROBES)),
+    step(EDIT),
+    step(tool("run_command", command="python -m pytest -q")),
+    step(tool("finish", summary=f"divide by 100; token {PLANTED} and key {CANARY_KEY}")),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def leaky_mission(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One verified mission whose model probes for secrets and echoes token-shaped text;
+    the model key is a canary, also in the server's own environment as in production."""
+    tmp = tmp_path_factory.mktemp("leaky")
+    saved = dict(os.environ)
+    os.environ["PATH"] = f"{VENV_BIN}:{os.environ['PATH']}"
+    os.environ["LOOPWRIGHT_MODEL_API_KEY"] = CANARY_KEY
+    try:
+        with app_world(tmp, LEAKY, env={"LOOPWRIGHT_MODEL_API_KEY": CANARY_KEY}) as world:
+            world.github.add_repo("acme/ledger")
+            world.github.add_installation(INSTALLATION, "acme", repositories=[REPO, "acme/ledger"])
+            import io
+            import sys
+
+            captured = io.StringIO()
+            real_stdout = sys.stdout
+            sys.stdout = captured  # structlog's default logger prints to sys.stdout
+            try:
+                answer = world.deliver("check_run", world.check_run_payload())
+                mission = world.wait(answer.json()["mission"])
+            finally:
+                sys.stdout = real_stdout
+            store = Store(database_url(world.settings))
+            try:
+                events = [dict(e) for e in store.events_after(mission["id"], 0)]
+            finally:
+                store.close()
+            yield {"world": world, "mission": mission, "events": events, "log": captured.getvalue()}
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _secrets(world: World) -> list[str]:
+    tokens = list(world.github.tokens)
+    assert tokens, "no installation token was issued"
+    return [CANARY_KEY, *tokens]
+
+
+def test_no_canary_or_token_reaches_github_the_store_or_the_logs(leaky_mission):
+    world, mission = leaky_mission["world"], leaky_mission["mission"]
+    assert mission["status"] == "verified", mission
+    probe = [e for e in leaky_mission["events"] if e["type"] == "tool_result"]
+    assert any("PATH=" in json.dumps(e) for e in probe), "the env probe did not run"
+    pulls = world.github.pulls(REPO)
+    commits = subprocess.run(
+        ["git", "-C", str(world.bare), "log", "--all", "--format=%B%n%an%n%ae"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    places = {
+        "pull requests": json.dumps(pulls),
+        "comments": json.dumps(world.github.comments(REPO, world.pr_number)),
+        "check runs": json.dumps(world.github.check_runs(REPO)),
+        "commits": commits,
+        "API mission": json.dumps(world.client.get(f"/api/missions/{mission['id']}").json()),
+        "stored events": json.dumps(leaky_mission["events"]),
+        "requests to GitHub": json.dumps(
+            [[r.path, r.query, r.body, _without_auth(r.headers)] for r in world.github.requests]
+        ),
+        "tool results sent to the model": json.dumps(
+            [m for r in world.model.requests for m in r["messages"]]
+        ),
+        "log lines": leaky_mission["log"],
+    }
+    assert "github.request" in leaky_mission["log"], "the structlog output was not captured"
+    for secret in _secrets(world):
+        for where, text in places.items():
+            assert secret not in text, f"{secret[:8]}… leaked into {where}"
+
+
+def _without_auth(headers: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k != "authorization"}
+
+
+def test_token_shaped_text_from_the_model_is_redacted_everywhere_posted(leaky_mission):
+    world, mission = leaky_mission["world"], leaky_mission["mission"]
+    pull = next(p for p in world.github.pulls(REPO) if p["head"]["ref"] == "loopwright/fix-1")
+    message = subprocess.run(
+        ["git", "-C", str(world.bare), "log", "-1", "--format=%B", "loopwright/fix-1"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    run = loopwright_runs(world)[0]
+    posted = {
+        "PR title": pull["title"],
+        "PR body": pull["body"],
+        "commit message": message,
+        "check run": json.dumps(run["output"]),
+        "events": json.dumps(leaky_mission["events"]),
+        "mission": json.dumps(mission),
+    }
+    assert "divide by 100" in pull["title"] and "divide by 100" in message
+    for where, text in posted.items():
+        assert PLANTED not in text, f"token-shaped text in the {where}"
+        assert "ghp_" not in text and "sk-CANARY" not in text, where
+
+
+def test_installation_token_is_scoped_to_one_repository(leaky_mission):
+    world = leaky_mission["world"]
+    asks = world.github.requests_for("apps/create-installation-access-token")
+    assert asks
+    for ask in asks:
+        assert ask.path == f"/app/installations/{INSTALLATION}/access_tokens"
+        assert ask.body == {"repositories": ["invoice"], "permissions": MISSION_PERMISSIONS}
+    assert MISSION_PERMISSIONS == {
+        "contents": "write", "pull_requests": "write", "checks": "write", "issues": "write",
+        "metadata": "read",
+    }  # fmt: skip
+    for token in world.github.tokens:
+        auth = {"Authorization": f"token {token}"}
+        own = httpx.get(f"{world.github.url}/repos/{REPO}", headers=auth)
+        other = httpx.get(f"{world.github.url}/repos/acme/ledger", headers=auth)
+        assert own.status_code == 200
+        assert other.status_code == 404, other.text
+
+
+# -- 20. protected paths ---------------------------------------------------------------------
+
+
+def test_fix_that_also_writes_a_workflow_is_not_pushed(tmp_path):
+    sneaky = [
+        step(PLAN),
+        step(EDIT),
+        step(tool("run_command", command="mkdir -p .github/workflows && echo x > "
+                                         ".github/workflows/ci.yml")),
+        step(tool("run_command", command="python -m pytest -q")),
+        step(tool("finish", summary="fixed the discount")),
+    ]  # fmt: skip
+    with app_world(tmp_path, sneaky) as world:
+        branches = world.branches()
+        answer = world.deliver("check_run", world.check_run_payload())
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "unverified", mission
+        assert "protected" in json.dumps(mission).lower()
+        assert world.branches() == branches
+        assert [p["number"] for p in world.github.pulls(REPO)] == [world.pr_number]
+        (run,) = loopwright_runs(world)
+        assert run["status"] == "completed" and run["conclusion"] != "success"
+        assert world.github.requests_for("pulls/create") == []
+
+
+# -- 21. config from the default branch only ----------------------------------------------------
+
+
+def test_pull_request_cannot_turn_auto_fix_on_for_itself(tmp_path):
+    with app_world(tmp_path, CORRECT, config=OFF) as world:
+        loosened = world.push_commit(
+            "feature", {".github/loopwright.yml": "auto_fix: true\ntest_cmd: python -m pytest\n"}
+        )
+        world.move_pull_head(world.pr_number, loosened)
+        world.head_sha = loosened
+        answer = world.deliver("check_run", world.check_run_payload())
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "ignored", mission
+        assert "auto_fix is off" in mission["message"]
+        reads = world.github.requests_for("repos/get-content")
+        assert reads and all(r.query.get("ref") == ["main"] for r in reads)
+        assert world.model.requests == []
+        assert loopwright_runs(world) == []
+
+
+# -- 22. forks -----------------------------------------------------------------------------------
+
+
+def test_fork_pull_request_gets_the_patch_as_a_comment_and_no_branch(tmp_path):
+    with app_world(tmp_path, CORRECT) as world:
+        fake = world.github
+        fake.add_repo("mallory/invoice", fork_of=REPO, private=False)
+        # GitHub exposes a fork's head in the base repository as refs/pull/N/head.
+        number = len(fake.pulls(REPO)) + 1
+        fork_head = world.push_commit(
+            f"refs/pull/{number}/head", {"CONTRIBUTING.md": "thanks\n"}, parent=world.head_sha
+        )
+        assert fake.add_pull(REPO, head_ref="patch-1", head_sha=fork_head, base_ref="main",
+                             head_repo="mallory/invoice", user="mallory") == number  # fmt: skip
+        branches = world.branches()
+        payload = world.comment_payload("/loopwright fix")
+        payload["issue"]["number"] = number
+        mission = world.wait(world.deliver("issue_comment", payload).json()["mission"])
+        assert mission["status"] == "verified", mission
+        assert mission["head_sha"] == fork_head
+        assert world.branches() == branches
+        assert fake.requests_for("pulls/create") == []
+        bodies = [c["body"] for c in fake.comments(REPO, number)]
+        assert any("```diff" in b and "/ 100" in b for b in bodies), bodies
+        fake.assert_no_rejections()
