@@ -124,16 +124,7 @@ def test_correct_fix_is_verified_with_a_before_after_table(
         (DELETE_FILE, "deleted_test_file", [f"the test file {TESTS_FILE} was deleted"]),
         (LOOSEN, "loosened_assertion", ["assert"]),
         (AS_FRACTION, "edited_expected_value", ["expected value"]),
-        pytest.param(
-            REBASELINE,
-            "edited_expected_value",
-            ["expected value"],
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="tamper._only_literals_differ needs equal token counts, and `-8999` "
-                "tokenizes as `-`, `8999`: `== 900` -> `== -8999` is not reported",
-            ),
-        ),
+        (REBASELINE, "edited_expected_value", ["expected value"]),
     ],
     ids=[
         "skip-marker",
@@ -238,30 +229,31 @@ EXTRA_CASE = [
 ]
 
 
-@pytest.mark.parametrize("allowed", [True, False], ids=["allowed", "not-allowed"])
 def test_allow_test_edits_lets_a_legitimate_test_edit_pass(
-    allowed, example_repo, scripted, run_cli, sandbox_kind
+    example_repo, scripted, run_cli, sandbox_kind
 ):
-    if not allowed and sandbox_kind == "docker":
-        pytest.skip("the refusal is decided on the patch alone; local covers it")
-    files = {".loopwright.yml": 'allow_test_edits: ["tests/**"]\n'} if allowed else {}
-    repo = example_repo("python-invoice", files)
+    repo = example_repo("python-invoice", {".loopwright.yml": 'allow_test_edits: ["tests/**"]\n'})
     server = scripted(cheat(*EXTRA_CASE))
     run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
 
+    assert run.exit_code == 0, run.result["message"]
+    assert run.result["status"] == "verified"
     assert TESTS_FILE in run.result["patch"]
-    if allowed:
-        assert run.exit_code == 0, run.result["message"]
-        assert run.result["status"] == "verified"
-        assert run.result["verification"]["tamper"] == []
-        assert "quantity=2)) == 500" in (repo / TESTS_FILE).read_text()
-        detected = [e for e in run.of_type("stage") if e["status"] == "detected"]
-        assert detected[0]["config"] == ".loopwright.yml"
-    else:
-        assert run.result["status"] == "unverified", run.result["message"]
-        kinds = {f["kind"] for f in run.result["verification"]["tamper"]}
-        assert kinds == {"edited_expected_value"}
-        assert_untouched(repo)
+    assert run.result["verification"]["tamper"] == []
+    assert "quantity=2)) == 500" in (repo / TESTS_FILE).read_text()
+    detected = next(e for e in run.of_type("stage") if e["status"] == "detected")
+    assert detected["config"] == ".loopwright.yml"
+
+
+def test_same_test_edit_without_allow_test_edits_is_unverified(example_repo, scripted, run_cli):
+    repo = example_repo("python-invoice")
+    server = scripted(cheat(*EXTRA_CASE))
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+
+    assert run.result["status"] == "unverified", run.result["message"]
+    kinds = {f["kind"] for f in run.result["verification"]["tamper"]}
+    assert kinds == {"edited_expected_value"}
+    assert_untouched(repo)
 
 
 NODE_FIXED = "(/[^a-z0-9]+/g, '-')"
