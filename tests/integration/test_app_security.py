@@ -504,3 +504,83 @@ def test_fork_pull_request_gets_the_patch_as_a_comment_and_no_branch(tmp_path):
         bodies = [c["body"] for c in fake.comments(REPO, number)]
         assert any("```diff" in b and "/ 100" in b for b in bodies), bodies
         fake.assert_no_rejections()
+
+
+# -- 25/26. one branch and PR per target; humans' work is never pushed over ---------------------
+
+
+def _fix_pulls(world: World) -> list[dict[str, Any]]:
+    return [p for p in world.github.pulls(REPO) if p["head"]["ref"] == "loopwright/fix-1"]
+
+
+def test_rerun_updates_the_same_pr_and_a_closed_pr_is_reopened_only_by_a_comment(tmp_path):
+    with app_world(tmp_path, CORRECT * 4, env={"LOOPWRIGHT_MAX_ATTEMPTS": "10"}) as world:
+        comment_ids = iter(range(9001, 9100))
+
+        def ask() -> dict[str, Any]:
+            payload = world.comment_payload("/loopwright fix")
+            payload["comment"]["id"] = next(comment_ids)  # each comment is a new request
+            answer = world.deliver("issue_comment", payload)
+            assert answer.status_code == 202, answer.text
+            return world.wait(answer.json()["mission"])
+
+        first = ask()
+        assert first["status"] == "verified", first
+        (pull,) = _fix_pulls(world)
+        tip = world.branches()["loopwright/fix-1"]
+
+        second = ask()
+        assert second["status"] == "verified", second
+        (again,) = _fix_pulls(world)
+        assert again["number"] == pull["number"] and again["state"] == "open"
+        assert second["id"] in again["body"] and first["id"] not in again["body"]
+        moved = world.branches()["loopwright/fix-1"]
+        assert moved != tip
+        assert len(world.github.requests_for("pulls/create")) == 1
+        assert len(world.github.requests_for("pulls/update")) == 1
+
+        world.close_pull(pull["number"])
+        ci = world.wait(world.deliver("check_run", world.check_run_payload()).json()["mission"])
+        assert ci["status"] == "verified", ci
+        assert [p["state"] for p in _fix_pulls(world)] == ["closed"]
+        assert world.branches()["loopwright/fix-1"] == moved
+        ci_run = next(r for r in loopwright_runs(world) if r["external_id"] == ci["id"])
+        assert "closed unmerged" in ci_run["output"]["summary"]
+
+        third = ask()
+        assert third["status"] == "verified", third
+        states = sorted(p["state"] for p in _fix_pulls(world))
+        assert states == ["closed", "open"]
+        world.github.assert_no_rejections()
+
+
+def test_human_commit_on_the_fix_branch_is_not_pushed_over(tmp_path):
+    with app_world(tmp_path, CORRECT) as world:
+        human = world.push_commit(
+            "loopwright/fix-1", {"invoice/notes.txt": "my own attempt\n"}, parent=world.head_sha
+        )
+        answer = world.deliver("issue_comment", world.comment_payload("/loopwright fix"))
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "verified", mission
+        assert world.branches()["loopwright/fix-1"] == human
+        assert world.github.requests_for("pulls/create") == []
+        comments = [c["body"] for c in world.github.comments(REPO, world.pr_number)]
+        assert any("someone else" in c and "loopwright/fix-1" in c for c in comments), comments
+
+
+# -- 27. rate limits -------------------------------------------------------------------------
+
+
+def test_rate_limited_writes_are_retried_and_the_fix_still_lands(tmp_path):
+    with app_world(tmp_path, CORRECT) as world:
+        fake = world.github
+        fake.inject_rate_limit("checks/create", kind="retry_after", retry_after=1)
+        fake.inject_rate_limit("pulls/create", kind="primary", reset_in=1)
+        answer = world.deliver("check_run", world.check_run_payload())
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "verified", mission
+        assert len(_fix_pulls(world)) == 1
+        for operation, first_status in (("checks/create", 429), ("pulls/create", 403)):
+            calls = fake.requests_for(operation)
+            assert [c.status for c in calls] == [first_status, 201], operation
+        assert all(i.hits == 1 for i in fake.injections)
