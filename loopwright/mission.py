@@ -36,6 +36,7 @@ from loopwright.sandbox.workspace import (
     is_git_url,
     prepare_sandbox_repo,
     snapshot,
+    without_credentials,
 )
 from loopwright.verify.compare import Verdict, compare
 from loopwright.verify.detect import DetectionError, TestPlan, detect_tests
@@ -159,7 +160,7 @@ class FixMission:
         return self.result
 
     def _prepare_tree(self) -> tuple[Path, RepoConfig, TestPlan]:
-        self.events.enter("prepare", source=self.request.source)
+        self.events.enter("prepare", source=without_credentials(self.request.source))
         trees = self.workdir / "trees"
         source = self.request.source
         if is_git_url(source):

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
 
@@ -66,6 +67,17 @@ def is_git_url(source: str) -> bool:
     return source.startswith(("http://", "https://", "git://", "ssh://", "git@", "file://"))
 
 
+def without_credentials(url: str) -> str:
+    """The URL with any user:password@ removed, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
 def clone(url: str, dest: Path) -> Path:
     """Clone a repository on the host (no credentials: public or local servers)."""
     proc = subprocess.run(
@@ -86,7 +98,12 @@ def clone(url: str, dest: Path) -> Path:
         check=False,
     )
     if proc.returncode != 0:
-        raise WorkspaceError(f"could not clone {url}: {proc.stderr.strip()}")
+        detail = proc.stderr.strip()
+        safe = without_credentials(url)
+        secret = urlsplit(url).password
+        if secret:
+            detail = detail.replace(secret, "[REDACTED]")
+        raise WorkspaceError(f"could not clone {safe}: {detail.replace(url, safe)}")
     return dest
 
 

@@ -766,12 +766,31 @@ def _level(tokens: Sequence[str]) -> tuple[int, str]:
 
 
 def _only_literals_differ(old: Sequence[str], new: Sequence[str]) -> bool:
+    old, new = _signed(old), _signed(new)
     if len(old) != len(new) or old == new:
         return False
     return all(a == b or (_is_literal(a) and _is_literal(b)) for a, b in zip(old, new, strict=True))
 
 
+def _signed(tokens: Sequence[str]) -> list[str]:
+    """Fold a unary sign into the number after it, so `900` → `-8999` is one literal change."""
+    out: list[str] = []
+    for token in tokens:
+        sign = out[-1] if out else ""
+        before = out[-2] if len(out) > 1 else ""
+        unary = sign in ("-", "+") and (
+            not before or not (before[-1:].isalnum() or before in ")]_")
+        )
+        if unary and token[:1].isdigit():
+            out[-1] = sign + token
+        else:
+            out.append(token)
+    return out
+
+
 def _is_literal(lexeme: str) -> bool:
+    if lexeme[:1] in "-+" and lexeme[1:2].isdigit():
+        return True
     if lexeme in _LITERAL_NAMES:
         return True
     return lexeme != "." and lexeme[:1] in "'\"`0123456789."

@@ -147,11 +147,6 @@ def test_git_credentials_in_the_source_url_stay_on_the_host(
     assert files_containing(tmp_path / "data", MARK) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mission.py re-raises clone's WorkspaceError message, which contains the URL with "
-    "its credentials, as result.message; result.json and --json output are not redacted",
-)
 def test_failed_clone_does_not_leak_url_credentials_into_the_result(
     tmp_path, example_repo, scripted, run_cli
 ):
