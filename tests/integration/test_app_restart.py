@@ -1,0 +1,127 @@
+"""`loopwright serve` killed with SIGKILL and started again on the same data directory.
+
+SECURITY 5 (a stored mission survives a kill right after the answer) and 28 (a mission
+killed mid-run leaves no container, ends `interrupted` with its check run completed, and
+no duplicate pull request appears). The server is the real CLI in its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import step, tool
+from tests.integration.app_harness import REPO, ServeProcess, World, app_world, post_webhook
+from tests.integration.test_fix_cli import CORRECT
+
+SLOW_FIRST = [step(tool("finish", summary="slow"), delay_s=120), *CORRECT]
+"""The first mission's first model call hangs, holding the only worker."""
+
+
+def _wait_for(condition, timeout: float = 90, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _deliver(server: ServeProcess, event: str, payload: dict[str, object]) -> httpx.Response:
+    with httpx.Client(timeout=10) as client:
+        return post_webhook(client, server.url, event, json.dumps(payload).encode())
+
+
+def _comment(world: World) -> dict[str, object]:
+    payload = world.comment_payload("/loopwright fix")
+    payload["comment"]["id"] = 777001
+    return payload
+
+
+def test_queued_mission_survives_sigkill_right_after_the_answer(tmp_path):
+    with app_world(
+        tmp_path, SLOW_FIRST, serve=False, env={"LOOPWRIGHT_MAX_CONCURRENT_MISSIONS": "1"}
+    ) as world:
+        server = ServeProcess(world.env, tmp_path / "serve.log").start()
+        try:
+            # Mission A takes the only worker and hangs in its first model call.
+            busy = _deliver(server, "check_run", world.check_run_payload())
+            assert busy.status_code == 202, busy.text
+            _wait_for(lambda: len(world.model.requests) == 1, what="the first model call")
+            # Mission B is answered, stored as queued, and the server dies at once.
+            answer = _deliver(server, "issue_comment", _comment(world))
+            server.kill()
+        finally:
+            server.kill()
+        assert answer.status_code == 202, answer.text
+        queued = answer.json()["mission"]
+        assert world.db("SELECT status FROM missions WHERE id = ?", queued) == [("queued",)]
+
+        again = ServeProcess(world.env, tmp_path / "serve.log").start()
+        try:
+            mission = again.wait(queued)
+            interrupted = again.mission(busy.json()["mission"])
+        finally:
+            again.stop()
+        assert mission["status"] == "verified", mission
+        assert interrupted["status"] == "interrupted", interrupted
+        pulls = [p for p in world.github.pulls(REPO) if p["head"]["ref"].startswith("loopwright/")]
+        assert len(pulls) == 1
+        runs = {r["external_id"]: r for r in world.github.check_runs(REPO)}
+        assert runs[queued]["conclusion"] == "success"
+        assert runs[interrupted["id"]]["status"] == "completed"
+        assert runs[interrupted["id"]]["conclusion"] == "neutral"
+        world.github.assert_no_rejections()
+
+
+def _labelled_containers(mission_id: str) -> list[str]:
+    """This mission's sandboxes (other Loopwright processes may share the engine)."""
+    out = subprocess.run(
+        ["docker", "ps", "-a", "-q", "--filter", f"label=loopwright.mission={mission_id}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return out.split()
+
+
+@pytest.mark.docker
+def test_sigkill_mid_mission_leaves_no_container_and_no_duplicate_pr(tmp_path, docker_ready):
+    with app_world(
+        tmp_path, SLOW_FIRST, serve=False, env={"LOOPWRIGHT_SANDBOX": "docker"}
+    ) as world:
+        server = ServeProcess(world.env, tmp_path / "serve.log").start()
+        try:
+            answer = _deliver(server, "check_run", world.check_run_payload())
+            assert answer.status_code == 202, answer.text
+            mission_id = answer.json()["mission"]
+            _wait_for(lambda: len(world.model.requests) == 1, 180, "the model loop")
+            assert _labelled_containers(mission_id), "the mission's sandbox is not running"
+        finally:
+            server.kill()
+        assert _labelled_containers(mission_id), "SIGKILL leaves the container behind"
+
+        again = ServeProcess(world.env, tmp_path / "serve.log").start()
+        try:
+            mission = again.mission(mission_id)
+            _wait_for(
+                lambda: any(
+                    r["status"] == "completed"
+                    for r in world.github.check_runs(REPO)
+                    if r["external_id"] == mission_id
+                ),
+                30,
+                "the interrupted check run to complete",
+            )
+        finally:
+            again.stop()
+        assert mission["status"] == "interrupted", mission
+        assert _labelled_containers(mission_id) == []
+        (run,) = [r for r in world.github.check_runs(REPO) if r["external_id"] == mission_id]
+        assert run["conclusion"] == "neutral"
+        assert [
+            p for p in world.github.pulls(REPO) if p["head"]["ref"].startswith("loopwright/")
+        ] == []
+        world.github.assert_no_rejections()
