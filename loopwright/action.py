@@ -56,22 +56,11 @@ from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import WorkspaceError
+from loopwright.secret_env import SECRET_VARIABLES, HandoffError, restart_without_secrets
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DELIVERY_MODES: tuple[DeliveryMode, ...] = ("pull-request", "commit", "comment")
 SANDBOXES = ("local", "docker")
-SECRET_VARIABLES = (
-    "GITHUB_TOKEN",
-    "GH_TOKEN",
-    "INPUT_GITHUB_TOKEN",
-    "INPUT_MODEL_API_KEY",
-    "LOOPWRIGHT_MODEL_API_KEY",
-    "ACTIONS_RUNTIME_TOKEN",
-    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
-    "ACTIONS_ID_TOKEN_REQUEST_URL",
-)
-"""Never in this process's environment after start-up, never in a sandbox command's."""
-HANDOFF_VARIABLE = "LOOPWRIGHT_ACTION_SECRETS_FD"
 TOOLCHAIN_VARIABLES = (
     "JAVA_HOME",
     "GOROOT",
@@ -303,38 +292,14 @@ def _login(user: Any) -> str | None:
 
 
 def start() -> int:
-    """`python -m loopwright.action`: keep secrets out of this process's environment.
-
-    With the local sandbox, commands run as the same user as this process and could read
-    `/proc/<this pid>/environ`, which keeps the environment the process started with. So
-    when secrets arrive in the environment, the process re-executes itself without them
-    and reads them back from a pipe; they then live only in memory.
-    """
-    env = dict(os.environ)
-    handoff = env.pop(HANDOFF_VARIABLE, None)
-    if handoff is not None:
-        try:
-            with os.fdopen(int(handoff), "r", encoding="utf-8") as pipe:
-                env.update(json.loads(pipe.read() or "{}"))
-        except (OSError, ValueError) as exc:
-            print(f"loopwright: {HANDOFF_VARIABLE} is not a readable pipe: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        return main(env)
-    held = {name: env[name] for name in SECRET_VARIABLES if env.get(name)}
-    if not held:
-        return main(env)
-    clean = {k: v for k, v in env.items() if k not in SECRET_VARIABLES}
-    read_end, write_end = os.pipe()
-    data = json.dumps(held).encode()
-    if len(data) > 60_000:  # a pipe buffer holds 64 KiB; no real token comes close
-        raise SystemExit("loopwright: the secrets in the environment are implausibly large")
-    os.write(write_end, data)
-    os.close(write_end)
-    os.set_inheritable(read_end, True)
-    clean[HANDOFF_VARIABLE] = str(read_end)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "loopwright.action"], clean)  # noqa: S606
+    """`python -m loopwright.action`: secrets never stay in this process's environment
+    block, where a command of the local sandbox could read them (see `secret_env`)."""
+    try:
+        env = restart_without_secrets([sys.executable, "-m", "loopwright.action"])
+    except HandoffError as exc:
+        print(f"loopwright: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return main(env)
 
 
 # -- the run -------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from loopwright.events import EventBus, EventSink, NdjsonWriter
 from loopwright.progress import ProgressPrinter, render_verification, replay
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import SandboxError, SandboxProvider
+from loopwright.secret_env import HandoffError, restart_without_secrets
 
 if TYPE_CHECKING:
     from loopwright.mission import FixRequest
@@ -404,5 +405,15 @@ def cmd_sandbox_build(settings: Settings) -> int:
     return EXIT_OK
 
 
+def entry() -> int:
+    """The `loopwright` command: secrets leave the environment block first (see secret_env)."""
+    try:
+        restart_without_secrets([sys.executable, "-m", "loopwright.cli", *sys.argv[1:]])
+    except HandoffError as exc:
+        print(f"loopwright: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -307,16 +307,7 @@ PROC_SCAN = (
 def _proc_case(kind: str):
     if kind == "docker":
         return pytest.param(kind, marks=pytest.mark.docker, id=kind)
-    return pytest.param(
-        kind,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="the local backend runs commands as the Loopwright process's own user, so "
-            "/proc/<loopwright pid>/environ (its start-up environment, secrets included) is "
-            "readable from run_command",
-        ),
-        id=kind,
-    )
+    return pytest.param(kind, id=kind)
 
 
 @pytest.mark.parametrize("kind", [_proc_case("local"), _proc_case("docker")])

@@ -1,0 +1,72 @@
+"""Keeps secrets out of the environment block this process was started with.
+
+Commands of the local sandbox run as the same user as Loopwright and could read
+`/proc/<loopwright pid>/environ`, which always shows the environment the process started
+with, whatever it later removes from `os.environ`. So when secrets arrive in the
+environment, the process re-executes itself without them and reads them back from a
+pipe: afterwards they exist only in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+HANDOFF_VARIABLE = "LOOPWRIGHT_SECRETS_FD"
+SECRET_VARIABLES = (
+    "LOOPWRIGHT_MODEL_API_KEY",
+    "LOOPWRIGHT_GITHUB_PRIVATE_KEY",
+    "LOOPWRIGHT_WEBHOOK_SECRET",
+    "LOOPWRIGHT_DASHBOARD_TOKEN",
+    "LOOPWRIGHT_DATABASE_URL",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "INPUT_GITHUB_TOKEN",
+    "INPUT_MODEL_API_KEY",
+    "ACTIONS_RUNTIME_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_URL",
+)
+_PIPE_LIMIT = 60_000  # a pipe buffer holds 64 KiB; no real secret comes close
+
+
+class HandoffError(Exception):
+    """The hand-off pipe named in the environment could not be read."""
+
+
+def restart_without_secrets(
+    argv: Sequence[str], names: Sequence[str] = SECRET_VARIABLES
+) -> dict[str, str]:
+    """The full environment, secrets included, for the rest of this process.
+
+    If secrets are in this process's start-up environment, re-executes `argv` without them
+    (and does not return); in the re-executed process, reads them back from the pipe.
+    """
+    env = dict(os.environ)
+    handoff = env.pop(HANDOFF_VARIABLE, None)
+    if handoff is not None:
+        try:
+            with os.fdopen(int(handoff), "r", encoding="utf-8") as pipe:
+                env.update(json.loads(pipe.read() or "{}"))
+        except (OSError, ValueError) as exc:
+            raise HandoffError(f"{HANDOFF_VARIABLE} is not a readable pipe: {exc}") from None
+        os.environ.clear()
+        os.environ.update(env)
+        return env
+    held = {name: env[name] for name in names if env.get(name)}
+    if not held:
+        return env
+    clean = {k: v for k, v in env.items() if k not in held}
+    data = json.dumps(held).encode()
+    if len(data) > _PIPE_LIMIT:
+        raise HandoffError("the secrets in the environment are implausibly large")
+    read_end, write_end = os.pipe()
+    os.write(write_end, data)
+    os.close(write_end)
+    os.set_inheritable(read_end, True)
+    clean[HANDOFF_VARIABLE] = str(read_end)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(argv[0], list(argv), clean)  # noqa: S606 - our own interpreter, our own module
