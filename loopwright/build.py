@@ -216,7 +216,7 @@ class BuildMission:
         )
         outcome = loop.run()
         self.result.final_tier = loop.escalation.current
-        patch = export_patch(sandbox, timeout_s=120)
+        patch = export_patch(sandbox, timeout_s=120, base=base)
         self.result.patch = patch
         self.result.summary = outcome.summary
         if outcome.outcome == "budget_exceeded":

@@ -276,7 +276,7 @@ class FixMission:
         )
         outcome = loop.run()
         self.result.final_tier = loop.escalation.current
-        patch = export_patch(sandbox, timeout_s=120)
+        patch = export_patch(sandbox, timeout_s=120, base=self.workdir / "trees" / "base")
         self.result.patch = patch
         if outcome.outcome == "budget_exceeded":
             raise MissionFailed("budget_exceeded", outcome.reason)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -167,13 +168,23 @@ def prepare_sandbox_repo(sandbox: Sandbox, timeout_s: float) -> None:
         raise SandboxError(f"could not prepare the sandbox repository: {result.output.strip()}")
 
 
-def export_patch(sandbox: Sandbox, timeout_s: float) -> str:
-    """The model's changes as a binary-safe unified diff, produced by git inside the sandbox."""
+def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
+    """The model's changes as a binary-safe unified diff against the clean `base` tree.
+
+    In a container, git runs inside the disposable sandbox. The local backend has no such
+    boundary, so there git runs on the host against a pristine copy of `base`'s own git
+    directory with the agent's tree only as the work tree: nothing the agent wrote into
+    its `.git` (hooks, fsmonitor, textconv or filter drivers) is ever read.
+    """
+    from loopwright.sandbox.local import LocalSandbox
+
+    if isinstance(sandbox, LocalSandbox):
+        return _export_on_host(sandbox.workspace, base)
     opts = " ".join(SAFE_GIT[:6])
     result = sandbox.exec(
         f"git {opts} add --all && "
-        f"git {opts} diff --cached --binary --no-color --no-ext-diff --no-renames "
-        f"$(git rev-list --max-parents=0 HEAD | tail -n 1) > {PATCH_FILE} && "
+        f"git {opts} diff --cached --binary --no-color --no-ext-diff --no-textconv "
+        f"--no-renames $(git rev-list --max-parents=0 HEAD | tail -n 1) > {PATCH_FILE} && "
         f"git {opts} reset --quiet",
         timeout_s=timeout_s,
     )
@@ -183,6 +194,22 @@ def export_patch(sandbox: Sandbox, timeout_s: float) -> str:
         return sandbox.read_file(PATCH_FILE).decode("utf-8", errors="surrogateescape")
     except FileToolError as exc:
         raise SandboxError(f"could not read the exported patch: {exc}") from exc
+
+
+def _export_on_host(work_tree: Path, base: Path) -> str:
+    with tempfile.TemporaryDirectory(prefix="loopwright-export-") as tmp:
+        git_dir = Path(tmp) / "git"
+        shutil.copytree(base / ".git", git_dir, symlinks=True)
+        info = git_dir / "info"
+        info.mkdir(exist_ok=True)
+        (info / "exclude").write_text("\n".join(SANDBOX_EXCLUDES) + "\n", encoding="utf-8")
+        where = ["--git-dir", str(git_dir), "--work-tree", str(work_tree)]
+        git([*where, "add", "--all"], Path(tmp))
+        return git(
+            [*where, "diff", "--cached", "--binary", "--no-color", "--no-ext-diff",
+             "--no-textconv", "--no-renames", "HEAD"],
+            Path(tmp),
+        )  # fmt: skip
 
 
 def changed_paths(patch: str) -> list[str]:

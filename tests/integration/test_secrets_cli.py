@@ -267,18 +267,7 @@ def test_planted_git_config_and_hooks_never_run_on_the_host(
 
 
 def _drivers_case(kind: str):
-    marks = []
-    if kind == "local":
-        marks.append(
-            pytest.mark.xfail(
-                strict=True,
-                reason="with --sandbox local, workspace.export_patch runs `git add` and "
-                "`git diff` on the host inside the agent's tree; SAFE_GIT turns off hooks, "
-                "fsmonitor and the pager but not textconv or clean/smudge filter drivers",
-            )
-        )
-    else:
-        marks.append(pytest.mark.docker)
+    marks = [pytest.mark.docker] if kind == "docker" else []
     return pytest.param(kind, marks=marks, id=kind)
 
 
