@@ -153,6 +153,36 @@ def docker_ready() -> None:
         client.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_sandbox_left_behind() -> Iterator[None]:
+    """After the whole run, no sandbox container is left by this run: none owned by this
+    process, none whose owning process (a CLI or server the tests started) has exited.
+    Containers of other live processes on the same engine are theirs to clean up."""
+    if not docker_engine_available():
+        yield
+        return
+    import docker
+
+    from loopwright.sandbox.base import MISSION_LABEL
+    from loopwright.sandbox.docker import OWNER_LABEL, owner_alive, owner_id
+
+    client = docker.from_env(version="auto")
+    before = {c["Id"] for c in client.api.containers(all=True, filters={"label": MISSION_LABEL})}
+    yield
+    me = owner_id()
+    left = [
+        c["Id"][:12]
+        for c in client.api.containers(all=True, filters={"label": MISSION_LABEL})
+        if c["Id"] not in before
+        and (
+            (c.get("Labels") or {}).get(OWNER_LABEL) == me
+            or not owner_alive((c.get("Labels") or {}).get(OWNER_LABEL, ""))
+        )
+    ]
+    client.close()
+    assert not left, f"sandbox containers left behind: {left}"
+
+
 @pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
 def sandbox_kind(request: pytest.FixtureRequest) -> str:
     if request.param == "docker":

@@ -73,14 +73,6 @@ def settings(client: docker.DockerClient) -> Settings:
     return base
 
 
-@pytest.fixture(scope="session", autouse=True)
-def no_container_left_behind(client: docker.DockerClient) -> Iterator[None]:
-    before = _labelled(client)
-    yield
-    left = _labelled(client) - before
-    assert not left, f"sandbox containers left behind: {sorted(c[:12] for c in left)}"
-
-
 @pytest.fixture(scope="module")
 def provider(settings: Settings, client: docker.DockerClient) -> Iterator[DockerProvider]:
     p = DockerProvider(settings, client=client)
