@@ -93,12 +93,9 @@ def github_webhook(
     except (json.JSONDecodeError, UnicodeDecodeError):
         return _answer(HTTP_400_BAD_REQUEST, error="the body is not JSON")
     action = payload.get("action") if isinstance(payload, dict) else None
+    action = action if isinstance(action, str) else None
     store = runtime.store
     bound = log.bind(delivery=delivery, event=event, action=action)
-    if not store.record_delivery(delivery, event, action if isinstance(action, str) else None):
-        bound.info("duplicate delivery")
-        return _answer(HTTP_200_OK, status="duplicate", delivery=delivery)
-
     repo = _repo_name(payload)
     ctx = TriggerContext(
         app_slug=settings.github.app_slug,
@@ -108,16 +105,25 @@ def github_webhook(
     )
     decision = decide(event, payload, CANDIDATE_CONFIG, ctx)
     if isinstance(decision, Ignore):
-        store.decide_delivery(delivery, f"ignored: {decision.reason}")
+        accepted = store.accept_delivery(
+            delivery, event, action, decision=f"ignored: {decision.reason}"
+        )
+        if not accepted.new_delivery:
+            return _answer(HTTP_200_OK, status="duplicate", delivery=delivery)
         bound.info("ignored", reason=decision.reason)
         return _answer(HTTP_200_OK, status="ignored", reason=decision.reason)
     if isinstance(decision, Reply):
+        if not store.accept_delivery(delivery, event, action, decision="reply").new_delivery:
+            return _answer(HTTP_200_OK, status="duplicate", delivery=delivery)
         return _reply(runtime, decision, payload, delivery)
     request_ = decision.request if isinstance(decision, NeedsPermission) else decision
     request_ = replace(request_, extra={**request_.extra, "delivery": delivery})
-    mission, created = store.create_mission(request_)
-    store.decide_delivery(delivery, "mission" if created else "duplicate mission", mission.id)
-    if not created:
+    accepted = store.accept_delivery(delivery, event, action, decision="mission", request=request_)
+    if not accepted.new_delivery or accepted.mission is None:
+        bound.info("duplicate delivery")
+        return _answer(HTTP_200_OK, status="duplicate", delivery=delivery)
+    mission = accepted.mission
+    if not accepted.created:
         bound.info("same failure already has a mission", mission=mission.id)
         return _answer(HTTP_200_OK, status="duplicate", mission=mission.id)
     runtime.queue.submit(mission.id)
@@ -130,7 +136,6 @@ def _reply(
 ) -> Response[dict[str, Any]]:
     repo = _repo_name(payload)
     installation = (payload.get("installation") or {}).get("id")
-    runtime.store.decide_delivery(delivery, "reply")
     if not repo or not isinstance(installation, int):
         return _answer(HTTP_200_OK, status="ignored", reason="no repository or installation")
 

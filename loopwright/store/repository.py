@@ -9,6 +9,7 @@ read followed by a write, so it holds across threads, processes and dialects.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -37,6 +38,39 @@ INTERRUPTED_MESSAGE = "the server stopped while the mission was running"
 
 class MissionNotFound(LookupError):
     """No mission has this id."""
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What `accept_delivery` did."""
+
+    new_delivery: bool
+    """False: this X-GitHub-Delivery id was seen before and nothing was written."""
+    mission: Mission | None
+    created: bool
+    """True when this delivery created the mission (False: it joined an existing one)."""
+
+
+def _new_mission(
+    request: MissionRequest, mission_id: str | None, status: MissionStatus, message: str | None
+) -> Mission:
+    now = utcnow()
+    return Mission(
+        id=mission_id or new_mission_id(),
+        status=status,
+        kind=request.kind,
+        trigger=request.trigger,
+        repo=request.repo,
+        head_sha=request.head_sha,
+        pr_number=request.pr_number,
+        dedupe_key=request.dedupe_key,
+        request=request.to_dict(),
+        message=message,
+        cost_usd=0.0,
+        attempts=0,
+        created_at=now,
+        finished_at=None if status in ACTIVE_STATUSES else now,
+    )
 
 
 def new_mission_id() -> str:
@@ -113,35 +147,59 @@ class Store:
         stored with its status and message so the refusal is visible and not repeated.
         """
         _check_status(status)
-        now = utcnow()
-        mission = Mission(
-            id=mission_id or new_mission_id(),
-            status=status,
-            kind=request.kind,
-            trigger=request.trigger,
-            repo=request.repo,
-            head_sha=request.head_sha,
-            pr_number=request.pr_number,
-            dedupe_key=request.dedupe_key,
-            request=request.to_dict(),
-            message=message,
-            cost_usd=0.0,
-            attempts=0,
-            created_at=now,
-            finished_at=None if status in ACTIVE_STATUSES else now,
-        )
+        mission = _new_mission(request, mission_id, status, message)
         try:
             with self._session.begin() as session:
                 session.add(mission)
         except IntegrityError:
-            with self._session() as session:
-                existing = session.scalars(
-                    select(Mission).where(Mission.dedupe_key == request.dedupe_key)
-                ).one_or_none()
+            existing = self._by_dedupe_key(request.dedupe_key)
             if existing is None:
                 raise  # the id collided, not the dedupe key
             return existing, False
         return mission, True
+
+    def accept_delivery(
+        self,
+        delivery_id: str,
+        event: str,
+        action: str | None,
+        *,
+        decision: str,
+        request: MissionRequest | None = None,
+    ) -> Accepted:
+        """Record a delivery, what was decided and (for work) its mission, in one transaction.
+
+        The webhook answers right after this, so it is the one durable write on that path:
+        a replayed delivery id changes nothing, and a second delivery about the same
+        failure points at the existing mission.
+        """
+        try:
+            with self._session.begin() as session:
+                delivery = Delivery(id=delivery_id, event=event, action=action, decision=decision)
+                session.add(delivery)
+                session.flush()
+                if request is None:
+                    return Accepted(True, None, False)
+                mission = _new_mission(request, None, "queued", None)
+                created = True
+                try:
+                    with session.begin_nested():
+                        session.add(mission)
+                except IntegrityError:
+                    created = False
+                    existing = session.scalars(
+                        select(Mission).where(Mission.dedupe_key == request.dedupe_key)
+                    ).one()
+                    mission = existing
+                    delivery.decision = "duplicate mission"
+                delivery.mission_id = mission.id
+                return Accepted(True, mission, created)
+        except IntegrityError:
+            return Accepted(False, None, False)
+
+    def _by_dedupe_key(self, key: str) -> Mission | None:
+        with self._session() as session:
+            return session.scalars(select(Mission).where(Mission.dedupe_key == key)).one_or_none()
 
     def get_mission(self, mission_id: str) -> Mission | None:
         with self._session() as session:

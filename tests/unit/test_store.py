@@ -434,3 +434,26 @@ def test_cost_aggregates_by_tier_repository_and_day(store: Store):
     assert [row["day"] for row in by_day] == ["2020-01-02", today]
     assert by_day[0]["cost_usd"] == pytest.approx(0.5)
     assert (by_day[1]["missions"], by_day[1]["cost_usd"]) == (3, pytest.approx(2.5))
+
+
+def test_accept_delivery_is_one_race_safe_write(store: Store):
+    results = concurrently(
+        30,
+        lambda: store.accept_delivery(
+            "d-same", "check_run", "completed", decision="mission", request=request(9)
+        ),  # fmt: skip
+    )
+    assert [r.new_delivery for r in results].count(True) == 1
+    winner = next(r for r in results if r.new_delivery)
+    assert winner.created and winner.mission is not None
+    joined = store.accept_delivery(
+        "d-other", "check_suite", "completed", decision="mission", request=request(9, check="x")
+    )
+    assert (joined.new_delivery, joined.created) == (True, False)
+    assert joined.mission is not None and joined.mission.id == winner.mission.id
+    other = store.get_delivery("d-other")
+    assert other is not None
+    assert (other.decision, other.mission_id) == ("duplicate mission", winner.mission.id)
+    ignored = store.accept_delivery("d-ign", "push", None, decision="ignored: push")
+    assert ignored.new_delivery and ignored.mission is None
+    assert len(store.list_missions()) == 1
