@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from loopwright import __version__
 from loopwright.config import ConfigError, Settings
@@ -24,10 +24,23 @@ from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.secret_env import HandoffError, restart_without_secrets
 
 if TYPE_CHECKING:
+    from loopwright.agent.model import OpenAIModel
     from loopwright.mission import FixRequest
     from loopwright.store.repository import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class FixResultLike(Protocol):
+    """What the CLI prints of a fix or build result."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def verification(self) -> dict[str, Any] | None: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 class UsageError(Exception):
@@ -164,7 +177,6 @@ def model_endpoint(args: argparse.Namespace, settings: Settings) -> Iterator[Set
 
 
 def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
-    from loopwright.agent.model import OpenAIModel, Recorder
     from loopwright.mission import FixMission, FixRequest
 
     if args.max_steps is not None and args.max_steps < 1:
@@ -179,35 +191,77 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
     )
     if args.serve and not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port")
-    sinks: list[EventSink] = []
-    if not args.quiet:
-        sinks.append(ProgressPrinter())
+    live: LiveView | None = None
+
+    def live_sinks(stack: ExitStack, settings: Settings) -> list[EventSink]:
+        nonlocal live
+        if not args.serve:
+            return []
+        live = stack.enter_context(live_view(args, settings, request))
+        return live.sinks
+
+    try:
+        with mission_wiring(args, settings, request.mission_id, live_sinks) as wired:
+            result = FixMission(
+                request,
+                settings=wired.settings,
+                provider=wired.provider,
+                model=wired.model,
+                events=wired.events,
+            ).run()
+            if live is not None:
+                live.store.mark_finished(result)
+    except SandboxError as exc:
+        print(f"loopwright: {exc}", file=sys.stderr)
+        if live is not None:
+            live.store.set_status(request.mission_id, "error", message=str(exc))
+        return EXIT_FAILED
+    return report_result(args, result)
+
+
+@dataclass
+class Wiring:
+    """What a CLI mission runs with: settings (pointed at a replay server if asked), the
+    event bus with its sinks, the model client and the sandbox provider."""
+
+    settings: Settings
+    events: EventBus
+    model: OpenAIModel
+    provider: SandboxProvider
+
+
+@contextmanager
+def mission_wiring(
+    args: argparse.Namespace,
+    settings: Settings,
+    mission_id: str,
+    extra_sinks: Callable[[ExitStack, Settings], list[EventSink]] | None = None,
+) -> Iterator[Wiring]:
+    """Open everything `fix` and `build` share, and close it all on the way out.
+
+    Raises `SandboxError` when the sandbox backend is unavailable.
+    """
+    from loopwright.agent.model import OpenAIModel, Recorder
+
+    sinks: list[EventSink] = [] if args.quiet else [ProgressPrinter()]
     with ExitStack() as stack:
         if args.events:
             writer = NdjsonWriter(args.events)
             stack.callback(writer.close)
             sinks.append(writer)
         settings = stack.enter_context(model_endpoint(args, settings))
-        live = stack.enter_context(live_view(args, settings, request)) if args.serve else None
-        if live is not None:
-            sinks.extend(live.sinks)
-        events = EventBus(request.mission_id, sinks, Redactor(settings.secrets()))
-        recorder = Recorder(args.record) if args.record else None
-        model = OpenAIModel(settings, recorder=recorder)
+        if extra_sinks is not None:
+            sinks.extend(extra_sinks(stack, settings))
+        events = EventBus(mission_id, sinks, Redactor(settings.secrets()))
+        model = OpenAIModel(settings, recorder=Recorder(args.record) if args.record else None)
         stack.callback(model.close)
-        try:
-            provider = make_provider(settings)
-        except SandboxError as exc:
-            print(f"loopwright: {exc}", file=sys.stderr)
-            if live is not None:
-                live.store.set_status(request.mission_id, "error", message=str(exc))
-            return EXIT_FAILED
+        provider = make_provider(settings)
         stack.callback(provider.close)
-        result = FixMission(
-            request, settings=settings, provider=provider, model=model, events=events
-        ).run()
-        if live is not None:
-            live.store.mark_finished(result)
+        yield Wiring(settings, events, model, provider)
+
+
+def report_result(args: argparse.Namespace, result: FixResultLike) -> int:
+    """Print the result as asked and turn it into the exit code (0 only when verified)."""
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif args.quiet and result.verification:
@@ -280,7 +334,6 @@ def live_view(
 
 
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
-    from loopwright.agent.model import OpenAIModel, Recorder
     from loopwright.build import BuildMission, BuildRequest, SpecError, check_out_dir, read_spec
     from loopwright.verify.web import BOOT_TIMEOUT_S
 
@@ -300,33 +353,19 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
         lang=args.lang,
         boot_timeout_s=args.boot_timeout or BOOT_TIMEOUT_S,
     )
-    sinks: list[EventSink] = []
-    if not args.quiet:
-        sinks.append(ProgressPrinter())
-    with ExitStack() as stack:
-        if args.events:
-            writer = NdjsonWriter(args.events)
-            stack.callback(writer.close)
-            sinks.append(writer)
-        settings = stack.enter_context(model_endpoint(args, settings))
-        events = EventBus(request.mission_id, sinks, Redactor(settings.secrets()))
-        recorder = Recorder(args.record) if args.record else None
-        model = OpenAIModel(settings, recorder=recorder)
-        stack.callback(model.close)
-        try:
-            provider = make_provider(settings)
-        except SandboxError as exc:
-            print(f"loopwright: {exc}", file=sys.stderr)
-            return EXIT_FAILED
-        stack.callback(provider.close)
-        result = BuildMission(
-            request, settings=settings, provider=provider, model=model, events=events
-        ).run()
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-    elif args.quiet and result.verification:
-        print(render_verification(result.verification), file=sys.stderr)
-    return EXIT_OK if result.status == "verified" else EXIT_FAILED
+    try:
+        with mission_wiring(args, settings, request.mission_id) as wired:
+            result = BuildMission(
+                request,
+                settings=wired.settings,
+                provider=wired.provider,
+                model=wired.model,
+                events=wired.events,
+            ).run()
+    except SandboxError as exc:
+        print(f"loopwright: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return report_result(args, result)
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
