@@ -29,6 +29,7 @@ from litestar.channels.backends.memory import MemoryChannelsBackend
 from litestar.exceptions import NotFoundException
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
+from loopwright.app.api import require_token
 from loopwright.events import Event, EventSink
 from loopwright.store.models import ACTIVE_STATUSES, Mission
 from loopwright.store.repository import Store
@@ -108,6 +109,11 @@ class LiveHub:
 
     def unbind(self) -> None:
         self._loop = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The server's event loop while it runs."""
+        return self._loop
 
     def publish_event(self, event: Event) -> None:
         """Publish from any thread. Before the server runs (or after it stopped) events are
@@ -311,7 +317,11 @@ def _after(request: Request[Any, Any, Any], after: int | None) -> int:
     return 0
 
 
-@get("/missions/{mission_id:str}/events", summary="Mission events (Server-Sent Events)")
+@get(
+    "/missions/{mission_id:str}/events",
+    guards=[require_token],
+    summary="Mission events (Server-Sent Events)",
+)
 async def mission_event_stream(
     request: Request[Any, Any, Any],
     store: Store,
@@ -331,7 +341,7 @@ async def mission_event_stream(
     )
 
 
-@get("/missions/stream", summary="Missions list (Server-Sent Events)")
+@get("/missions/stream", guards=[require_token], summary="Missions list (Server-Sent Events)")
 async def mission_list_stream(
     store: Store,
     hub: LiveHub,

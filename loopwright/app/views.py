@@ -155,7 +155,7 @@ class DayBar:
     missions: int
 
 
-def day_chart(days: list[dict[str, Any]], width: int = 640, height: int = 200) -> dict[str, Any]:
+def day_chart(days: list[dict[str, Any]], width: int = 1200, height: int = 220) -> dict[str, Any]:
     """Geometry for the spend-per-day bar chart (an inline SVG; no script, no library)."""
     top = max((float(d["cost_usd"]) for d in days), default=0.0)
     plot_h = height - 36

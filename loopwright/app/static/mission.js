@@ -128,7 +128,7 @@
     li.dataset.type = event.type;
     var line = el("div", "line");
     line.appendChild(el("span", "what", what));
-    if (meta) line.appendChild(el("span", "meta", meta));
+    line.appendChild(el("span", "meta", meta || ""));
     line.appendChild(el("span", "time", clock(event.ts)));
     li.appendChild(line);
     timeline.appendChild(li);
@@ -431,7 +431,9 @@
     root.dataset.connections = Number(root.dataset.connections) + 1;
     source.addEventListener("open", function () { live.hidden = false; live.classList.remove("off"); });
     source.addEventListener("event", function (m) {
-      try { handle(JSON.parse(m.data)); } catch (err) { console.error("bad event", err); }
+      var event;
+      try { event = JSON.parse(m.data); } catch (err) { console.error("not an event", m.data); return; }
+      handle(event);
     });
     source.addEventListener("end", function (m) {
       ended = true;
