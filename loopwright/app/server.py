@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from litestar import Litestar
+from litestar.channels import ChannelsPlugin
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import NotAuthorizedException
@@ -92,9 +93,15 @@ def create_app(
     model_factory: Callable[[Settings], Model] = default_model,
     mode: Mode = "app",
     timing: StreamTiming | None = None,
+    channels: ChannelsPlugin | None = None,
 ) -> Litestar:
-    """The server. Nothing is opened until the lifespan starts; everything is closed after."""
-    hub = LiveHub()
+    """The server. Nothing is opened until the lifespan starts; everything is closed after.
+
+    `channels` defaults to the in-memory backend (one process); for several processes pass
+    `ChannelsPlugin(backend=RedisChannelsPubSubBackend(redis=...),
+    arbitrary_channels_allowed=True, subscriber_class=LiveSubscriber)`.
+    """
+    hub = LiveHub(channels)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
