@@ -27,8 +27,8 @@ from loopwright.agent.prompts import BUILD_SYSTEM, build_task
 from loopwright.agent.tools import Toolbox
 from loopwright.config import ConfigError, Settings, load_repo_config
 from loopwright.events import EventBus
-from loopwright.mission import SETUP_TIMEOUT_S, MissionFailed, Status
-from loopwright.sandbox.base import Sandbox, SandboxError, SandboxProvider
+from loopwright.mission import SETUP_TIMEOUT_S, MissionFailed, MissionSandboxes, Status, conclude
+from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,
     apply_patch,
@@ -146,7 +146,7 @@ class BuildMission:
         self.workdir = settings.data_dir / "missions" / request.mission_id
         self.budget = Budget(settings, clock=clock)
         self.result = BuildResult(request.mission_id, "error")
-        self._sandboxes: list[Sandbox] = []
+        self.sandboxes = MissionSandboxes(provider, request.mission_id)
 
     def run(self) -> BuildResult:
         started = self.clock()
@@ -163,13 +163,14 @@ class BuildMission:
             self.result.message = str(exc)
             self.events.emit("error", message=str(exc), kind=type(exc).__name__)
         finally:
-            self._close_sandboxes()
-            self.result.usage = self.budget.report()
-            self.result.cost_usd = round(self.budget.cost_usd, 6)
-            self.result.steps = self.budget.steps
-            self.result.elapsed_s = round(self.clock() - started, 3)
-            self._persist()
-            shutil.rmtree(self.workdir / "trees", ignore_errors=True)
+            conclude(
+                self.result,
+                budget=self.budget,
+                elapsed_s=self.clock() - started,
+                workdir=self.workdir,
+                sandboxes=self.sandboxes,
+                events=self.events,
+            )
         self.events.emit(
             "done",
             status=self.result.status,
@@ -193,7 +194,7 @@ class BuildMission:
         return base
 
     def _build(self, base: Path) -> str:
-        sandbox = self._open(base, network=False)
+        sandbox = self.sandboxes.open(base, network=False)
         prepare_sandbox_repo(sandbox, timeout_s=60)
         toolbox = Toolbox(
             sandbox,
@@ -238,7 +239,7 @@ class BuildMission:
             reasons.append(str(exc))
             return tree, self._verdict(evidence, reasons)
         network = plan.setup is not None and self.settings.network != "none"
-        sandbox = self._open(tree, network=network)
+        sandbox = self.sandboxes.open(tree, network=network)
         prepare_sandbox_repo(sandbox, timeout_s=60)
         if plan.setup:
             setup = sandbox.exec(
@@ -355,26 +356,4 @@ class BuildMission:
             path=str(out),
             commit=self.result.commit,
             report=self.result.report,
-        )
-
-    def _open(self, tree: Path, *, network: bool) -> Sandbox:
-        sandbox = self.provider.create(self.request.mission_id, tree, network=network)
-        self._sandboxes.append(sandbox)
-        return sandbox
-
-    def _close_sandboxes(self) -> None:
-        errors = []
-        for sandbox in self._sandboxes:
-            try:
-                sandbox.close()
-            except SandboxError as exc:
-                errors.append(str(exc))
-        self._sandboxes.clear()
-        if errors:
-            self.events.emit("error", message="sandbox cleanup failed: " + "; ".join(errors))
-
-    def _persist(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "result.json").write_text(
-            json.dumps(self.result.to_dict(), indent=2), encoding="utf-8"
         )

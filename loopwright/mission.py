@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation, truncate_middle
@@ -89,6 +89,65 @@ class MissionResult:
         return asdict(self)
 
 
+class MissionSandboxes:
+    """The sandboxes one mission opened; closed together, whatever happened."""
+
+    def __init__(self, provider: SandboxProvider, mission_id: str) -> None:
+        self._provider = provider
+        self._mission_id = mission_id
+        self.opened: list[Sandbox] = []
+
+    def open(self, tree: Path, *, network: bool) -> Sandbox:
+        # Every sandbox of a mission carries the mission's id, so reaping finds them all.
+        sandbox = self._provider.create(self._mission_id, tree, network=network)
+        self.opened.append(sandbox)
+        return sandbox
+
+    def close_all(self, events: EventBus) -> None:
+        errors = []
+        for sandbox in self.opened:
+            try:
+                sandbox.close()
+            except SandboxError as exc:
+                errors.append(str(exc))
+        self.opened.clear()
+        if errors:
+            events.emit("error", message="sandbox cleanup failed: " + "; ".join(errors))
+
+
+class _Concludable(Protocol):
+    usage: dict[str, dict[str, Any]]
+    cost_usd: float
+    steps: int
+    elapsed_s: float
+    patch: str
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def conclude(
+    result: _Concludable,
+    *,
+    budget: Budget,
+    elapsed_s: float,
+    workdir: Path,
+    sandboxes: MissionSandboxes,
+    events: EventBus,
+) -> None:
+    """The end of every mission: sandboxes closed, usage accounted, the result and patch
+    saved next to the mission, the working trees removed."""
+    sandboxes.close_all(events)
+    result.usage = budget.report()
+    result.cost_usd = round(budget.cost_usd, 6)
+    result.steps = budget.steps
+    result.elapsed_s = round(elapsed_s, 3)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "result.json").write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
+    if result.patch:
+        (workdir / "patch.diff").write_text(result.patch, encoding="utf-8")
+    shutil.rmtree(workdir / "trees", ignore_errors=True)
+
+
 class MissionFailed(Exception):
     """Ends a mission early with a status other than verified; carries the message."""
 
@@ -119,7 +178,7 @@ class FixMission:
         self.workdir = settings.data_dir / "missions" / request.mission_id
         self.budget = Budget(settings, clock=clock)
         self.result = MissionResult(request.mission_id, "error")
-        self._sandboxes: list[Sandbox] = []
+        self.sandboxes = MissionSandboxes(provider, request.mission_id)
 
     # -- the stages --------------------------------------------------------------------
 
@@ -140,13 +199,14 @@ class FixMission:
             self.result.message = str(exc)
             self.events.emit("error", message=str(exc), kind=type(exc).__name__)
         finally:
-            self._close_sandboxes()
-            self.result.usage = self.budget.report()
-            self.result.cost_usd = round(self.budget.cost_usd, 6)
-            self.result.steps = self.budget.steps
-            self.result.elapsed_s = round(self.clock() - started, 3)
-            self._persist()
-            shutil.rmtree(self.workdir / "trees", ignore_errors=True)
+            conclude(
+                self.result,
+                budget=self.budget,
+                elapsed_s=self.clock() - started,
+                workdir=self.workdir,
+                sandboxes=self.sandboxes,
+                events=self.events,
+            )
         self.events.emit(
             "done",
             status=self.result.status,
@@ -188,9 +248,7 @@ class FixMission:
 
     def _open_sandbox(self, tree: Path, plan: TestPlan, repo: RepoConfig) -> Sandbox:
         network = repo.network or self.settings.network
-        # Every sandbox of a mission carries the mission's id, so reaping finds them all.
-        sandbox = self.provider.create(self.request.mission_id, tree, network=network != "none")
-        self._sandboxes.append(sandbox)
+        sandbox = self.sandboxes.open(tree, network=network != "none")
         prepare_sandbox_repo(sandbox, timeout_s=60)
         if plan.setup:
             result = sandbox.exec(
@@ -245,7 +303,7 @@ class FixMission:
         return before
 
     def _fix(self, plan: TestPlan, before: SuiteRun, repo: RepoConfig) -> tuple[str, str]:
-        sandbox = self._sandboxes[-1]
+        sandbox = self.sandboxes.opened[-1]
         protected = (
             repo.protected_paths if repo.protected_paths is not None else DEFAULT_PROTECTED_PATHS
         )
@@ -352,25 +410,6 @@ class FixMission:
         self.events.leave("deliver", "applied", path=str(target), files=files[-1:] if files else [])
 
     # -- housekeeping ------------------------------------------------------------------
-
-    def _close_sandboxes(self) -> None:
-        errors = []
-        for sandbox in self._sandboxes:
-            try:
-                sandbox.close()
-            except SandboxError as exc:
-                errors.append(str(exc))
-        self._sandboxes.clear()
-        if errors:
-            self.events.emit("error", message="sandbox cleanup failed: " + "; ".join(errors))
-
-    def _persist(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "result.json").write_text(
-            json.dumps(self.result.to_dict(), indent=2), encoding="utf-8"
-        )
-        if self.result.patch:
-            (self.workdir / "patch.diff").write_text(self.result.patch, encoding="utf-8")
 
 
 def _evidence(
