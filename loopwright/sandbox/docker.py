@@ -1031,7 +1031,10 @@ class DockerProvider:
     # -- cleanup --------------------------------------------------------------------------
 
     def reap_orphans(self, active_mission_ids: set[str]) -> list[str]:
-        """Remove labelled containers (and volumes) of missions not active; return their ids."""
+        """Remove labelled containers (and volumes) of missions not active; return their ids.
+
+        Containers owned by another Loopwright process that is still running are left to it.
+        """
         with self._lock:
             idle = {cid for cid, _, _ in self._idle}
             claimed = dict(self._claimed)
@@ -1050,6 +1053,9 @@ class DockerProvider:
             mission = claimed.get(cid, labels.get(MISSION_LABEL, ""))
             if mission in active_mission_ids:
                 continue
+            owner = labels.get(OWNER_LABEL, "")
+            if owner and owner != owner_id() and owner_alive(owner):
+                continue  # another live Loopwright process's sandbox, not ours to judge
             _remove_container(self._client, cid, labels.get(VOLUME_LABEL))
             with self._lock:
                 self._claimed.pop(cid, None)

@@ -478,6 +478,11 @@ def test_reap_abandoned_removes_sandboxes_of_killed_processes_only(
     assert child.stdout is not None
     abandoned_id = child.stdout.readline().strip()
     assert abandoned_id
+    # While its owner lives, even a reap that knows of no active mission leaves it alone.
+    bystander = DockerProvider(settings, client=client)
+    assert abandoned_id not in bystander.reap_orphans(set())
+    assert abandoned_id not in bystander.reap_abandoned()
+    bystander.close()
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=10)
     survivor = DockerProvider(settings, client=client)
