@@ -34,6 +34,14 @@ FAST = StreamTiming(
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
+def screenshot_path(name: str, tmp_path: Path) -> Path:
+    """Where a test saves a page picture: `docs/` for the README when
+    LOOPWRIGHT_UPDATE_SCREENSHOTS=1, otherwise the test's own directory."""
+    if os.environ.get("LOOPWRIGHT_UPDATE_SCREENSHOTS") == "1":
+        return DOCS / name
+    return tmp_path / name
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     """Debian's Chromium; mandatory in CI, skipped on a machine without it."""

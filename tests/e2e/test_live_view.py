@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from loopwright.app.stream import StreamTiming
-from tests.e2e.conftest import DOCS, FAST, app_screenshot
+from tests.e2e.conftest import FAST, app_screenshot, screenshot_path
 from tests.e2e.scripted_mission import (
     PR_URL,
     Player,
@@ -64,7 +64,7 @@ def test_mission_page_follows_a_running_mission(browser, page, live_server, tmp_
     # Every event exactly once, in order.
     assert seqs_in_page(page) == list(range(1, len(script) + 1))
     assert page.get_attribute("#mission", "data-duplicates") == "0"
-    page.screenshot(path=str(DOCS / "mission-page.png"))
+    page.screenshot(path=str(screenshot_path("mission-page.png", tmp_path)))
 
     # Tool calls in order, each with its result.
     tools = page.eval_on_selector_all(
@@ -324,7 +324,7 @@ def test_closed_tab_leaves_no_server_task(browser, live_server):
     assert server.hub.subscriber_count() == subscribers_before
 
 
-def test_cost_view_shows_spend_per_tier_repository_and_day(page, live_server):
+def test_cost_view_shows_spend_per_tier_repository_and_day(page, live_server, tmp_path):
     server = live_server()
     store = server.store
     now = datetime.datetime.now(datetime.UTC)
@@ -379,7 +379,7 @@ def test_cost_view_shows_spend_per_tier_repository_and_day(page, live_server):
     api = httpx.get(server.url + "/api/costs").json()
     assert {t["tier"] for t in api["by_tier"]} == {"nano", "super", "ultra"}
     assert page.js_errors == []
-    page.screenshot(path=str(DOCS / "costs.png"), full_page=True)
+    page.screenshot(path=str(screenshot_path("costs.png", tmp_path)), full_page=True)
 
 
 def _backdate(store: Any, mission_id: str, when: datetime.datetime) -> None:
