@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
 
+    worker = sub.add_parser("worker", help="run queued App missions from the shared store")
+    worker.add_argument(
+        "--poll", type=float, default=2.0, help="seconds between looks for queued missions"
+    )
+
     rep = sub.add_parser("replay", help="render a saved event log (NDJSON) in the terminal")
     rep.add_argument("events", type=Path, metavar="FILE.ndjson")
 
@@ -123,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_build(args, settings)
         if args.command == "serve":
             return cmd_serve(args, settings)
+        if args.command == "worker":
+            return cmd_worker(args, settings)
         if args.command == "replay":
             return cmd_replay(args)
         if args.command == "doctor":
@@ -393,6 +400,46 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         log_level="info",
         timeout_graceful_shutdown=5,
     )
+    return EXIT_OK
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    """Run queued missions from the store the server writes (SQLite file or PostgreSQL).
+
+    Any number of workers and the server's own workers can share one store: a mission is
+    claimed by one conditional update, so it runs exactly once.
+    """
+    import signal
+    import threading
+
+    from loopwright.app.runtime import open_runtime
+    from loopwright.logs import configure_logging
+
+    missing = settings.github.missing()
+    if missing:
+        raise UsageError(f"worker needs {', '.join(missing)}; see README → GitHub App")
+    if args.poll <= 0:
+        raise UsageError("--poll must be a positive number of seconds")
+    configure_logging(Redactor(settings.secrets()))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    submitted: set[str] = set()
+    with open_runtime(settings, recover=False) as runtime:
+        print(
+            f"loopwright: worker running up to {settings.max_concurrent_missions} missions at a "
+            "time from the shared store",
+            file=sys.stderr,
+        )
+        try:
+            while not stop.is_set():
+                queued = {m.id for m in runtime.store.queued_missions()}
+                for mission_id in sorted(queued - submitted):
+                    runtime.queue.submit(mission_id)
+                # Forget ids that left the queue, so a re-queued mission runs again.
+                submitted = (submitted | queued) & (queued | set(runtime.queue.running()))
+                stop.wait(args.poll)
+        except KeyboardInterrupt:
+            pass
     return EXIT_OK
 
 

@@ -65,11 +65,14 @@ def open_runtime(
     provider_factory: Callable[[Settings], SandboxProvider] = default_provider,
     model_factory: Callable[[Settings], Model] = default_model,
     extra_sinks: Callable[[str], list[EventSink]] | None = None,
+    recover: bool = True,
 ) -> Iterator[Runtime]:
     """Open the store, the sandbox provider, the GitHub client and the queue; recover
     missions a previous process left behind; close everything on the way out.
 
     `extra_sinks(mission_id)` adds event sinks to every mission (the live view's channel).
+    `recover=False` is for additional workers: only the server, which knows no mission of
+    its own can still be running, marks `running` missions interrupted at start.
     """
     missing = settings.github.missing()
     if missing:
@@ -92,7 +95,7 @@ def open_runtime(
             extra_sinks=extra_sinks,
         )
         queue = InProcessQueue(store, runner, settings.max_concurrent_missions)
-        interrupted = queue.recover()
+        interrupted = queue.recover() if recover else []
         reap = getattr(provider, "reap_abandoned", None)
         if callable(reap):
             # Sandboxes of the previous (dead) server process go; live CLI runs keep theirs.
