@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
+
 class FixResultLike(Protocol):
     """What the CLI prints of a fix or build result."""
 
@@ -204,8 +205,17 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
         nonlocal live
         if not args.serve:
             return []
-        live = stack.enter_context(live_view(args, settings, request))
-        return live.sinks
+        view = stack.enter_context(live_view(args, settings, request))
+        live = view
+
+        def record_failure(exc_type: type[BaseException] | None, exc: BaseException | None,
+                           tb: object) -> None:  # fmt: skip
+            # Runs before the view shuts down, so the page shows why the mission failed.
+            if isinstance(exc, SandboxError):
+                view.store.set_status(request.mission_id, "error", message=str(exc))
+
+        stack.push(record_failure)
+        return view.sinks
 
     try:
         with mission_wiring(args, settings, request.mission_id, live_sinks) as wired:
@@ -220,8 +230,6 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
                 live.store.mark_finished(result)
     except SandboxError as exc:
         print(f"loopwright: {exc}", file=sys.stderr)
-        if live is not None:
-            live.store.set_status(request.mission_id, "error", message=str(exc))
         return EXIT_FAILED
     return report_result(args, result)
 
@@ -391,6 +399,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             "the mission API is readable by anyone who can reach it",
             file=sys.stderr,
         )
+    from loopwright.logs import configure_logging
+
+    configure_logging(Redactor(settings.secrets()))
     # Live streams stay open until their mission ends; on shutdown they get a moment to
     # finish, then they are cut (browsers reconnect to the next server with Last-Event-ID).
     uvicorn.run(

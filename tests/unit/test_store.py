@@ -441,7 +441,7 @@ def test_accept_delivery_is_one_race_safe_write(store: Store):
         30,
         lambda: store.accept_delivery(
             "d-same", "check_run", "completed", decision="mission", request=request(9)
-        ),  # fmt: skip
+        ),
     )
     assert [r.new_delivery for r in results].count(True) == 1
     winner = next(r for r in results if r.new_delivery)
