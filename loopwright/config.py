@@ -74,6 +74,11 @@ class GitHubAppSettings:
     allowed_bots: tuple[str, ...] = ()
     max_attempts: int = 3
     """Missions per head commit before Loopwright stops trying."""
+    client_id: str | None = None
+    """The App's OAuth client ID; with `client_secret`, the live view offers GitHub sign-in."""
+    client_secret: str | None = None
+    web_url: str = "https://github.com"
+    """GitHub's web address for the OAuth sign-in pages (https://HOST on GitHub Enterprise)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GitHubAppSettings:
@@ -104,6 +109,17 @@ class GitHubAppSettings:
         public_url = env.get("LOOPWRIGHT_PUBLIC_URL") or None
         if public_url is not None and not public_url.startswith(("http://", "https://")):
             raise ConfigError(f"LOOPWRIGHT_PUBLIC_URL={public_url!r} is not an http(s) URL")
+        web_url = env.get("LOOPWRIGHT_GITHUB_WEB_URL") or cls.web_url
+        if not web_url.startswith(("http://", "https://")):
+            raise ConfigError(f"LOOPWRIGHT_GITHUB_WEB_URL={web_url!r} is not an http(s) URL")
+        client_id = env.get("LOOPWRIGHT_GITHUB_CLIENT_ID") or None
+        client_secret = env.get("LOOPWRIGHT_GITHUB_CLIENT_SECRET") or None
+        if (client_id is None) != (client_secret is None):
+            raise ConfigError(
+                "GitHub sign-in needs both LOOPWRIGHT_GITHUB_CLIENT_ID and "
+                "LOOPWRIGHT_GITHUB_CLIENT_SECRET; copy them from the App's settings page "
+                "(Settings → Developer settings → GitHub Apps → Client secrets)"
+            )
         bots = tuple(b.strip() for b in (env.get("LOOPWRIGHT_ALLOWED_BOTS") or "").split(","))
         return cls(
             app_id=app_id.strip() if app_id else None,
@@ -114,7 +130,15 @@ class GitHubAppSettings:
             app_slug=env.get("LOOPWRIGHT_GITHUB_APP_SLUG") or cls.app_slug,
             allowed_bots=tuple(b for b in bots if b),
             max_attempts=_int(env, "LOOPWRIGHT_MAX_ATTEMPTS", cls.max_attempts),
+            client_id=client_id,
+            client_secret=client_secret,
+            web_url=web_url.rstrip("/"),
         )
+
+    @property
+    def oauth_enabled(self) -> bool:
+        """GitHub sign-in for the live view is on when the client ID and secret are set."""
+        return bool(self.client_id and self.client_secret)
 
     def missing(self) -> list[str]:
         """The settings `loopwright serve` cannot work without, by variable name."""
@@ -232,6 +256,7 @@ class Settings:
             self.model_api_key,
             self.github.private_key,
             self.github.webhook_secret,
+            self.github.client_secret,
             self.dashboard_token,
             db_password,
         )
