@@ -86,7 +86,7 @@ def fix_patch(provider: DockerProvider, base: Path, example: Example) -> str:
         prepare_sandbox_repo(sandbox, timeout_s=60)
         text = sandbox.read_file(example.path).decode()
         sandbox.write_file(example.path, text.replace(example.old, example.new, 1).encode())
-        return export_patch(sandbox, timeout_s=60)
+        return export_patch(sandbox, timeout_s=60, base=base)
     finally:
         sandbox.close()
 
@@ -107,7 +107,7 @@ def verify_once(
     apply_patch(tree, patch)
     sandbox = provider.create(f"bench-{uuid.uuid4().hex[:8]}", tree, network=False)
     try:
-        prepare_sandbox_repo(sandbox, timeout_s=60)
+        # As in the mission: the verification sandbox exports nothing, so no git setup.
         after = run_suite(sandbox, plan, timeout_s=TIMEOUT_S)
         verdict = compare(before.report, after.report)
         elapsed = time.perf_counter() - started

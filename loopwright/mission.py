@@ -246,10 +246,13 @@ class FixMission:
         )
         return base, repo, plan
 
-    def _open_sandbox(self, tree: Path, plan: TestPlan, repo: RepoConfig) -> Sandbox:
+    def _open_sandbox(
+        self, tree: Path, plan: TestPlan, repo: RepoConfig, *, exports_patch: bool = True
+    ) -> Sandbox:
         network = repo.network or self.settings.network
         sandbox = self.sandboxes.open(tree, network=network != "none")
-        prepare_sandbox_repo(sandbox, timeout_s=60)
+        if exports_patch:
+            prepare_sandbox_repo(sandbox, timeout_s=60)
         if plan.setup:
             result = sandbox.exec(
                 plan.setup, timeout_s=max(SETUP_TIMEOUT_S, self.settings.command_timeout_s)
@@ -352,7 +355,7 @@ class FixMission:
         )
         tree = copy_tree(base, self.workdir / "trees" / "verify")
         apply_patch(tree, patch)
-        sandbox = self._open_sandbox(tree, plan, repo)
+        sandbox = self._open_sandbox(tree, plan, repo, exports_patch=False)
         after = run_suite(sandbox, plan, timeout_s=self.settings.command_timeout_s)
         verdict = compare(before.report, after.report)
         reasons = list(verdict.reasons)

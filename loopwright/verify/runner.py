@@ -10,7 +10,8 @@ from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, S
 from loopwright.verify.detect import TestPlan, instrumented_command
 from loopwright.verify.reports import ReportError, TestReport, build_report
 
-REPORT_PATH = ".loopwright/report"
+REPORT_DIR = ".loopwright"
+REPORT_PATH = f"{REPORT_DIR}/report"
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,14 @@ def run_suite(
     on_output: OutputCallback | None = None,
 ) -> SuiteRun:
     """Run the whole suite once; per-test results when the runner wrote a report."""
-    sandbox.exec(f"rm -f {REPORT_PATH}", timeout_s=30)
     command = instrumented_command(plan, REPORT_PATH)
-    result = sandbox.exec(command, timeout_s=timeout_s, on_output=on_output)
+    # A report left by an earlier run must not be read as this run's; clearing it rides
+    # along with the test command (one sandbox round trip instead of two).
+    result = sandbox.exec(
+        f"mkdir -p {REPORT_DIR} && rm -f {REPORT_PATH}; {command}",
+        timeout_s=timeout_s,
+        on_output=on_output,
+    )
     raw: str | None = None
     try:
         raw = sandbox.read_file(REPORT_PATH).decode("utf-8", errors="replace")
