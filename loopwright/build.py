@@ -27,7 +27,14 @@ from loopwright.agent.prompts import BUILD_SYSTEM, build_task
 from loopwright.agent.tools import Toolbox
 from loopwright.config import ConfigError, Settings, load_repo_config
 from loopwright.events import EventBus
-from loopwright.mission import SETUP_TIMEOUT_S, MissionFailed, MissionSandboxes, Status, conclude
+from loopwright.mission import (
+    SETUP_TIMEOUT_S,
+    MissionFailed,
+    MissionSandboxes,
+    Status,
+    announce_done,
+    conclude,
+)
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,
@@ -171,17 +178,7 @@ class BuildMission:
                 sandboxes=self.sandboxes,
                 events=self.events,
             )
-        self.events.emit(
-            "done",
-            status=self.result.status,
-            message=self.result.message,
-            summary=self.result.summary,
-            cost_usd=self.result.cost_usd,
-            steps=self.result.steps,
-            elapsed_s=self.result.elapsed_s,
-            final_tier=self.result.final_tier,
-            out=self.result.out,
-        )
+        announce_done(self.result, self.events, out=self.result.out)
         return self.result
 
     def _prepare(self) -> Path:

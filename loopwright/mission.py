@@ -148,6 +148,21 @@ def conclude(
     shutil.rmtree(workdir / "trees", ignore_errors=True)
 
 
+def announce_done(result: Any, events: EventBus, **extra: Any) -> None:
+    """The last event of every mission: its outcome, cost and effort."""
+    events.emit(
+        "done",
+        status=result.status,
+        message=result.message,
+        summary=result.summary,
+        cost_usd=result.cost_usd,
+        steps=result.steps,
+        elapsed_s=result.elapsed_s,
+        final_tier=result.final_tier,
+        **extra,
+    )
+
+
 class MissionFailed(Exception):
     """Ends a mission early with a status other than verified; carries the message."""
 
@@ -207,16 +222,7 @@ class FixMission:
                 sandboxes=self.sandboxes,
                 events=self.events,
             )
-        self.events.emit(
-            "done",
-            status=self.result.status,
-            message=self.result.message,
-            summary=self.result.summary,
-            cost_usd=self.result.cost_usd,
-            steps=self.result.steps,
-            elapsed_s=self.result.elapsed_s,
-            final_tier=self.result.final_tier,
-        )
+        announce_done(self.result, self.events)
         return self.result
 
     def _prepare_tree(self) -> tuple[Path, RepoConfig, TestPlan]:
