@@ -1,23 +1,36 @@
-"""The JSON API over stored missions, the screenshot route and the health check."""
+"""The JSON API over stored missions, the screenshot route and the health check, and who
+may see them: the dashboard token, its session cookie, or a GitHub sign-in session."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
+import json
+import secrets
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from litestar import Request, get
 from litestar.connection import ASGIConnection
-from litestar.exceptions import NotAuthorizedException, NotFoundException
+from litestar.exceptions import NotAuthorizedException, NotFoundException, PermissionDeniedException
 from litestar.handlers import BaseRouteHandler
 from litestar.response import File
 
 from loopwright.config import Settings
+from loopwright.store.models import Mission
 from loopwright.store.repository import Store
 
 SESSION_COOKIE = "loopwright_session"
 SESSION_MAX_AGE_S = 7 * 24 * 3600
+GITHUB_COOKIE = "loopwright_github"
+GITHUB_SESSION_MAX_AGE_S = 8 * 3600
+PER_REPO_QUERIES = 20
+"""A GitHub viewer with up to this many repositories gets one store query per repository."""
+MAX_COOKIE_BYTES = 3500
+"""Above this a GitHub session's repository list stays on the server (browsers stop at ~4 KB)."""
 
 
 def session_value(token: str, expires: int) -> str:
@@ -39,29 +52,195 @@ def valid_session(token: str, value: str, now: float | None = None) -> bool:
     return hmac.compare_digest(session_value(token, expires).encode(), value.encode())
 
 
-def require_token(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """With LOOPWRIGHT_DASHBOARD_TOKEN set, every view, stream and API call needs it: as a
-    bearer token, or as the session cookie the login form sets for browsers."""
+@dataclass(frozen=True)
+class Viewer:
+    """Who is asking. `repos` None: everything (no login configured, or the dashboard
+    token); otherwise the lower-cased `owner/name` of each repository the GitHub user can
+    read, and only their missions are shown."""
+
+    login: str | None = None
+    repos: frozenset[str] | None = None
+
+    @property
+    def sees_everything(self) -> bool:
+        return self.repos is None
+
+    def can_see(self, repo: str) -> bool:
+        return self.repos is None or repo.lower() in self.repos
+
+
+class GitHubSessions:
+    """Repository lists too long for a cookie, kept in this process by a random session id
+    (a restart signs those users out; the short list in the cookie survives restarts)."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, tuple[float, frozenset[str]]] = {}
+        self._lock = threading.Lock()
+
+    def put(self, repos: frozenset[str], expires: float) -> str:
+        session_id = secrets.token_urlsafe(24)
+        now = time.time()
+        with self._lock:
+            self._sessions = {k: v for k, v in self._sessions.items() if v[0] > now}
+            self._sessions[session_id] = (expires, repos)
+        return session_id
+
+    def get(self, session_id: str) -> frozenset[str] | None:
+        with self._lock:
+            found = self._sessions.get(session_id)
+        if found is None or found[0] < time.time():
+            return None
+        return found[1]
+
+
+def _github_key(settings: Settings) -> bytes:
+    """The GitHub session signing key, derived from the client secret: rotating the secret
+    signs everyone out."""
+    secret = settings.github.client_secret or ""
+    return hmac.new(secret.encode(), b"loopwright-github-session", hashlib.sha256).digest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def github_session_value(
+    settings: Settings, sessions: GitHubSessions, login: str, repos: list[str], expires: int
+) -> str:
+    """The signed cookie of a GitHub sign-in: login, expiry and the readable repositories
+    (or, for a long list, the id of the server-side entry holding it). Never a token."""
+    names = sorted({r.lower() for r in repos})
+    payload: dict[str, Any] = {"login": login, "exp": expires, "repos": names}
+    body = _b64(json.dumps(payload, separators=(",", ":")).encode())
+    if len(body) > MAX_COOKIE_BYTES:
+        payload = {"login": login, "exp": expires, "sid": sessions.put(frozenset(names), expires)}
+        body = _b64(json.dumps(payload, separators=(",", ":")).encode())
+    mac = hmac.new(_github_key(settings), body.encode(), hashlib.sha256).hexdigest()
+    return f"{body}.{mac}"
+
+
+def github_viewer(settings: Settings, sessions: GitHubSessions, value: str) -> Viewer | None:
+    """The viewer a GitHub session cookie stands for; None if forged, edited or expired."""
+    body, _, mac = value.rpartition(".")
+    expected = hmac.new(_github_key(settings), body.encode(), hashlib.sha256).hexdigest()
+    if not body or not hmac.compare_digest(expected.encode(), mac.encode()):
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except ValueError:
+        return None
+    if not isinstance(payload, dict) or not isinstance(payload.get("exp"), int):
+        return None
+    if payload["exp"] < time.time():
+        return None
+    if "sid" in payload:
+        repos = sessions.get(str(payload["sid"]))
+        if repos is None:
+            return None
+    else:
+        repos = frozenset(str(r) for r in payload.get("repos") or [])
+    return Viewer(login=str(payload.get("login")), repos=repos)
+
+
+def identify(connection: ASGIConnection[Any, Any, Any, Any]) -> Viewer | None:
+    """The viewer behind a request, or None when it must sign in first.
+
+    Open when neither the dashboard token nor GitHub sign-in is configured. The token (as a
+    bearer header or its session cookie) sees everything; a GitHub session sees the
+    repositories its user could read when signing in.
+    """
     settings: Settings = connection.app.state.settings
     token = settings.dashboard_token
-    if token is None:
-        return
-    header = connection.headers.get("authorization", "")
-    given = header[7:] if header.lower().startswith("bearer ") else ""
-    if given and hmac.compare_digest(given.encode(), token.encode()):
-        return
-    cookie = connection.cookies.get(SESSION_COOKIE)
-    if cookie and valid_session(token, cookie):
-        return
-    raise NotAuthorizedException("a bearer token (LOOPWRIGHT_DASHBOARD_TOKEN) is required")
+    oauth = settings.github.oauth_enabled
+    if token is None and not oauth:
+        return Viewer()
+    if token is not None:
+        header = connection.headers.get("authorization", "")
+        given = header[7:] if header.lower().startswith("bearer ") else ""
+        if given and hmac.compare_digest(given.encode(), token.encode()):
+            return Viewer()
+        cookie = connection.cookies.get(SESSION_COOKIE)
+        if cookie and valid_session(token, cookie):
+            return Viewer()
+    if oauth:
+        cookie = connection.cookies.get(GITHUB_COOKIE)
+        if cookie:
+            return github_viewer(settings, connection.app.state.github_sessions, cookie)
+    return None
+
+
+def require_token(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """With LOOPWRIGHT_DASHBOARD_TOKEN or GitHub sign-in configured, every view, stream and
+    API call needs the token (as a bearer token or the login form's session cookie) or a
+    GitHub session. What a GitHub session may see is decided by each route from `Viewer`."""
+    if identify(connection) is None:
+        raise NotAuthorizedException(
+            "a bearer token (LOOPWRIGHT_DASHBOARD_TOKEN) or a GitHub sign-in is required"
+        )
+
+
+def require_full_access(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+) -> None:
+    """For views that total every repository (the costs): the dashboard token only."""
+    viewer = identify(connection)
+    if viewer is None:
+        raise NotAuthorizedException("a bearer token (LOOPWRIGHT_DASHBOARD_TOKEN) is required")
+    if not viewer.sees_everything:
+        raise PermissionDeniedException(
+            "the cost view totals every repository's spend; it needs the dashboard token "
+            "(LOOPWRIGHT_DASHBOARD_TOKEN)"
+        )
+
+
+def current_viewer(request: Request[Any, Any, Any]) -> Viewer:
+    """The `viewer` dependency (routes guarded by `require_token` always have one)."""
+    viewer = identify(request)
+    if viewer is None:
+        raise NotAuthorizedException("sign in first")
+    return viewer
+
+
+def visible_missions(
+    store: Store, viewer: Viewer, status: str | None, repo: str | None, limit: int
+) -> list[Mission]:
+    """Newest first, only the viewer's repositories."""
+    if viewer.repos is None:
+        return store.list_missions(status=status, repo=repo, limit=limit)
+    if repo is not None:
+        if not viewer.can_see(repo):
+            return []
+        return store.list_missions(status=status, repo=repo, limit=limit)
+    if len(viewer.repos) <= PER_REPO_QUERIES:
+        found = [
+            m for r in viewer.repos for m in store.list_missions(status=status, repo=r, limit=limit)
+        ]
+        found = [m for m in found if viewer.can_see(m.repo)]
+        return sorted(found, key=lambda m: m.created_at, reverse=True)[:limit]
+    # Many repositories: read a wider window of everyone's missions and keep the viewer's.
+    missions = store.list_missions(status=status, repo=None, limit=max(limit * 5, 500))
+    return [m for m in missions if viewer.can_see(m.repo)][:limit]
+
+
+def visible_mission(store: Store, viewer: Viewer, mission_id: str) -> Mission:
+    """The mission, or 404 when it does not exist or the viewer may not see it (a 403
+    would tell a stranger the mission exists)."""
+    mission = store.get_mission(mission_id)
+    if mission is None or not viewer.can_see(mission.repo):
+        raise NotFoundException(f"no mission {mission_id}")
+    return mission
 
 
 @get("/api/missions", guards=[require_token], sync_to_thread=True, summary="List missions")
 def list_missions(
-    store: Store, status: str | None = None, repo: str | None = None, limit: int = 100
+    store: Store,
+    viewer: Viewer,
+    status: str | None = None,
+    repo: str | None = None,
+    limit: int = 100,
 ) -> list[dict[str, Any]]:
     """Newest first; filter by status and repository (`owner/name`)."""
-    missions = store.list_missions(status=status, repo=repo, limit=min(max(limit, 1), 500))
+    missions = visible_missions(store, viewer, status, repo, min(max(limit, 1), 500))
     return [m.to_dict() for m in missions]
 
 
@@ -71,12 +250,9 @@ def list_missions(
     sync_to_thread=True,
     summary="One mission",
 )
-def get_mission(store: Store, mission_id: str) -> dict[str, Any]:
+def get_mission(store: Store, viewer: Viewer, mission_id: str) -> dict[str, Any]:
     """The mission with its request, result (patch, verification evidence, usage) and links."""
-    mission = store.get_mission(mission_id)
-    if mission is None:
-        raise NotFoundException(f"no mission {mission_id}")
-    return mission.to_dict()
+    return visible_mission(store, viewer, mission_id).to_dict()
 
 
 @get(
@@ -85,15 +261,16 @@ def get_mission(store: Store, mission_id: str) -> dict[str, Any]:
     sync_to_thread=True,
     summary="A mission's event log",
 )
-def mission_events(store: Store, mission_id: str, after: int = 0) -> list[dict[str, Any]]:
+def mission_events(
+    store: Store, viewer: Viewer, mission_id: str, after: int = 0
+) -> list[dict[str, Any]]:
     """The stored events with a sequence number above `after`, in order (the SSE stream
     `/missions/{id}/events` sends the same objects live)."""
-    if store.get_mission(mission_id) is None:
-        raise NotFoundException(f"no mission {mission_id}")
+    visible_mission(store, viewer, mission_id)
     return store.events_after(mission_id, max(after, 0), limit=5000)
 
 
-@get("/api/costs", guards=[require_token], sync_to_thread=True, summary="Spend and tokens")
+@get("/api/costs", guards=[require_full_access], sync_to_thread=True, summary="Spend and tokens")
 def costs(store: Store) -> dict[str, list[dict[str, Any]]]:
     """Spend, tokens and calls per tier (with the share of finished missions that ended on
     each tier), per repository and per UTC day."""
@@ -110,10 +287,12 @@ def costs(store: Store) -> dict[str, list[dict[str, Any]]]:
     sync_to_thread=True,
     summary="Screenshot",
 )
-def screenshot(settings: Settings, mission_id: str) -> File:
+def screenshot(settings: Settings, store: Store, viewer: Viewer, mission_id: str) -> File:
     """The page verification loaded, when the repository is a web app."""
     if not mission_id.isalnum():
         raise NotFoundException("no such mission")
+    if not viewer.sees_everything:
+        visible_mission(store, viewer, mission_id)
     path = settings.data_dir / "missions" / mission_id / "screenshot.png"
     if not path.is_file():
         raise NotFoundException(f"mission {mission_id} has no screenshot")

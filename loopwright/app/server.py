@@ -33,7 +33,9 @@ from litestar.types import ControllerRouterHandler
 from loopwright import __version__
 from loopwright.agent.model import Model
 from loopwright.app.api import (
+    GitHubSessions,
     costs,
+    current_viewer,
     get_mission,
     healthz,
     list_missions,
@@ -45,6 +47,8 @@ from loopwright.app.stream import LiveHub, StreamTiming, mission_event_stream, m
 from loopwright.app.views import (
     SECURITY_HEADERS,
     costs_page,
+    github_callback,
+    github_sign_in,
     login,
     login_form,
     logout,
@@ -133,6 +137,8 @@ def create_app(
         login_form,
         login,
         logout,
+        github_sign_in,
+        github_callback,
         mission_list_stream,
         mission_event_stream,
         list_missions,
@@ -152,6 +158,7 @@ def create_app(
         "settings": Provide(_settings, sync_to_thread=False),
         "hub": Provide(_hub, sync_to_thread=False),
         "timing": Provide(_timing, sync_to_thread=False),
+        "viewer": Provide(current_viewer, sync_to_thread=False),
     }
     if mode == "app":
         dependencies["runtime"] = Provide(_runtime, sync_to_thread=False)
@@ -160,7 +167,13 @@ def create_app(
         lifespan=[lifespan],
         dependencies=dependencies,
         state=State(
-            {"settings": settings, "hub": hub, "timing": timing or StreamTiming(), "mode": mode}
+            {
+                "settings": settings,
+                "hub": hub,
+                "timing": timing or StreamTiming(),
+                "mode": mode,
+                "github_sessions": GitHubSessions(),
+            }
         ),
         template_config=TemplateConfig(directory=APP_DIR / "templates", engine=JinjaTemplateEngine),
         exception_handlers={NotAuthorizedException: unauthorized},

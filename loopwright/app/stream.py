@@ -26,10 +26,9 @@ import anyio
 from litestar import Request, get
 from litestar.channels import ChannelsPlugin, Subscriber
 from litestar.channels.backends.memory import MemoryChannelsBackend
-from litestar.exceptions import NotFoundException
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from loopwright.app.api import require_token
+from loopwright.app.api import Viewer, require_token, visible_mission, visible_missions
 from loopwright.events import Event, EventSink
 from loopwright.store.models import ACTIVE_STATUSES, Mission
 from loopwright.store.repository import Store
@@ -327,14 +326,13 @@ async def mission_event_stream(
     store: Store,
     hub: LiveHub,
     timing: StreamTiming,
+    viewer: Viewer,
     mission_id: str,
     after: int | None = None,
 ) -> ServerSentEvent:
     """Each event as an SSE message with `id:` = its sequence number. Resumes after
     `Last-Event-ID` (or `?after=N`); ends with an `end` message once the mission is over."""
-    mission = await anyio.to_thread.run_sync(store.get_mission, mission_id)
-    if mission is None:
-        raise NotFoundException(f"no mission {mission_id}")
+    await anyio.to_thread.run_sync(visible_mission, store, viewer, mission_id)
     return ServerSentEvent(
         mission_events(store, hub, mission_id, _after(request, after), timing),
         headers={"X-Accel-Buffering": "no"},
@@ -346,16 +344,18 @@ async def mission_list_stream(
     store: Store,
     hub: LiveHub,
     timing: StreamTiming,
+    viewer: Viewer,
     status: str | None = None,
     repo: str | None = None,
     limit: int = 100,
 ) -> ServerSentEvent:
-    """The missions list (newest first, optionally filtered) whenever it changes."""
+    """The missions list (newest first, optionally filtered) whenever it changes; a GitHub
+    session sees only the missions of repositories its user can read."""
     cap = min(max(limit, 1), 500)
 
     def read() -> list[dict[str, Any]]:
         now = time.time()
-        missions = store.list_missions(status=status or None, repo=repo or None, limit=cap)
+        missions = visible_missions(store, viewer, status or None, repo or None, cap)
         return [mission_summary(m, now) for m in missions]
 
     return ServerSentEvent(

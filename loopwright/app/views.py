@@ -8,20 +8,42 @@ comes from events is untrusted text: templates escape it and the scripts only ev
 
 from __future__ import annotations
 
+import base64
+import hmac
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
+import httpx
 from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import Cookie, ResponseHeader
 from litestar.enums import RequestEncodingType
 from litestar.exceptions import NotAuthorizedException, NotFoundException
-from litestar.params import Body
+from litestar.params import Body, Parameter
 from litestar.response import Redirect, Template
-from litestar.status_codes import HTTP_303_SEE_OTHER, HTTP_401_UNAUTHORIZED
+from litestar.status_codes import (
+    HTTP_303_SEE_OTHER,
+    HTTP_400_BAD_REQUEST,
+    HTTP_401_UNAUTHORIZED,
+    HTTP_502_BAD_GATEWAY,
+)
 
-from loopwright.app.api import SESSION_COOKIE, SESSION_MAX_AGE_S, require_token, session_value
+from loopwright.app.api import (
+    GITHUB_COOKIE,
+    GITHUB_SESSION_MAX_AGE_S,
+    SESSION_COOKIE,
+    SESSION_MAX_AGE_S,
+    GitHubSessions,
+    Viewer,
+    github_session_value,
+    require_full_access,
+    require_token,
+    session_value,
+    visible_mission,
+    visible_missions,
+)
 from loopwright.app.stream import mission_summary
 from loopwright.config import Settings
 from loopwright.events import STAGES
@@ -40,27 +62,36 @@ SECURITY_HEADERS = [
 TIER_COLORS = ("#2f9e77", "#d9a21b", "#c2456b", "#6b5fd3", "#3d8bd9")
 
 
-def _common(settings: Settings) -> dict[str, Any]:
-    return {"login_required": settings.dashboard_token is not None}
+def _common(settings: Settings, viewer: Viewer | None = None) -> dict[str, Any]:
+    return {
+        "login_required": settings.dashboard_token is not None or settings.github.oauth_enabled,
+        "token_login": settings.dashboard_token is not None,
+        "github_login": settings.github.oauth_enabled,
+        "sees_costs": viewer is None or viewer.sees_everything,
+        "viewer_login": viewer.login if viewer is not None else None,
+    }
 
 
 @get("/", guards=[require_token], sync_to_thread=True, response_headers=SECURITY_HEADERS,
      include_in_schema=False)  # fmt: skip
 def missions_page(
-    store: Store, settings: Settings, status: str | None = None, repo: str | None = None
+    store: Store,
+    settings: Settings,
+    viewer: Viewer,
+    status: str | None = None,
+    repo: str | None = None,
 ) -> Template:
-    """Every mission, newest first, filterable by status and repository; live."""
+    """Every mission the viewer may see, newest first, filterable by status and repository;
+    live."""
     status = status if status in MISSION_STATUSES else None
     repo = repo or None
     now = time.time()
-    missions = [
-        mission_summary(m, now) for m in store.list_missions(status=status, repo=repo, limit=100)
-    ]
-    repos = sorted(r["repo"] for r in store.costs_by_repo())
+    missions = [mission_summary(m, now) for m in visible_missions(store, viewer, status, repo, 100)]
+    repos = sorted(r["repo"] for r in store.costs_by_repo() if viewer.can_see(r["repo"]))
     return Template(
         template_name="missions.html",
         context={
-            **_common(settings),
+            **_common(settings, viewer),
             "missions": missions,
             "statuses": sorted(MISSION_STATUSES),
             "repos": repos,
@@ -72,17 +103,15 @@ def missions_page(
 
 @get("/missions/{mission_id:str}", guards=[require_token], sync_to_thread=True,
      response_headers=SECURITY_HEADERS, include_in_schema=False)  # fmt: skip
-def mission_page(store: Store, settings: Settings, mission_id: str) -> Template:
+def mission_page(store: Store, settings: Settings, viewer: Viewer, mission_id: str) -> Template:
     """One mission: pipeline, plan, timeline, verification, screenshot and outcome, filled
     in from the event stream (which replays the log first, so finished missions work)."""
-    mission = store.get_mission(mission_id)
-    if mission is None:
-        raise NotFoundException(f"no mission {mission_id}")
+    mission = visible_mission(store, viewer, mission_id)
     summary = mission_summary(mission)
     return Template(
         template_name="mission.html",
         context={
-            **_common(settings),
+            **_common(settings, viewer),
             "mission": summary,
             "head_sha": mission.head_sha,
             "check_url": _check_run_url(settings, mission.repo, mission.check_run_id),
@@ -93,10 +122,14 @@ def mission_page(store: Store, settings: Settings, mission_id: str) -> Template:
     )
 
 
-@get("/costs", guards=[require_token], sync_to_thread=True, response_headers=SECURITY_HEADERS,
-     include_in_schema=False)  # fmt: skip
+@get("/costs", guards=[require_full_access], sync_to_thread=True,
+     response_headers=SECURITY_HEADERS, include_in_schema=False)  # fmt: skip
 def costs_page(store: Store, settings: Settings) -> Template:
-    """Spend and tokens per tier, repository and day, and where missions finished."""
+    """Spend and tokens per tier, repository and day, and where missions finished.
+
+    Totals span every repository, so a GitHub session (which sees only some) gets a 403;
+    the dashboard token is needed.
+    """
     order = {name: n for n, name in enumerate(settings.tier_names)}
     tiers = sorted(store.costs_by_tier(), key=lambda t: (order.get(t["tier"], 99), t["tier"]))
     for n, tier in enumerate(tiers):
@@ -212,7 +245,7 @@ def _safe_next(target: str | None) -> str:
 
 @get("/login", sync_to_thread=False, response_headers=SECURITY_HEADERS, include_in_schema=False)
 def login_form(settings: Settings, next: str | None = None) -> Template | Redirect:
-    if settings.dashboard_token is None:
+    if settings.dashboard_token is None and not settings.github.oauth_enabled:
         return Redirect(_safe_next(next))
     return Template(
         template_name="login.html", context={**_common(settings), "next": _safe_next(next)}
@@ -232,8 +265,6 @@ def login(
     data: LoginForm = Body(media_type=RequestEncodingType.URL_ENCODED),  # noqa: B008
 ) -> Response[Any]:
     """Trade the dashboard token for a session cookie (HttpOnly, SameSite=Lax, 7 days)."""
-    import hmac
-
     token = settings.dashboard_token
     target = _safe_next(data.next)
     if token is None:
@@ -245,9 +276,7 @@ def login(
             status_code=HTTP_401_UNAUTHORIZED,
         )
     expires = int(time.time()) + SESSION_MAX_AGE_S
-    secure = request.url.scheme == "https" or (settings.github.public_url or "").startswith(
-        "https://"
-    )
+    secure = _secure(request, settings)
     return Redirect(
         target,
         status_code=HTTP_303_SEE_OTHER,
@@ -272,7 +301,192 @@ def login(
 def logout() -> Redirect:
     response = Redirect("/login", status_code=HTTP_303_SEE_OTHER)
     response.delete_cookie(SESSION_COOKIE, path="/")
+    response.delete_cookie(GITHUB_COOKIE, path="/")
     return response
+
+
+def _secure(request: Request[Any, Any, Any], settings: Settings) -> bool:
+    public = settings.github.public_url or ""
+    return request.url.scheme == "https" or public.startswith("https://")
+
+
+# -- GitHub sign-in (the App's OAuth web flow) ---------------------------------------------
+
+OAUTH_STATE_COOKIE = "loopwright_oauth_state"
+OAUTH_STATE_MAX_AGE_S = 600
+MAX_REPO_PAGES = 20
+"""`/user/repos` pages of 100 read at sign-in; a user with more sees the first 2000."""
+GITHUB_TIMEOUT_S = 10.0
+
+
+class SignInFailed(Exception):
+    """GitHub refused the sign-in or could not be reached; the message is shown to the user."""
+
+
+def _callback_url(request: Request[Any, Any, Any], settings: Settings) -> str:
+    base = settings.github.public_url or str(request.base_url).rstrip("/")
+    return f"{base}/auth/github/callback"
+
+
+@get("/auth/github", sync_to_thread=False, include_in_schema=False)
+def github_sign_in(
+    request: Request[Any, Any, Any], settings: Settings, next: str | None = None
+) -> Redirect:
+    """Send the browser to GitHub's authorize page. `state` is random and also kept in a
+    short-lived HttpOnly cookie: the callback only accepts the state this browser was given,
+    so another site cannot log a victim into its own account (login CSRF)."""
+    gh = settings.github
+    if not gh.oauth_enabled:
+        raise NotFoundException(
+            "GitHub sign-in is off; set LOOPWRIGHT_GITHUB_CLIENT_ID and "
+            "LOOPWRIGHT_GITHUB_CLIENT_SECRET"
+        )
+    state = secrets.token_urlsafe(32)
+    target = base64.urlsafe_b64encode(_safe_next(next).encode()).decode().rstrip("=")
+    query = urlencode(
+        {
+            "client_id": gh.client_id,
+            "redirect_uri": _callback_url(request, settings),
+            "state": state,
+        }
+    )
+    return Redirect(
+        f"{gh.web_url}/login/oauth/authorize?{query}",
+        cookies=[
+            Cookie(
+                key=OAUTH_STATE_COOKIE,
+                value=f"{state}.{target}",
+                max_age=OAUTH_STATE_MAX_AGE_S,
+                httponly=True,
+                secure=_secure(request, settings),
+                # GitHub's redirect back is a cross-site top-level GET: Lax still sends it.
+                samesite="lax",
+                path="/auth/github",
+            )
+        ],
+    )
+
+
+@get("/auth/github/callback", include_in_schema=False)
+async def github_callback(
+    request: Request[Any, Any, Any],
+    settings: Settings,
+    code: str = "",
+    oauth_state: str = Parameter(query="state", default=""),
+) -> Response[Any]:
+    """Check `state`, trade the code for a user token, read who the user is and which
+    repositories they can read, and sign them in with a session cookie holding only that
+    (signed, HttpOnly, 8 hours). The user token is dropped here, never stored."""
+    if not settings.github.oauth_enabled:
+        raise NotFoundException("GitHub sign-in is off")
+    expected, _, target_b64 = request.cookies.get(OAUTH_STATE_COOKIE, "").partition(".")
+    given = oauth_state.encode()
+    if not (given and expected and hmac.compare_digest(given, expected.encode())):
+        return _sign_in_error(
+            settings,
+            "This sign-in was not started from this browser, or it took longer than 10 "
+            "minutes. Sign in again.",
+            HTTP_400_BAD_REQUEST,
+        )
+    try:
+        target = _safe_next(
+            base64.urlsafe_b64decode(target_b64 + "=" * (-len(target_b64) % 4)).decode()
+        )
+    except ValueError:
+        target = "/"
+    if not code:
+        return _sign_in_error(
+            settings, "GitHub did not approve the sign-in.", HTTP_401_UNAUTHORIZED
+        )
+    try:
+        login, repos = await github_identity(settings, code, _callback_url(request, settings))
+    except SignInFailed as exc:
+        return _sign_in_error(settings, str(exc), HTTP_502_BAD_GATEWAY)
+    sessions: GitHubSessions = request.app.state.github_sessions
+    expires = int(time.time()) + GITHUB_SESSION_MAX_AGE_S
+    response = Redirect(
+        target,
+        status_code=HTTP_303_SEE_OTHER,
+        cookies=[
+            Cookie(
+                key=GITHUB_COOKIE,
+                value=github_session_value(settings, sessions, login, repos, expires),
+                max_age=GITHUB_SESSION_MAX_AGE_S,
+                httponly=True,
+                secure=_secure(request, settings),
+                samesite="lax",
+                path="/",
+            )
+        ],
+    )
+    response.delete_cookie(OAUTH_STATE_COOKIE, path="/auth/github")
+    return response
+
+
+def _sign_in_error(settings: Settings, message: str, status: int) -> Response[Any]:
+    response = Template(
+        template_name="login.html",
+        context={**_common(settings), "next": "/", "error": message},
+        status_code=status,
+        headers={h.name: h.value or "" for h in SECURITY_HEADERS},
+    )
+    response.delete_cookie(OAUTH_STATE_COOKIE, path="/auth/github")
+    return response
+
+
+async def github_identity(
+    settings: Settings, code: str, redirect_uri: str
+) -> tuple[str, list[str]]:
+    """The user's login and the `owner/name` of every repository they can read (as far as
+    GitHub shows them to the App), using a user token that lives only in this call."""
+    gh = settings.github
+    api = gh.api_url.rstrip("/")
+    try:
+        async with httpx.AsyncClient(timeout=GITHUB_TIMEOUT_S) as client:
+            answer = await client.post(
+                f"{gh.web_url}/login/oauth/access_token",
+                data={
+                    "client_id": gh.client_id or "",
+                    "client_secret": gh.client_secret or "",
+                    "code": code,
+                    "redirect_uri": redirect_uri,
+                },
+                headers={"Accept": "application/json"},
+            )
+            body = answer.json() if answer.status_code == 200 else {}
+            token = body.get("access_token") if isinstance(body, dict) else None
+            if not isinstance(token, str) or not token:
+                reason = body.get("error") if isinstance(body, dict) else None
+                raise SignInFailed(
+                    f"GitHub did not accept the sign-in ({reason or answer.status_code}); "
+                    "if it repeats, check LOOPWRIGHT_GITHUB_CLIENT_ID and "
+                    "LOOPWRIGHT_GITHUB_CLIENT_SECRET against the App's settings page."
+                )
+            headers = {
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28",
+            }
+            user = await client.get(f"{api}/user", headers=headers)
+            user.raise_for_status()
+            login = str(user.json()["login"])
+            repos: list[str] = []
+            url: str | None = f"{api}/user/repos?per_page=100"
+            for _ in range(MAX_REPO_PAGES):
+                if url is None:
+                    break
+                page = await client.get(url, headers=headers)
+                page.raise_for_status()
+                repos.extend(str(r["full_name"]) for r in page.json())
+                url = page.links.get("next", {}).get("url")
+                # The token goes only to the configured API.
+                if url is not None and not url.startswith(f"{api}/"):
+                    url = None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        raise SignInFailed(
+            f"GitHub could not be asked who you are ({type(exc).__name__}); try again."
+        ) from None
+    return login, repos
 
 
 def unauthorized(request: Request[Any, Any, Any], exc: NotAuthorizedException) -> Response[Any]:

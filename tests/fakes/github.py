@@ -4,7 +4,9 @@ Every request is routed and validated against GitHub's published OpenAPI descrip
 (`tests/fakes/openapi.py`): an unknown method and path is a 404, a malformed parameter or
 body a 422, and both are recorded in `rejected`; a real operation the fake does not implement
 is a 501 naming its operationId. Authentication follows GitHub Apps: an RS256 JWT for `/app`
-routes, installation tokens scoped to repositories and permissions for everything else.
+routes, installation tokens scoped to repositories and permissions for everything else, and
+user tokens (from the App's OAuth sign-in, see `tests/fakes/github_web.py`) for `/user` and
+`/user/repos`.
 Responses are built from the description's schemas and checked against them before sending.
 """
 
@@ -189,6 +191,8 @@ class _Call:
     body: Any
     token: IssuedToken | None
     repo: _Repo | None = None
+    user: str | None = None
+    """The login behind a user token."""
 
     @property
     def op(self) -> str:
@@ -244,12 +248,16 @@ _APP_OPERATIONS = frozenset(
     }
 )
 _TOKEN_OPERATIONS = frozenset({"rate-limit/get", "apps/list-repos-accessible-to-installation"})
+# What a user token (ghu_) from the App's OAuth sign-in may call here.
+_USER_OPERATIONS = frozenset({"users/get-authenticated", "repos/list-for-authenticated-user"})
 
 
 class FakeGitHub:
     """GitHub's REST API for one GitHub App, on `http://127.0.0.1:<port>`."""
 
-    IMPLEMENTED: frozenset[str] = frozenset({*_NEEDS, *_APP_OPERATIONS, *_TOKEN_OPERATIONS})
+    IMPLEMENTED: frozenset[str] = frozenset(
+        {*_NEEDS, *_APP_OPERATIONS, *_TOKEN_OPERATIONS, *_USER_OPERATIONS}
+    )
 
     def __init__(
         self,
@@ -281,6 +289,8 @@ class FakeGitHub:
         self.requests: list[RecordedRequest] = []
         self.rejected: list[Rejection] = []
         self.tokens: dict[str, IssuedToken] = {}
+        self.user_tokens: dict[str, str] = {}
+        """User token -> login."""
         self.injections: list[RateLimitInjection] = []
         self._installations: dict[int, _Installation] = {}
         self._repos: dict[str, _Repo] = {}
@@ -538,6 +548,14 @@ class FakeGitHub:
             self.injections.append(injection)
         return injection
 
+    def issue_user_token(self, login: str) -> str:
+        """A user-to-server token (`ghu_`) acting as `login`, as the OAuth web flow issues."""
+        with self._lock:
+            self.add_user(login)
+            token = "ghu_" + secrets.token_urlsafe(27).replace("-", "A").replace("_", "b")[:36]
+            self.user_tokens[token] = login
+            return token
+
     def expire_tokens(self) -> None:
         """Every issued installation token is now past its `expires_at`."""
         with self._lock:
@@ -641,6 +659,8 @@ class FakeGitHub:
             with self._lock:
                 token, identity = self._authenticate(op.operation_id, auth_header)
                 call = _Call(match, params, body, token)
+                if identity.startswith("user:"):
+                    call.user = identity.removeprefix("user:")
                 injected = self._injected(method, op.template, op.operation_id, identity)
                 if injected is not None:
                     injected.identity = identity
@@ -761,6 +781,15 @@ class FakeGitHub:
             raise ApiError(401, "Bad credentials")
         if credential.startswith("eyJ"):
             self._verify_jwt(credential)
+            raise ApiError(403, "Resource not accessible by integration")
+        login = self.user_tokens.get(credential)
+        if login is not None:
+            if operation_id not in _USER_OPERATIONS:
+                raise ApiError(
+                    403, f"the fake GitHub does not accept user tokens for {operation_id}"
+                )
+            return None, f"user:{login}"
+        if operation_id in _USER_OPERATIONS:
             raise ApiError(403, "Resource not accessible by integration")
         token = self.tokens.get(credential)
         if token is None or token.expires_at <= time.time():
@@ -950,6 +979,28 @@ class FakeGitHub:
                 "rate": core,
             },
         )
+
+    # ---- operations: the signed-in user ---------------------------------------------------
+
+    def _op_users_get_authenticated(self, call: _Call) -> _Reply:
+        assert call.user is not None
+        user = self._user_object(call.user) | {"user_view_type": "private"}
+        return _Reply(
+            200, self._localize(deep_merge(self.description.skeleton("private-user"), user))
+        )
+
+    def _op_repos_list_for_authenticated_user(self, call: _Call) -> _Reply:
+        """Like a GitHub App's user token: the repositories the user can read (owner or
+        collaborator with any role) that an installation of the App can also reach."""
+        assert call.user is not None
+        login = call.user.lower()
+        repos = [
+            self._repo_object(r, full=False)
+            for r in sorted(self._repos.values(), key=lambda r: r.full_name.lower())
+            if (r.owner.lower() == login or r.roles.get(login, "none") != "none")
+            and any(self._installation_has(i, r) for i in self._installations.values())
+        ]
+        return self._page(call, repos)
 
     # ---- operations: repositories --------------------------------------------------------
 

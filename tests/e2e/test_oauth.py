@@ -1,0 +1,246 @@
+"""GitHub sign-in to the live view, over real HTTP: the server under uvicorn, GitHub's OAuth
+pages (`FakeGitHubWeb`) and its REST API (`FakeGitHub`, checked against the OpenAPI
+description) on loopback. A GitHub user sees the missions of repositories they can read and
+nothing else; the dashboard token still sees everything."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import httpx
+import pytest
+
+from loopwright.app.api import GITHUB_COOKIE, GitHubSessions, github_session_value
+from loopwright.app.server import create_app, serve_in_thread
+from loopwright.config import Settings
+from loopwright.store.repository import Store
+from tests.e2e.conftest import FAST
+from tests.e2e.scripted_mission import create_mission
+from tests.fakes.github import FakeGitHub
+from tests.fakes.github_web import FakeGitHubWeb
+
+TOKEN = "dashboard-token-0123456789"
+CLIENT_ID = "Iv1.0123456789abcdef"
+CLIENT_SECRET = "0123456789abcdef0123456789abcdef01234567"
+READABLE = "acme/shop"
+HIDDEN = "acme/payroll"
+
+
+@dataclass
+class OAuthServer:
+    url: str
+    store: Store
+    settings: Settings
+    github: FakeGitHub
+    web: FakeGitHubWeb
+    readable: str
+    hidden: str
+
+    def sign_in(self, login: str = "alice", next: str = "/") -> httpx.Client:
+        """A browser that goes through GitHub's sign-in and approves."""
+        self.web.approve_as = login
+        client = httpx.Client(base_url=self.url, timeout=10)
+        start = client.get("/auth/github", params={"next": next})
+        assert start.status_code == 302
+        authorize = start.headers["location"]
+        assert authorize.startswith(f"{self.web.url}/login/oauth/authorize?")
+        back = httpx.get(authorize, timeout=10)
+        assert back.status_code == 302
+        done = client.get(back.headers["location"])
+        assert done.status_code == 303, done.text
+        assert done.headers["location"] == next
+        return client
+
+
+@pytest.fixture
+def oauth_server(tmp_path: Path) -> Iterator[OAuthServer]:
+    with FakeGitHub(4242) as github, FakeGitHubWeb(github, CLIENT_ID, CLIENT_SECRET) as web:
+        github.add_installation(17, "acme")
+        github.add_repo(READABLE)
+        github.add_repo(HIDDEN)
+        github.set_permission(READABLE, "alice", "read")
+        github.set_permission(HIDDEN, "bob", "write")
+        settings = Settings.from_env(
+            {
+                "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
+                "LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN,
+                "LOOPWRIGHT_GITHUB_API_URL": github.url,
+                "LOOPWRIGHT_GITHUB_WEB_URL": web.url,
+                "LOOPWRIGHT_GITHUB_CLIENT_ID": CLIENT_ID,
+                "LOOPWRIGHT_GITHUB_CLIENT_SECRET": CLIENT_SECRET,
+            }
+        )
+        app = create_app(settings, mode="local", timing=FAST)
+        with serve_in_thread(app) as url:
+            store = app.state.store
+            yield OAuthServer(
+                url,
+                store,
+                settings,
+                github,
+                web,
+                readable=create_mission(store, repo=READABLE, sha="a1a1a1a1"),
+                hidden=create_mission(store, repo=HIDDEN, sha="b2b2b2b2"),
+            )
+        github.assert_no_rejections()
+        web.assert_no_rejections()
+
+
+def first_list(client: httpx.Client) -> list[dict[str, Any]]:
+    with client.stream("GET", "/missions/stream") as answer:
+        assert answer.status_code == 200
+        for line in answer.iter_lines():
+            if line.startswith("data: ["):
+                rows: list[dict[str, Any]] = json.loads(line[6:])
+                return rows
+    raise AssertionError("the missions stream sent no list")
+
+
+def cookie_payload(value: str) -> dict[str, Any]:
+    body = value.rpartition(".")[0]
+    payload: dict[str, Any] = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    return payload
+
+
+def test_a_github_user_sees_only_missions_of_repositories_they_can_read(oauth_server):
+    server = oauth_server
+    client = server.sign_in("alice", next=f"/missions/{server.readable}")
+
+    assert [m["id"] for m in client.get("/api/missions").json()] == [server.readable]
+    assert client.get("/api/missions", params={"repo": HIDDEN}).json() == []
+    page = client.get("/")
+    assert page.status_code == 200
+    assert server.readable in page.text and server.hidden not in page.text
+    assert HIDDEN not in page.text
+    assert [r["id"] for r in first_list(client)] == [server.readable]
+
+    assert client.get(f"/missions/{server.readable}").status_code == 200
+    with client.stream("GET", f"/missions/{server.readable}/events") as answer:
+        assert answer.status_code == 200
+    for path in (
+        f"/missions/{server.hidden}",
+        f"/missions/{server.hidden}/events",
+        f"/missions/{server.hidden}/screenshot.png",
+        f"/api/missions/{server.hidden}",
+        f"/api/missions/{server.hidden}/events",
+    ):
+        assert client.get(path).status_code == 404, path
+    # Cost totals span every repository: the dashboard token only.
+    assert client.get("/costs").status_code == 403
+    assert client.get("/api/costs").status_code == 403
+
+    cookie = client.cookies[GITHUB_COOKIE]
+    payload = cookie_payload(cookie)
+    assert payload["login"] == "alice"
+    assert payload["repos"] == [READABLE]
+    assert 0 < payload["exp"] - time.time() <= 8 * 3600
+    assert server.web.issued and all(token not in cookie for token in server.web.issued)
+    [repos_call] = server.github.requests_for("repos/list-for-authenticated-user")
+    assert repos_call.query["per_page"] == ["100"]
+    assert repos_call.headers["authorization"].startswith("Bearer ghu_")
+
+
+def test_a_wrong_or_missing_state_is_rejected_before_the_code_is_used(oauth_server):
+    server = oauth_server
+    server.web.approve_as = "alice"
+    client = httpx.Client(base_url=server.url, timeout=10)
+    start = client.get("/auth/github")
+    back = httpx.get(start.headers["location"], timeout=10)
+    callback = urlsplit(back.headers["location"])
+    query = {k: v[0] for k, v in parse_qs(callback.query).items()}
+
+    forged = client.get(f"{callback.path}?{urlencode({**query, 'state': 'attacker-state'})}")
+    assert forged.status_code == 400
+    assert "not started from this browser" in forged.text
+    # A browser that never started a sign-in (the login CSRF case) is refused too.
+    fresh = httpx.get(f"{server.url}{callback.path}?{callback.query}", timeout=10)
+    assert fresh.status_code == 400
+    assert GITHUB_COOKIE not in client.cookies and GITHUB_COOKIE not in fresh.cookies
+    assert server.web.issued == []
+    assert client.get("/api/missions").status_code == 401
+
+
+def test_a_user_who_declines_is_not_signed_in(oauth_server):
+    server = oauth_server
+    server.web.approve_as = None
+    client = httpx.Client(base_url=server.url, timeout=10)
+    back = httpx.get(client.get("/auth/github").headers["location"], timeout=10)
+    answer = client.get(back.headers["location"])
+    assert answer.status_code == 401
+    assert GITHUB_COOKIE not in client.cookies
+
+
+def test_forged_edited_or_expired_cookies_are_refused(oauth_server):
+    server = oauth_server
+    cookie = server.sign_in("alice").cookies[GITHUB_COOKIE]
+    body, _, mac = cookie.rpartition(".")
+    payload = cookie_payload(cookie)
+    widened = {**payload, "repos": [READABLE, HIDDEN]}
+    edited_body = base64.urlsafe_b64encode(json.dumps(widened).encode()).decode().rstrip("=")
+    other_key = Settings(
+        github=Settings().github.__class__(client_id="x", client_secret="not-the-secret")
+    )
+    expired = github_session_value(
+        server.settings, GitHubSessions(), "alice", [READABLE, HIDDEN], int(time.time()) - 1
+    )
+    refused = {
+        "edited": f"{edited_body}.{mac}",
+        "other key": github_session_value(
+            other_key, GitHubSessions(), "alice", [READABLE, HIDDEN], int(time.time()) + 60
+        ),
+        "expired": expired,
+        "no mac": body,
+        "garbage": "x.y",
+    }
+    for name, value in refused.items():
+        client = httpx.Client(base_url=server.url, timeout=10, cookies={GITHUB_COOKIE: value})
+        assert client.get("/api/missions").status_code == 401, name
+        assert client.get(f"/missions/{server.hidden}").status_code == 401, name
+
+
+def test_the_dashboard_token_still_sees_everything(oauth_server):
+    server = oauth_server
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    ids = {m["id"] for m in httpx.get(f"{server.url}/api/missions", headers=bearer).json()}
+    assert ids == {server.readable, server.hidden}
+    assert httpx.get(f"{server.url}/missions/{server.hidden}", headers=bearer).status_code == 200
+    assert httpx.get(f"{server.url}/api/costs", headers=bearer).status_code == 200
+    assert httpx.get(f"{server.url}/api/missions").status_code == 401
+    login = httpx.get(f"{server.url}/login")
+    assert "Sign in with GitHub" in login.text and 'name="token"' in login.text
+
+
+def test_logout_ends_the_github_session(oauth_server):
+    client = oauth_server.sign_in("alice")
+    assert client.get("/api/missions").status_code == 200
+    assert client.post("/logout").status_code == 303
+    assert GITHUB_COOKIE not in client.cookies
+    assert client.get("/api/missions").status_code == 401
+
+
+def test_a_long_repository_list_stays_on_the_server(oauth_server):
+    server = oauth_server
+    names = [f"acme/service-{n:03d}" for n in range(230)]
+    for name in names:
+        server.github.add_repo(name)
+        server.github.set_permission(name, "carol", "triage")
+    deep = create_mission(server.store, repo=names[-1], sha="c3c3c3c3")
+    client = server.sign_in("carol")
+    cookie = client.cookies[GITHUB_COOKIE]
+    assert len(cookie) < 1000 and "repos" not in cookie_payload(cookie)
+    assert [m["id"] for m in client.get("/api/missions").json()] == [deep]
+    # 230 repositories at 100 a page: three pages, following the Link header.
+    assert len(server.github.requests_for("repos/list-for-authenticated-user")) == 3
+
+
+def test_without_a_client_id_github_sign_in_is_off(live_server):
+    server = live_server(token=TOKEN)
+    assert httpx.get(f"{server.url}/auth/github").status_code == 404
+    assert "Sign in with GitHub" not in httpx.get(f"{server.url}/login").text
