@@ -60,6 +60,8 @@ class Viewer:
 
     login: str | None = None
     repos: frozenset[str] | None = None
+    names: tuple[str, ...] = ()
+    """The same repositories spelled as GitHub spells them (the store matches exactly)."""
 
     @property
     def sees_everything(self) -> bool:
@@ -74,10 +76,10 @@ class GitHubSessions:
     (a restart signs those users out; the short list in the cookie survives restarts)."""
 
     def __init__(self) -> None:
-        self._sessions: dict[str, tuple[float, frozenset[str]]] = {}
+        self._sessions: dict[str, tuple[float, tuple[str, ...]]] = {}
         self._lock = threading.Lock()
 
-    def put(self, repos: frozenset[str], expires: float) -> str:
+    def put(self, repos: tuple[str, ...], expires: float) -> str:
         session_id = secrets.token_urlsafe(24)
         now = time.time()
         with self._lock:
@@ -85,7 +87,7 @@ class GitHubSessions:
             self._sessions[session_id] = (expires, repos)
         return session_id
 
-    def get(self, session_id: str) -> frozenset[str] | None:
+    def get(self, session_id: str) -> tuple[str, ...] | None:
         with self._lock:
             found = self._sessions.get(session_id)
         if found is None or found[0] < time.time():
@@ -109,11 +111,11 @@ def github_session_value(
 ) -> str:
     """The signed cookie of a GitHub sign-in: login, expiry and the readable repositories
     (or, for a long list, the id of the server-side entry holding it). Never a token."""
-    names = sorted({r.lower() for r in repos})
+    names = sorted({r.lower(): r for r in repos}.values(), key=str.lower)
     payload: dict[str, Any] = {"login": login, "exp": expires, "repos": names}
     body = _b64(json.dumps(payload, separators=(",", ":")).encode())
     if len(body) > MAX_COOKIE_BYTES:
-        payload = {"login": login, "exp": expires, "sid": sessions.put(frozenset(names), expires)}
+        payload = {"login": login, "exp": expires, "sid": sessions.put(tuple(names), expires)}
         body = _b64(json.dumps(payload, separators=(",", ":")).encode())
     mac = hmac.new(_github_key(settings), body.encode(), hashlib.sha256).hexdigest()
     return f"{body}.{mac}"
@@ -134,12 +136,14 @@ def github_viewer(settings: Settings, sessions: GitHubSessions, value: str) -> V
     if payload["exp"] < time.time():
         return None
     if "sid" in payload:
-        repos = sessions.get(str(payload["sid"]))
-        if repos is None:
+        names = sessions.get(str(payload["sid"]))
+        if names is None:
             return None
     else:
-        repos = frozenset(str(r) for r in payload.get("repos") or [])
-    return Viewer(login=str(payload.get("login")), repos=repos)
+        names = tuple(str(r) for r in payload.get("repos") or [])
+    return Viewer(
+        login=str(payload.get("login")), repos=frozenset(n.lower() for n in names), names=names
+    )
 
 
 def identify(connection: ASGIConnection[Any, Any, Any, Any]) -> Viewer | None:
@@ -213,7 +217,7 @@ def visible_missions(
         return store.list_missions(status=status, repo=repo, limit=limit)
     if len(viewer.repos) <= PER_REPO_QUERIES:
         found = [
-            m for r in viewer.repos for m in store.list_missions(status=status, repo=r, limit=limit)
+            m for r in viewer.names for m in store.list_missions(status=status, repo=r, limit=limit)
         ]
         found = [m for m in found if viewer.can_see(m.repo)]
         return sorted(found, key=lambda m: m.created_at, reverse=True)[:limit]

@@ -29,7 +29,8 @@ from tests.fakes.github_web import FakeGitHubWeb
 TOKEN = "dashboard-token-0123456789"
 CLIENT_ID = "Iv1.0123456789abcdef"
 CLIENT_SECRET = "0123456789abcdef0123456789abcdef01234567"
-READABLE = "acme/shop"
+READABLE = "acme/Shop-Web"
+"""Mixed case: the store matches names exactly, as GitHub spells them."""
 HIDDEN = "acme/payroll"
 
 
