@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-
 class FixResultLike(Protocol):
     """What the CLI prints of a fix or build result."""
 
