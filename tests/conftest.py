@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 RECORDINGS = EXAMPLES / "recordings"
 VENV_BIN = str(Path(sys.executable).parent)
+KEPT_SETTINGS = ("LOOPWRIGHT_SANDBOX_IMAGE",)
+"""Settings a test run takes from its own environment (an image built under another tag)."""
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -99,7 +101,7 @@ def run_cli(
 
     def run(*args: str, env: dict[str, str] | None = None) -> CliRun:
         for key in list(os.environ):
-            if key.startswith("LOOPWRIGHT_"):
+            if key.startswith("LOOPWRIGHT_") and key not in KEPT_SETTINGS:
                 monkeypatch.delenv(key)
         monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(tmp_path / "data"))
         monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
@@ -148,7 +150,8 @@ def docker_ready() -> None:
 
     client = docker.from_env(version="auto")
     try:
-        ensure_image(client, Settings.from_env({}), lambda line: None)
+        kept = {k: os.environ[k] for k in KEPT_SETTINGS if k in os.environ}
+        ensure_image(client, Settings.from_env(kept), lambda line: None)
     finally:
         client.close()
 
