@@ -119,6 +119,15 @@ class AppMissionRunner:
                 mission_id, "ignored", message="auto_fix is off in .github/loopwright.yml"
             )
             return
+        elif session.commit_is_loopwrights(request.head_sha):
+            # A red check on Loopwright's own commit must not start a chain of missions
+            # (SECURITY 24); a check_run payload cannot tell, so the commit is read back.
+            self.store.set_status(
+                mission_id,
+                "ignored",
+                message=f"commit {request.head_sha[:7]} was authored by Loopwright",
+            )
+            return
 
         check_id = session.start_check(request.head_sha, self._url(mission_id), mission_id)
         self.store.set_links(mission_id, check_run_id=check_id)

@@ -25,6 +25,7 @@ from githubkit.retry import RetryOption
 from githubkit.throttling import BaseThrottler
 
 from loopwright.config import REPO_CONFIG_FILES, RepoConfig, parse_repo_config
+from loopwright.github.gitops import BOT_EMAIL, MISSION_TRAILER
 from loopwright.github.ratelimit import WriteSpacer, wait_before_retry
 
 # What one fix mission needs, and nothing more (SECURITY #14).
@@ -241,6 +242,24 @@ class RepoSession:
             lambda: _json(self.gh.rest.pulls.get(self.owner, self.name, number)),
         )
         return data
+
+    def commit_is_loopwrights(self, sha: str) -> bool:
+        """Whether Loopwright made commit `sha` (the Action's `commit` delivery pushes onto a
+        pull request's own branch, so the branch name alone does not say). A check_run payload
+        names no author, so the commit is read back: its author or committer is Loopwright's
+        bot identity, or its message carries the mission trailer Loopwright writes."""
+        data = self._call(
+            f"reading commit {sha[:7]}",
+            lambda: _json(self.gh.rest.repos.get_commit(self.owner, self.name, sha)),
+        )
+        commit = data.get("commit") or {}
+        emails = {
+            str((commit.get(role) or {}).get("email", "")).lower()
+            for role in ("author", "committer")
+        }
+        message = str(commit.get("message", ""))
+        trailer = any(line.startswith(f"{MISSION_TRAILER}:") for line in message.splitlines())
+        return BOT_EMAIL.lower() in emails or trailer
 
     def pull(self, number: int) -> PullInfo:
         return _pull_info(self.pull_data(number))

@@ -213,17 +213,32 @@ def test_red_check_suite_on_a_commit_loopwright_authored_starts_no_mission(tmp_p
         _assert_ignored_as_ours(world, providers[0], answer)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a check_run payload names no commit author and the App does not look the "
-    "commit up, so a red check on a Loopwright commit outside loopwright/* starts a mission",
-)
 def test_red_check_run_on_a_commit_loopwright_authored_starts_no_mission(tmp_path):
+    """A check_run names no author: the worker reads the commit back before any sandbox."""
     context, providers = armed_world(tmp_path, CORRECT)
     with context as world:
-        _loopwright_commit_on_the_pr_head(world)
+        ours = _loopwright_commit_on_the_pr_head(world)
         answer = world.deliver("check_run", world.check_run_payload())
-        _assert_ignored_as_ours(world, providers[0], answer)
+        assert answer.status_code == 202, answer.text
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "ignored", mission
+        assert f"commit {ours[:7]} was authored by Loopwright" in mission["message"]
+        assert providers[0].created == []
+        assert world.model.requests == []
+        assert world.github.requests_for("pulls/create") == []
+        assert world.github.requests_for("checks/create") == []
+        assert world.github.requests_for("repos/get-commit"), "the commit was never read back"
+
+
+def test_red_check_run_on_a_human_commit_still_starts_a_mission(tmp_path):
+    """The read-back must not swallow ordinary red checks: a human's commit is fixed."""
+    context, providers = armed_world(tmp_path, CORRECT)
+    with context as world:
+        answer = world.deliver("check_run", world.check_run_payload())
+        assert answer.status_code == 202, answer.text
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "verified", mission
+        assert providers[0].created
 
 
 # -- 30. a model that claims success while the tests still fail ---------------------------------
