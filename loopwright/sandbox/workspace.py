@@ -2,30 +2,27 @@
 
 The host never runs git inside a tree the model wrote. It snapshots the repository into a
 fresh repository of its own, sandboxes get copies of that snapshot, the patch is produced
-by git *inside* the sandbox, and the host applies it to another clean copy of its own with
-hooks and fsmonitor disabled.
+by git *inside* the sandbox, and the host applies it to another clean copy of its own.
+Every host git call goes through `loopwright.git`, whose configuration no tree can extend.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from loopwright import git as host_git
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
 
-# Options that keep git from running anything configured in a repository it reads.
-SAFE_GIT = [
+# Options for git *inside* a sandbox: the tree there is disposable, but the export still
+# must not run anything the model configured.
+SANDBOX_GIT = [
     "-c", "core.hooksPath=/dev/null",
     "-c", "core.fsmonitor=false",
     "-c", "core.pager=cat",
-    "-c", "user.name=Loopwright",
-    "-c", "user.email=loopwright@users.noreply.github.com",
-    "-c", "commit.gpgsign=false",
-    "-c", "init.defaultBranch=main",
 ]  # fmt: skip
 
 # Installed dependencies and caches never belong in a patch.
@@ -36,6 +33,7 @@ SANDBOX_EXCLUDES = (
 
 REPORT_DIR = ".loopwright"
 PATCH_FILE = ".loopwright/patch.diff"
+GITLINK_MODE = "160000"
 
 
 class WorkspaceError(Exception):
@@ -43,24 +41,13 @@ class WorkspaceError(Exception):
 
 
 def git(args: list[str], cwd: Path, *, check: bool = True, input: str | None = None) -> str:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(cwd),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-        "LANG": "C.UTF-8",
-    }
-    proc = subprocess.run(
-        ["git", *SAFE_GIT, *args],
-        cwd=cwd,
-        env=env,
-        input=input,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """Run host git in `cwd` under Loopwright's own configuration; return its output."""
+    try:
+        proc = host_git.run(args, cwd, input=input)
+    except host_git.GitUsageError as exc:
+        raise WorkspaceError(str(exc)) from None
     if check and proc.returncode != 0:
-        raise WorkspaceError(f"git {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        raise WorkspaceError(host_git.failure(args, proc))
     return proc.stdout
 
 
@@ -81,29 +68,15 @@ def without_credentials(url: str) -> str:
 
 def clone(url: str, dest: Path) -> Path:
     """Clone a repository on the host (no credentials: public or local servers)."""
-    proc = subprocess.run(
-        [
-            "git",
-            "-c",
-            "core.hooksPath=/dev/null",
-            "clone",
-            "--quiet",
-            "--depth",
-            "50",
-            url,
-            str(dest),
-        ],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0"},
-        check=False,
-    )
+    safe = without_credentials(url)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    args = ["clone", "--quiet", "--depth", "50", "--", url, str(dest)]
+    try:
+        proc = host_git.run(args, dest.parent, remote=url)
+    except host_git.GitUsageError as exc:
+        raise WorkspaceError(f"could not clone {safe}: {exc}") from None
     if proc.returncode != 0:
-        detail = proc.stderr.strip()
-        safe = without_credentials(url)
-        secret = urlsplit(url).password
-        if secret:
-            detail = detail.replace(secret, "[REDACTED]")
+        detail = host_git.failure(args, proc, secrets=[urlsplit(url).password or ""])
         raise WorkspaceError(f"could not clone {safe}: {detail.replace(url, safe)}")
     return dest
 
@@ -116,12 +89,7 @@ def snapshot(source: Path, dest: Path) -> str:
     """
     if not source.is_dir():
         raise WorkspaceError(f"{source} is not a directory; pass a git repository path or URL")
-    top = subprocess.run(
-        ["git", "-C", str(source), "rev-parse", "--show-toplevel"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    top = host_git.run(["rev-parse", "--show-toplevel"], source)
     if top.returncode != 0:
         raise WorkspaceError(f"{source} is not a git repository; run `git init` there first")
     root = Path(top.stdout.strip())
@@ -129,6 +97,8 @@ def snapshot(source: Path, dest: Path) -> str:
     head = git(["rev-parse", "--verify", "-q", "HEAD"], root, check=False).strip()
     dest.mkdir(parents=True, exist_ok=False)
     for rel in sorted(set(filter(None, listed.split("\0")))):
+        if _names_git_dir(rel):
+            continue  # a nested repository or its metadata is never copied or acted on
         src = root / rel
         target = dest / rel
         if not src.exists() and not src.is_symlink():
@@ -180,7 +150,7 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
 
     if isinstance(sandbox, LocalSandbox):
         return _export_on_host(sandbox.workspace, base)
-    opts = " ".join(SAFE_GIT[:6])
+    opts = " ".join(SANDBOX_GIT)
     result = sandbox.exec(
         f"git {opts} add --all && "
         f"git {opts} diff --cached --binary --no-color --no-ext-diff --no-textconv "
@@ -205,11 +175,20 @@ def _export_on_host(work_tree: Path, base: Path) -> str:
         (info / "exclude").write_text("\n".join(SANDBOX_EXCLUDES) + "\n", encoding="utf-8")
         where = ["--git-dir", str(git_dir), "--work-tree", str(work_tree)]
         git([*where, "add", "--all"], Path(tmp))
+        # A repository the agent nested in its tree is recorded by `add` as a gitlink;
+        # it is dropped, so nothing of it reaches the patch or is ever looked into.
+        staged = git([*where, "ls-files", "--stage", "-z"], Path(tmp))
+        nested = [
+            entry.split("\t", 1)[1]
+            for entry in staged.split("\0")
+            if entry.startswith(GITLINK_MODE + " ") and "\t" in entry
+        ]
+        if nested:
+            git([*where, "rm", "--cached", "--quiet", "-r", "--", *nested], Path(tmp))
         return git(
-            [*where, "diff", "--cached", "--binary", "--no-color", "--no-ext-diff",
-             "--no-textconv", "--no-renames", "HEAD"],
+            [*where, "diff", "--cached", "--binary", "--no-color", "--no-renames", "HEAD"],
             Path(tmp),
-        )  # fmt: skip
+        )
 
 
 def changed_paths(patch: str) -> list[str]:
@@ -220,3 +199,7 @@ def changed_paths(patch: str) -> list[str]:
             if len(parts) == 2:
                 paths.append(parts[1])
     return paths
+
+
+def _names_git_dir(rel: str) -> bool:
+    return any(part.lower() == ".git" for part in rel.rstrip("/").split("/"))
