@@ -93,6 +93,12 @@ class GitUsageError(ValueError):
 
 def scheme_of(url: str) -> str:
     """The transport `url` uses: http, https, ssh, git or file."""
+    helper = url.split("::", 1)[0] if "::" in url.split("/", 1)[0] else None
+    if helper is not None:
+        raise GitUsageError(
+            f"unsupported git URL scheme {helper + '::'!r} (a remote helper); use https://, "
+            "http://, ssh://, git:// or file://"
+        )
     if "://" in url:
         scheme = url.split("://", 1)[0].lower()
         if scheme in REMOTE_SCHEMES:
