@@ -97,17 +97,17 @@ def snapshot(source: Path, dest: Path) -> str:
     head = git(["rev-parse", "--verify", "-q", "HEAD"], root, check=False).strip()
     dest.mkdir(parents=True, exist_ok=False)
     for rel in sorted(set(filter(None, listed.split("\0")))):
-        if _names_git_dir(rel):
+        if rel.endswith("/") or _names_git_dir(rel):
             continue  # a nested repository or its metadata is never copied or acted on
         src = root / rel
         target = dest / rel
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the working tree but still in the index
-        target.parent.mkdir(parents=True, exist_ok=True)
         if src.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(os.readlink(src), target)
         elif src.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target)
+        # Anything else is deleted in the working tree, or a gitlink: not copied.
     git(["init", "--quiet"], dest)
     git(["add", "--all"], dest)
     git(["commit", "--quiet", "--allow-empty", "-m", "loopwright: base"], dest)
