@@ -153,6 +153,8 @@ def environment(home: Path, *, token: str | None = None) -> dict[str, str]:
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_ATTR_NOSYSTEM": "1",
         "GIT_TERMINAL_PROMPT": "0",
+        # Read-only commands (status, diff) never rewrite the index of a tree they look at.
+        "GIT_OPTIONAL_LOCKS": "0",
     }
     if token is not None:
         env[TOKEN_VAR] = token

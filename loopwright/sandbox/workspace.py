@@ -9,6 +9,7 @@ Every host git call goes through `loopwright.git`, whose configuration no tree c
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -34,6 +35,10 @@ SANDBOX_EXCLUDES = (
 REPORT_DIR = ".loopwright"
 PATCH_FILE = ".loopwright/patch.diff"
 GITLINK_MODE = "160000"
+_GITLINK_LINE = re.compile(
+    r"(?m)^(?:new file mode|deleted file mode|old mode|new mode) 160000$"
+    r"|^index [0-9a-f]+\.\.[0-9a-f]+ 160000$"
+)
 
 
 class WorkspaceError(Exception):
@@ -149,7 +154,7 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
     from loopwright.sandbox.local import LocalSandbox
 
     if isinstance(sandbox, LocalSandbox):
-        return _export_on_host(sandbox.workspace, base)
+        return without_gitlinks(_export_on_host(sandbox.workspace, base))
     opts = " ".join(SANDBOX_GIT)
     result = sandbox.exec(
         f"git {opts} add --all && "
@@ -161,9 +166,18 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
     if not result.ok:
         raise SandboxError(f"could not export the patch: {result.output.strip()[-2000:]}")
     try:
-        return sandbox.read_file(PATCH_FILE).decode("utf-8", errors="surrogateescape")
+        patch = sandbox.read_file(PATCH_FILE).decode("utf-8", errors="surrogateescape")
     except FileToolError as exc:
         raise SandboxError(f"could not read the exported patch: {exc}") from exc
+    return without_gitlinks(patch)
+
+
+def without_gitlinks(patch: str) -> str:
+    """`patch` without the entries that record a nested repository (mode 160000): the
+    snapshot never holds one, and nothing of a repository the agent nested is delivered."""
+    sections = re.split(r"(?m)^(?=diff --git )", patch)
+    kept = [s for s in sections if not _GITLINK_LINE.search(s.split("\n--- ", 1)[0])]
+    return "".join(kept)
 
 
 def _export_on_host(work_tree: Path, base: Path) -> str:

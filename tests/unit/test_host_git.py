@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from loopwright import git as host_git
+from loopwright.sandbox.workspace import without_gitlinks
 from tests.conftest import init_repo
 
 TOKEN = "ghs_UNITTOKEN0123456789abcdef"
@@ -52,7 +53,7 @@ def test_environment_is_built_from_scratch_with_a_private_home_security_35(
     git_own |= {"GIT_PAGER"}  # --no-pager tells child processes, too
     ours = {
         "PATH", "LANG", "HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM",
-        "GIT_ATTR_NOSYSTEM", "GIT_TERMINAL_PROMPT",
+        "GIT_ATTR_NOSYSTEM", "GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS",
     }  # fmt: skip
     assert set(env) - git_own - {"_"} == ours
     assert env["GIT_CONFIG_GLOBAL"] == "/dev/null"
@@ -244,3 +245,29 @@ def test_a_temporary_directory_inside_the_tree_is_refused_security_35(
     with pytest.raises(host_git.GitUsageError, match="set TMPDIR to a directory outside"):
         host_git.run(["status"], tree)
     assert list(inside.iterdir()) == []
+
+
+GITLINK = """diff --git a/vendor/x b/vendor/x
+new file mode 160000
+index 0000000..acc28fe
+--- /dev/null
++++ b/vendor/x
+@@ -0,0 +1 @@
++Subproject commit acc28fede7d7ef21272400ec058e377950d9d777
+"""
+FILE = """diff --git a/top b/top
+new file mode 100644
+index 0000000..975fbec
+--- /dev/null
++++ b/top
+@@ -0,0 +1 @@
++new file mode 160000
+"""
+
+
+def test_nested_repository_entries_are_dropped_from_a_patch_security_35() -> None:
+    assert without_gitlinks(GITLINK + FILE) == FILE
+    assert without_gitlinks(FILE + GITLINK) == FILE
+    assert without_gitlinks(GITLINK) == ""
+    # A file whose *content* reads like a mode line is kept.
+    assert without_gitlinks(FILE) == FILE
