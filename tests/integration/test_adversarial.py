@@ -69,3 +69,169 @@ __all__ = [
     "tree_digest",
     "write",
 ]
+
+
+# ---- host git (SECURITY 35-36) ----
+# A hostile repository, or a hostile model, configures git every way a tree can; each
+# driver would touch a file in `marker_dir`. Host git (snapshot, local export, apply, the
+# deliver-time `git diff --stat`, clone, commit and push) runs none of them, and the
+# operation still works: the real fix is verified and delivered. Planted URL rewrites point
+# at a git server of the test's own on 127.0.0.1 that demands credentials.
+
+
+def hostgit_config(markers: Path) -> str:
+    """Git configuration that runs a command through every setting that can run one."""
+    return f"""[filter "evil"]
+\tclean = touch {markers}/filter-clean; cat
+\tsmudge = touch {markers}/filter-smudge; cat
+\tprocess = touch {markers}/filter-process
+\trequired = true
+[diff "evil"]
+\ttextconv = touch {markers}/diff-textconv; cat
+\tcommand = touch {markers}/diff-command
+[merge "evil"]
+\tdriver = touch {markers}/merge-driver
+[diff]
+\texternal = touch {markers}/diff-external
+[core]
+\tpager = touch {markers}/core-pager
+\tfsmonitor = touch {markers}/core-fsmonitor
+\thooksPath = {markers}/../hostgit-hooks
+"""
+
+
+def hostgit_hooks(hooks: Path, markers: Path) -> None:
+    hooks.mkdir(parents=True, exist_ok=True)
+    for name in ("pre-commit", "post-commit", "post-checkout", "post-index-change",
+                 "reference-transaction", "pre-push", "pre-auto-gc"):  # fmt: skip
+        write(hooks / name, f"#!/bin/sh\ntouch {markers}/hook-{name}\n").chmod(0o755)
+
+
+def hostgit_repo(example_repo: Any, markers: Path, files: dict[str, str]) -> Path:
+    """The Python example carrying `files` (committed), with hooks ready in the shared
+    hooks directory a planted `core.hooksPath` names and in the repository's own `.git`."""
+    hostgit_hooks(markers.parent / "hostgit-hooks", markers)
+    repo = example_repo("python-invoice", files)
+    hostgit_hooks(repo / ".git" / "hooks", markers)
+    assert list(markers.iterdir()) == []
+    return repo
+
+
+def hostgit_fix(run_cli: Any, scripted: Any, repo: Path, *calls: dict[str, Any],
+                sandbox: str = "docker") -> Any:  # fmt: skip
+    server = scripted(hostile_session(*calls, fix=True))
+    return run_cli("fix", str(repo), "--sandbox", sandbox, env=model_env(server))
+
+
+def hostgit_assert_delivered(run: Any, repo: Path, before: dict[str, str], markers: Path,
+                             *extra_changed: str) -> None:  # fmt: skip
+    """Verified and applied, only the fix (and what the patch itself adds) changed in the
+    working tree, and not one driver or hook ran."""
+    assert sorted(p.name for p in markers.iterdir()) == []
+    assert run.exit_code == 0, run.stderr
+    assert run.result["status"] == "verified", run.result["message"]
+    assert run.result["applied"] is True
+    assert FIX_NEW in (repo / "invoice/totals.py").read_text()
+    after = tree_digest(repo)
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed == {"invoice/totals.py", *extra_changed}
+    deliver = [e for e in run.of_type("stage") if e["stage"] == "deliver"][-1]
+    assert deliver["status"] == "applied"
+    assert deliver["files"] and "changed" in deliver["files"][0]
+
+
+@pytest.mark.docker
+def test_repo_gitconfig_filter_clean_smudge_process_never_runs_on_host_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35: `.gitconfig` filter drivers selected by `.gitattributes` (the HOME-in-
+    the-tree attack) run neither at snapshot nor at deliver."""
+    repo = hostgit_repo(example_repo, marker_dir, {
+        ".gitconfig": hostgit_config(marker_dir),
+        ".gitattributes": "* filter=evil\n",
+    })  # fmt: skip
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo)
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+
+
+@pytest.mark.docker
+def test_repo_xdg_config_textconv_and_external_diff_never_run_at_deliver_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35: `.config/git/config` (the XDG location) with diff textconv/command,
+    `diff.external` and a pager; `.gitattributes` selects the diff driver for the file the
+    fix changes, so the deliver-time `git diff --stat` is where it would run."""
+    repo = hostgit_repo(example_repo, marker_dir, {
+        ".config/git/config": hostgit_config(marker_dir),
+        ".gitattributes": "*.py diff=evil merge=evil\n",
+    })  # fmt: skip
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo)
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+
+
+@pytest.mark.docker
+def test_repo_include_path_and_includeif_are_never_followed_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35: a `.gitconfig` whose `include.path` and `includeIf` pull the drivers
+    from another file of the tree."""
+    repo = hostgit_repo(example_repo, marker_dir, {
+        ".gitconfig": '[include]\n\tpath = tools/git.cfg\n[includeIf "gitdir:/"]\n'
+                      "\tpath = tools/git.cfg\n",
+        "tools/git.cfg": hostgit_config(marker_dir),
+        ".gitattributes": "* filter=evil diff=evil\n",
+    })  # fmt: skip
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo)
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+
+
+@pytest.mark.docker
+def test_fsmonitor_pager_and_hooks_in_the_repos_own_git_dir_never_run_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35 (CVE-2022-24765 class): `core.fsmonitor`, `core.pager` and
+    `core.hooksPath` in the repository's `.git/config`, hooks in `.git/hooks`; snapshot,
+    apply and `git diff --stat` run in that repository and must run none of them."""
+    repo = hostgit_repo(example_repo, marker_dir, {".gitattributes": "* filter=evil\n"})
+    with (repo / ".git" / "config").open("a") as config:
+        config.write(
+            f"[core]\n\tfsmonitor = touch {marker_dir}/core-fsmonitor\n"
+            f"\tpager = touch {marker_dir}/core-pager\n"
+            f"\thooksPath = {marker_dir.parent}/hostgit-hooks\n"
+        )
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo)
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+
+
+@pytest.mark.docker
+def test_repo_gitmodules_with_ext_url_and_update_command_is_never_acted_on_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35: `.gitmodules` naming an `ext::` URL and an `update = !command`, a
+    gitlink in the index and an untracked nested repository with its own hostile config."""
+    repo = hostgit_repo(example_repo, marker_dir, {
+        ".gitmodules": '[submodule "vendor/lib"]\n\tpath = vendor/lib\n'
+                       f"\turl = ext::sh -c touch% {marker_dir}/gitmodules-ext\n"
+                       f"\tupdate = !touch {marker_dir}/gitmodules-update\n",
+    })  # fmt: skip
+    from tests.conftest import git
+
+    head = git("rev-parse", "HEAD", cwd=repo).strip()
+    # The test's own git: with the planted hooks off.
+    gitlink = f"160000,{head},vendor/lib"
+    git("-c", "core.hooksPath=/dev/null", "update-index", "--add", "--cacheinfo", gitlink, cwd=repo)
+    nested = repo / "third_party" / "nested"
+    write(nested / "lib.py", "y = 2\n")
+    init_repo(nested)
+    with (nested / ".git" / "config").open("a") as config:
+        config.write(hostgit_config(marker_dir))
+    write(nested / ".gitattributes", "* filter=evil diff=evil\n")
+    hostgit_hooks(nested / ".git" / "hooks", marker_dir)
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo)
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+    assert "vendor/lib" not in run.result["patch"] and "third_party" not in run.result["patch"]
