@@ -34,7 +34,6 @@ SANDBOX_EXCLUDES = (
 
 REPORT_DIR = ".loopwright"
 PATCH_FILE = ".loopwright/patch.diff"
-GITLINK_MODE = "160000"
 _GITLINK_LINE = re.compile(
     r"(?m)^(?:new file mode|deleted file mode|old mode|new mode) 160000$"
     r"|^index [0-9a-f]+\.\.[0-9a-f]+ 160000$"
@@ -156,8 +155,14 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
     if isinstance(sandbox, LocalSandbox):
         return without_gitlinks(_export_on_host(sandbox.workspace, base))
     opts = " ".join(SANDBOX_GIT)
+    # A repository the agent nested in its tree (listed as `dir/`) is excluded before
+    # `add`: git would record it as a gitlink, or fail on one without commits.
+    nested = (
+        f"git {opts} ls-files --others --exclude-standard "
+        r"| sed -n -e 's/[][*?\\]/\\&/g' -e 's|^\(.*/\)$|/\1|p' >> .git/info/exclude"
+    )
     result = sandbox.exec(
-        f"git {opts} add --all && "
+        f"{nested} && git {opts} add --all && "
         f"git {opts} diff --cached --binary --no-color --no-ext-diff --no-textconv "
         f"--no-renames $(git rev-list --max-parents=0 HEAD | tail -n 1) > {PATCH_FILE} && "
         f"git {opts} reset --quiet",
@@ -186,19 +191,15 @@ def _export_on_host(work_tree: Path, base: Path) -> str:
         shutil.copytree(base / ".git", git_dir, symlinks=True)
         info = git_dir / "info"
         info.mkdir(exist_ok=True)
-        (info / "exclude").write_text("\n".join(SANDBOX_EXCLUDES) + "\n", encoding="utf-8")
         where = ["--git-dir", str(git_dir), "--work-tree", str(work_tree)]
+        excludes = list(SANDBOX_EXCLUDES)
+        (info / "exclude").write_text("\n".join(excludes) + "\n", encoding="utf-8")
+        # A repository the agent nested in its tree is listed as `dir/`; it is excluded
+        # before `add`, which would record it as a gitlink or fail on one without commits.
+        others = git([*where, "ls-files", "-z", "--others", "--exclude-standard"], Path(tmp))
+        excludes += ["/" + _glob_escape(rel) for rel in others.split("\0") if rel.endswith("/")]
+        (info / "exclude").write_text("\n".join(excludes) + "\n", encoding="utf-8")
         git([*where, "add", "--all"], Path(tmp))
-        # A repository the agent nested in its tree is recorded by `add` as a gitlink;
-        # it is dropped, so nothing of it reaches the patch or is ever looked into.
-        staged = git([*where, "ls-files", "--stage", "-z"], Path(tmp))
-        nested = [
-            entry.split("\t", 1)[1]
-            for entry in staged.split("\0")
-            if entry.startswith(GITLINK_MODE + " ") and "\t" in entry
-        ]
-        if nested:
-            git([*where, "rm", "--cached", "--quiet", "-r", "--", *nested], Path(tmp))
         return git(
             [*where, "diff", "--cached", "--binary", "--no-color", "--no-renames", "HEAD"],
             Path(tmp),
@@ -217,3 +218,7 @@ def changed_paths(patch: str) -> list[str]:
 
 def _names_git_dir(rel: str) -> bool:
     return any(part.lower() == ".git" for part in rel.rstrip("/").split("/"))
+
+
+def _glob_escape(rel: str) -> str:
+    return re.sub(r"([][*?\\])", r"\\\1", rel)

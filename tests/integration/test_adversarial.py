@@ -235,3 +235,153 @@ def test_repo_gitmodules_with_ext_url_and_update_command_is_never_acted_on_secur
     run = hostgit_fix(run_cli, scripted, repo)
     hostgit_assert_delivered(run, repo, before, marker_dir)
     assert "vendor/lib" not in run.result["patch"] and "third_party" not in run.result["patch"]
+
+
+@pytest.mark.docker
+def test_model_written_gitconfig_attributes_and_nested_repo_never_run_on_host_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35: the model writes `.gitconfig`, `.config/git/config` and `.gitattributes`
+    that define and select drivers, and nests repositories (one without commits) in the
+    tree. The patch carries the files as content; applying it and the deliver-time
+    `git diff --stat` run no driver, and nothing of the nested repositories is delivered."""
+    repo = hostgit_repo(example_repo, marker_dir, {})
+    config = hostgit_config(marker_dir)
+    calls = (
+        tool("write_file", path=".gitconfig", content=config),
+        tool("write_file", path=".config/git/config", content=config),
+        tool("write_file", path=".gitattributes", content="* filter=evil diff=evil merge=evil\n"),
+        tool("run_command", command="git init -q vendor/empty && mkdir -p vendor/full && "
+             "cd vendor/full && git init -q && echo x > x.txt && git add x.txt && "
+             "git -c user.name=m -c user.email=m@m commit -qm x"),
+    )  # fmt: skip
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo, *calls)
+    hostgit_assert_delivered(
+        run, repo, before, marker_dir, ".gitconfig", ".config/git/config", ".gitattributes"
+    )
+    assert (repo / ".gitconfig").read_text() == config
+    assert "vendor/" not in run.result["patch"] and not (repo / "vendor").exists()
+
+
+def test_model_planted_drivers_in_its_git_dir_never_run_in_local_export_security_35(
+    example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35, local backend: the patch is exported by host git. The model defines
+    filter, diff and fsmonitor commands in its workspace's `.git/config`, selects them in
+    `.gitattributes`, and nests a repository whose config defines them too; the export
+    reads none of that configuration."""
+    repo = hostgit_repo(example_repo, marker_dir, {})
+    m = marker_dir
+    calls = (
+        tool("run_command", command=f"git config filter.evil.clean 'touch {m}/filter-clean; cat'"
+             f" && git config diff.evil.textconv 'touch {m}/textconv; cat'"
+             f" && git config core.fsmonitor 'touch {m}/fsmonitor'"
+             f" && git config core.hooksPath {m.parent}/hostgit-hooks"),
+        tool("write_file", path=".gitattributes", content="* filter=evil diff=evil\n"),
+        tool("run_command", command="git init -q nested && "
+             f"git -C nested config core.fsmonitor 'touch {m}/nested-fsmonitor' && "
+             "echo y > nested/y.txt"),
+    )  # fmt: skip
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo, *calls, sandbox="local")
+    hostgit_assert_delivered(run, repo, before, marker_dir, ".gitattributes")
+    assert "nested" not in run.result["patch"]
+
+
+@pytest.mark.docker
+def test_cli_clone_of_a_hostile_url_runs_no_smudge_and_follows_no_rewrite_security_35_36(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """SECURITY 35/36: `loopwright fix URL` clones on the host. The repository carries a
+    smudge filter and an `insteadOf` that rewrites the server's URL to a listener of the
+    test's own; the clone checks out without running the filter, and the listener is
+    never contacted."""
+    from tests.fakes.git_server import GitServer
+
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "evil").mkdir()
+    with (
+        GitServer(tmp_path / "srv") as server,
+        GitServer(tmp_path / "evil", token="ghs_ATTACKERBAIT000000000000") as attacker,
+    ):
+        config = hostgit_config(marker_dir)
+        config += f'[url "{attacker.url}/"]\n\tinsteadOf = {server.url}/\n'
+        repo = hostgit_repo(example_repo, marker_dir, {
+            ".gitconfig": config, ".config/git/config": config,
+            ".gitattributes": "* filter=evil diff=evil\n",
+        })  # fmt: skip
+        server.create_repo("octo/invoice", repo)
+        model = scripted(hostile_session(fix=True))
+        run = run_cli("fix", server.repo_url("octo/invoice"), "--sandbox", "docker",
+                      env=model_env(model))  # fmt: skip
+        assert sorted(p.name for p in marker_dir.iterdir()) == []
+        assert attacker.requests == []
+        assert run.exit_code == 0, run.stderr
+        assert run.result["status"] == "verified" and run.result["applied"] is False
+        assert FIX_NEW.strip() in run.result["patch"]
+        assert server.requests and server.requests[0]["path"] == "/octo/invoice.git/info/refs"
+
+
+def hostgit_served(repo: Path, tmp_path: Path, token: str) -> Any:
+    from tests.fakes.git_server import GitServer
+
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "evil").mkdir()
+    server = GitServer(tmp_path / "srv", token=token)
+    attacker = GitServer(tmp_path / "evil", token="ghs_ATTACKERBAIT000000000000")
+    server.create_repo("octo/app", repo)
+    attacker.create_repo("octo/app", repo)
+    return server, attacker
+
+
+def test_app_delivery_ignores_tree_pushinsteadof_and_refuses_a_planted_one_security_36(
+    example_repo: Any, marker_dir: Path, tmp_path: Path
+) -> None:
+    """SECURITY 35/36, the App's delivery (clone_at, commit_patch, push_branch): a
+    `pushInsteadOf` and `insteadOf` in the repository's `.gitconfig` never redirect the push,
+    drivers in it never run; the same rewrite planted in the clone's own `.git/config` is
+    refused before any request. The attacker's listener never sees a token."""
+    import base64
+
+    from loopwright.github.gitops import GitError, clone_at, commit_patch, push_branch
+    from tests.conftest import git
+
+    token = "ghs_APPTOKEN0123456789abcdefghij"
+    repo = hostgit_repo(example_repo, marker_dir, {".gitattributes": "* filter=evil diff=evil\n"})
+    server, attacker = hostgit_served(repo, tmp_path, token)
+    with server, attacker:
+        config = hostgit_config(marker_dir) + (
+            f'[url "{attacker.url}/"]\n\tpushInsteadOf = {server.url}/\n'
+            f'[url "{attacker.url}/octo/"]\n\tinsteadOf = {server.url}/octo/\n'
+        )
+        write(repo / ".gitconfig", config)
+        git("-c", "core.hooksPath=/dev/null", "add", "-A", cwd=repo)
+        git("-c", "core.hooksPath=/dev/null", "commit", "-qm", "rewrites", cwd=repo)
+        bare = server.root / "octo/app.git"
+        git("-c", "core.hooksPath=/dev/null", "push", "-q", str(bare), "HEAD:refs/heads/main",
+            cwd=repo)  # fmt: skip
+        sha = git("rev-parse", "HEAD", cwd=repo).strip()
+        url = server.repo_url("octo/app")
+        totals = repo / "invoice/totals.py"
+        original = totals.read_text()
+        totals.write_text(original.replace(FIX_OLD, FIX_NEW))
+        patch = git("diff", "--no-ext-diff", "--", "invoice/totals.py", cwd=repo)
+        totals.write_text(original)
+        tree = clone_at(url, sha, tmp_path / "clone", token)
+        commit = commit_patch(tree, patch, "Fix discount", "m1")
+        push_branch(tree, "loopwright/fix-1", token, replace=None, url=url)
+        assert git("rev-parse", "loopwright/fix-1", cwd=bare).strip() == commit
+        expected = "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        assert {r["authorization"] for r in server.requests} - {""} == {expected}
+
+        second = clone_at(url, sha, tmp_path / "second", token)
+        commit_patch(second, patch, "Fix discount", "m2")
+        with (second / ".git" / "config").open("a") as planted:
+            planted.write(f'[url "{attacker.url}/"]\n\tpushInsteadOf = {server.url}/\n')
+        with pytest.raises(GitError, match=r"sets url\..*pushinsteadof in \.git/config") as err:
+            push_branch(second, "loopwright/fix-2", token, replace=None, url=url)
+        assert token not in str(err.value)
+        assert attacker.requests == []
+        assert sorted(p.name for p in marker_dir.iterdir()) == []

@@ -229,6 +229,13 @@ def test_local_export_of_a_hostile_agent_tree_runs_nothing_security_35(
         init_repo(nested)
         with (nested / ".git" / "config").open("a") as config:
             config.write(evil_config(markers))
+        # A nested repository without any commit, inside a new directory, with a name
+        # that is a glob pattern.
+        empty = work / "newpkg" / "[e]mpty*"
+        empty.mkdir(parents=True)
+        (empty / "y.txt").write_text("y\n")
+        (work / "newpkg" / "kept.py").write_text("k = 1\n")
+        run_test_git("init", "-q", cwd=empty)
         assert_nothing_ran(markers)
 
         patch = export_patch(sandbox, timeout_s=60, base=base)
@@ -239,6 +246,7 @@ def test_local_export_of_a_hostile_agent_tree_runs_nothing_security_35(
     assert "diff --git a/.gitattributes b/.gitattributes" in patch
     assert "diff --git a/deep/.gitconfig b/deep/.gitconfig" in patch
     assert "planted" not in patch and "Subproject commit" not in patch
+    assert "empty" not in patch and "diff --git a/newpkg/kept.py b/newpkg/kept.py" in patch
 
 
 def test_a_patch_writing_into_a_nested_git_directory_is_refused_security_35(
