@@ -385,3 +385,59 @@ def test_app_delivery_ignores_tree_pushinsteadof_and_refuses_a_planted_one_secur
         assert token not in str(err.value)
         assert attacker.requests == []
         assert sorted(p.name for p in marker_dir.iterdir()) == []
+
+
+from tests.integration.test_action import REPO as HOSTGIT_ACTION_REPO  # noqa: E402
+from tests.integration.test_action import example as hostgit_action_example  # noqa: E402
+from tests.integration.test_action import world  # noqa: E402, F401
+
+
+def test_action_commit_path_from_a_hostile_workspace_runs_nothing_sends_no_token_security_35_36(
+    world: Any,  # noqa: F811 - the Action's world fixture, imported above
+    marker_dir: Path,
+) -> None:
+    """SECURITY 35/36, Action mode (`deliver: commit`): the checked-out workspace carries
+    drivers and an `insteadOf`/`pushInsteadOf` to a listener of the test's own in its
+    `.gitconfig`, and fsmonitor plus hooks in its own `.git`. The snapshot of the workspace,
+    the delivery clone, the commit and the push run none of them; the fix lands on the
+    branch and the listener never hears from git."""
+    from tests.conftest import git
+    from tests.fakes.git_server import GitServer
+
+    (world.tmp / "evil").mkdir()
+    with GitServer(world.tmp / "evil", token="ghs_ATTACKERBAIT000000000000") as attacker:
+        workspace = world.tmp / "checkout"
+        git("clone", "-q", "-b", "feature", world.git.repo_url(HOSTGIT_ACTION_REPO),
+            str(workspace), cwd=world.tmp)  # fmt: skip
+        attacker.create_repo(HOSTGIT_ACTION_REPO, workspace)
+        config = hostgit_config(marker_dir) + (
+            f'[url "{attacker.url}/"]\n\tinsteadOf = {world.git.url}/\n'
+            f'[url "{attacker.url}/acme/"]\n\tpushInsteadOf = {world.git.url}/acme/\n'
+        )
+        write(workspace / ".gitconfig", config)
+        write(workspace / ".config/git/config", config)
+        write(workspace / ".gitattributes", "* filter=evil diff=evil merge=evil\n")
+        git("add", "-A", cwd=workspace)
+        git("commit", "-qm", "hostile git configuration", cwd=workspace)
+        git("push", "-q", "origin", "feature", cwd=workspace)
+        sha = git("rev-parse", "HEAD", cwd=workspace).strip()
+        hostgit_hooks(marker_dir.parent / "hostgit-hooks", marker_dir)
+        hostgit_hooks(workspace / ".git" / "hooks", marker_dir)
+        with (workspace / ".git" / "config").open("a") as own:
+            own.write(f"[core]\n\tfsmonitor = touch {marker_dir}/core-fsmonitor\n")
+        attacker.requests.clear()
+
+        run = world.run(
+            "workflow_dispatch",
+            world.repository(hostgit_action_example("workflow_dispatch", None)),
+            workspace=workspace,
+            sha=sha,
+            ref="refs/heads/feature",
+            inputs={"INPUT_DELIVER": "commit", "INPUT_TEST_COMMAND": "python -m pytest -q"},
+        )
+        assert sorted(p.name for p in marker_dir.iterdir()) == []
+        assert attacker.requests == []
+        assert run.exit_code == 0, run.stderr
+        assert run.outputs["status"] == "verified"
+        pushed = git("show", "feature", "--format=%ae%n%P", cwd=world.bare)
+        assert FIX_NEW.strip() in pushed and sha in pushed
