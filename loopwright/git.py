@@ -182,6 +182,7 @@ def run(
             input=input,
             capture_output=True,
             text=True,
+            encoding="utf-8",
             errors="surrogateescape",
             check=False,
         )

@@ -436,3 +436,15 @@ def test_submodule_recursion_never_happens_on_a_push_security_35(
     push_branch(tree, "loopwright/fix-6", TOKEN, replace=None, url=url)
     assert not (tree / "sub" / ".git").exists()
     assert_nothing_ran(markers)
+
+
+def test_a_patch_with_bytes_that_are_not_utf8_applies_exactly(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "latin1.txt").write_bytes(b"caf\xe9\n")
+    init_repo(tree)
+    (tree / "latin1.txt").write_bytes(b"caf\xe9 cr\xe8me\n")
+    raw = subprocess.run(["git", "diff"], cwd=tree, capture_output=True, check=True).stdout
+    run_test_git("checkout", "--", "latin1.txt", cwd=tree)
+    apply_patch(tree, raw.decode("utf-8", errors="surrogateescape"))
+    assert (tree / "latin1.txt").read_bytes() == b"caf\xe9 cr\xe8me\n"
