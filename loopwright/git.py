@@ -67,8 +67,8 @@ OWNED_CONFIG: tuple[tuple[str, str], ...] = (
     ("user.email", AUTHOR_EMAIL),
 )
 
-# Transports a remote URL may use, by the scheme it is written with.
-REMOTE_SCHEMES = {"http": "http", "https": "https", "ssh": "ssh", "git": "git", "file": "file"}
+# Transports a remote URL may use; remote helpers (`ext::`, `fd::`, ...) are never among them.
+REMOTE_SCHEMES = frozenset({"http", "https", "ssh", "git", "file"})
 
 # Subcommands that produce diffs: never an external diff program or a textconv filter,
 # never a look inside a nested repository.
