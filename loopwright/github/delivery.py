@@ -45,7 +45,8 @@ def deliver_fix(
     mission_url: str | None,
     mode: DeliveryMode = "pull-request",
 ) -> Delivered:
-    """Deliver a verified `result` from `tree`, a clean clone at `request.head_sha`."""
+    """Deliver a verified `result` from `tree`, a clean clone at `request.head_sha`; every
+    fetch and push goes to `request.clone_url`, the URL the host computed."""
     bus.enter("deliver")
     delivered = _deliver(request, session, result, tree, redactor, mission_url, mode)
     bus.emit("delivery", kind=delivered.kind, url=delivered.url, reason=delivered.reason)
@@ -86,14 +87,20 @@ def _deliver(
             f"a pull request for {branch} was closed unmerged; comment `/loopwright fix` to "
             "ask for a new one",
         )
-    remote = remote_branch(tree, branch, request.head_sha, session.token)
+    remote = remote_branch(tree, branch, request.head_sha, session.token, url=request.clone_url)
     if remote is not None and not remote.ours:
         reason = f"{branch} has commits by someone else; Loopwright does not push over them"
         if request.pr_number:
             session.comment(request.pr_number, f"Loopwright verified a fix but {reason}.")
         return Delivered("skipped", None, reason)
     commit_patch(tree, result.patch, title, result.mission)
-    push_branch(tree, branch, session.token, replace=remote.sha if remote else None)
+    push_branch(
+        tree,
+        branch,
+        session.token,
+        replace=remote.sha if remote else None,
+        url=request.clone_url,
+    )
     shot = f"{mission_url}/screenshot.png" if mission_url and result.screenshot else None
     body = render.pr_body(data, mission_url=mission_url, screenshot_url=shot, redactor=redactor)
     if open_pull is not None:
@@ -110,7 +117,9 @@ def _commit_to_branch(
         return Delivered("skipped", None, "the failing commit is on no branch")
     commit = commit_patch(tree, result.patch, title, result.mission)
     # The lease is the commit that was fixed: if anyone pushed since, nothing is overwritten.
-    push_branch(tree, request.head_ref, session.token, replace=request.head_sha)
+    push_branch(
+        tree, request.head_ref, session.token, replace=request.head_sha, url=request.clone_url
+    )
     return Delivered("commit", None, f"pushed {commit} to {request.head_ref}")
 
 

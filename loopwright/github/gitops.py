@@ -1,26 +1,32 @@
 """Host-side git for delivery: clone at a pinned commit, commit a verified patch, push.
 
-The installation token reaches git only through a credential helper that reads it from
-the environment of the one git process that needs it: never in a URL, an argv, a config
-file or a log line. Every git call disables hooks and fsmonitor, and works only in trees
-this module created itself.
+Every call goes through `loopwright.git`: a configuration Loopwright owns, and a token that
+reaches git only through a credential helper configured for the exact URL the host
+computed, reading it from the environment of the one git process that needs it (never a
+URL, an argv, a config file or a log line). Fetches and pushes name that URL, never a
+remote whose configuration could be rewritten, and refuse a clone whose own configuration
+would route or authenticate traffic.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopwright.sandbox.workspace import SAFE_GIT, WorkspaceError, apply_patch
+from loopwright import git as host_git
+from loopwright.sandbox.workspace import WorkspaceError, apply_patch
 
-TOKEN_VAR = "LOOPWRIGHT_GIT_TOKEN"  # noqa: S105 - the variable's name, not a secret
-# The helper script names the variable; the value is only in the child's environment.
-CREDENTIAL_HELPER = f'!f() {{ echo username=x-access-token; echo "password=${TOKEN_VAR}"; }}; f'
 BOT_NAME = "loopwright[bot]"
 BOT_EMAIL = "loopwright[bot]@users.noreply.github.com"
 MISSION_TRAILER = "Loopwright-Mission"
+
+# Keys in a clone's own `.git/config` that could send traffic elsewhere, add credentials,
+# move the work tree or pull in other files. Loopwright never writes any of them, so their
+# presence means the clone was tampered with, and nothing is fetched or pushed from it.
+# (Hooks, fsmonitor, pagers and the like need no check: the runner overrides them.)
+ROUTING_PREFIXES = ("url.", "http.", "credential.", "remote.", "include.", "includeif.")
+ROUTING_KEYS = {"core.sshcommand", "core.gitproxy", "core.askpass", "core.worktree"}
 
 
 class GitError(WorkspaceError):
@@ -35,63 +41,62 @@ class RemoteBranch:
 
 
 def run_git(
-    args: list[str], cwd: Path, *, token: str | None = None, check: bool = True
+    args: list[str],
+    cwd: Path,
+    *,
+    token: str | None = None,
+    remote: str | None = None,
+    check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(cwd),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_ASKPASS": "/bin/false",
-        "LANG": "C.UTF-8",
-    }
-    helper: list[str] = []
-    if token is not None:
-        env[TOKEN_VAR] = token
-        helper = ["-c", "credential.helper=", "-c", f"credential.helper={CREDENTIAL_HELPER}"]
-    proc = subprocess.run(
-        ["git", *SAFE_GIT, *helper, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """Host git in `cwd`; `remote` is the one URL the call may reach, `token` is offered
+    to that URL only."""
+    if remote is not None:
+        _refuse_routing_config(cwd)
+    try:
+        proc = host_git.run(args, cwd, remote=remote, token=token)
+    except host_git.GitUsageError as exc:
+        raise GitError(str(exc)) from None
     if check and proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip()
-        if token:
-            detail = detail.replace(token, "[REDACTED]")
-        raise GitError(f"git {args[0]} failed: {detail[-1500:]}")
+        raise GitError(host_git.failure(args, proc, secrets=[token or ""]))
     return proc
 
 
 def clone_at(url: str, sha: str, dest: Path, token: str | None) -> Path:
-    """A fresh repository at `dest` whose HEAD is exactly `sha` (detached)."""
+    """A fresh repository at `dest` whose HEAD is exactly `sha` (detached). It has no
+    remote: every later fetch and push names the URL again."""
     dest.mkdir(parents=True, exist_ok=False)
     run_git(["init", "--quiet"], dest)
-    run_git(["remote", "add", "origin", url], dest)
     fetched = run_git(
-        ["fetch", "--quiet", "--depth", "50", "origin", sha], dest, token=token, check=False
+        ["fetch", "--quiet", "--depth", "50", url, sha],
+        dest,
+        token=token,
+        remote=url,
+        check=False,
     )
     if fetched.returncode != 0:
         # Servers that refuse fetching by sha: fetch branches and look for it.
         run_git(
-            ["fetch", "--quiet", "origin", "+refs/heads/*:refs/remotes/origin/*"], dest, token=token
+            ["fetch", "--quiet", url, "+refs/heads/*:refs/remotes/origin/*"],
+            dest,
+            token=token,
+            remote=url,
         )
     run_git(["checkout", "--quiet", "--detach", sha], dest)
     return dest
 
 
-def remote_branch(tree: Path, branch: str, base_sha: str, token: str | None) -> RemoteBranch | None:
-    """The remote branch's tip and whether only Loopwright committed on top of `base_sha`."""
-    listed = run_git(["ls-remote", "origin", f"refs/heads/{branch}"], tree, token=token).stdout
+def remote_branch(
+    tree: Path, branch: str, base_sha: str, token: str | None, *, url: str
+) -> RemoteBranch | None:
+    """The tip of `branch` at `url` and whether only Loopwright committed on top of
+    `base_sha`."""
+    ref = f"refs/heads/{branch}"
+    listed = run_git(["ls-remote", url, ref], tree, token=token, remote=url).stdout
     if not listed.strip():
         return None
     sha = listed.split()[0]
     run_git(
-        ["fetch", "--quiet", "origin", f"+refs/heads/{branch}:refs/loopwright/remote"],
-        tree,
-        token=token,
+        ["fetch", "--quiet", url, f"+{ref}:refs/loopwright/remote"], tree, token=token, remote=url
     )
     authors = run_git(
         ["log", "--format=%ae", f"{base_sha}..refs/loopwright/remote"], tree, check=False
@@ -116,9 +121,34 @@ def commit_patch(tree: Path, patch: str, message: str, mission_id: str) -> str:
     return run_git(["rev-parse", "HEAD"], tree).stdout.strip()
 
 
-def push_branch(tree: Path, branch: str, token: str | None, *, replace: str | None) -> None:
-    """Push HEAD to `branch`. `replace` is the remote tip we expect to overwrite (our own
-    earlier commit); None means the branch must not exist. The lease makes git refuse if a
-    human pushed in between, so nobody's work is ever force-pushed over."""
+def push_branch(
+    tree: Path, branch: str, token: str | None, *, replace: str | None, url: str
+) -> None:
+    """Push HEAD to `branch` at `url`. `replace` is the remote tip we expect to overwrite
+    (our own earlier commit); None means the branch must not exist. The lease makes git
+    refuse if a human pushed in between, so nobody's work is ever force-pushed over."""
     lease = f"--force-with-lease=refs/heads/{branch}:{replace or ''}"
-    run_git(["push", "--quiet", lease, "origin", f"HEAD:refs/heads/{branch}"], tree, token=token)
+    run_git(
+        ["push", "--quiet", "--no-verify", lease, url, f"HEAD:refs/heads/{branch}"],
+        tree,
+        token=token,
+        remote=url,
+    )
+
+
+def _refuse_routing_config(tree: Path) -> None:
+    """Refuse a clone whose own configuration could redirect or authenticate traffic."""
+    config = tree / ".git" / "config"
+    if not config.exists():
+        return
+    listed = host_git.run(["config", "--file", str(config), "--name-only", "--list"], tree)
+    if listed.returncode != 0:
+        raise GitError(f"the clone's git configuration {config} cannot be read; re-clone it")
+    for key in listed.stdout.split():
+        name = key.lower()
+        if name.startswith(ROUTING_PREFIXES) or name in ROUTING_KEYS:
+            raise GitError(
+                f"the clone at {tree} sets {key} in .git/config, which Loopwright never "
+                "writes and which could redirect or authenticate git traffic; nothing is "
+                "fetched or pushed from it (start again from a fresh clone)"
+            )

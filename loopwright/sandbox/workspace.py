@@ -2,30 +2,28 @@
 
 The host never runs git inside a tree the model wrote. It snapshots the repository into a
 fresh repository of its own, sandboxes get copies of that snapshot, the patch is produced
-by git *inside* the sandbox, and the host applies it to another clean copy of its own with
-hooks and fsmonitor disabled.
+by git *inside* the sandbox, and the host applies it to another clean copy of its own.
+Every host git call goes through `loopwright.git`, whose configuration no tree can extend.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from loopwright import git as host_git
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
 
-# Options that keep git from running anything configured in a repository it reads.
-SAFE_GIT = [
+# Options for git *inside* a sandbox: the tree there is disposable, but the export still
+# must not run anything the model configured.
+SANDBOX_GIT = [
     "-c", "core.hooksPath=/dev/null",
     "-c", "core.fsmonitor=false",
     "-c", "core.pager=cat",
-    "-c", "user.name=Loopwright",
-    "-c", "user.email=loopwright@users.noreply.github.com",
-    "-c", "commit.gpgsign=false",
-    "-c", "init.defaultBranch=main",
 ]  # fmt: skip
 
 # Installed dependencies and caches never belong in a patch.
@@ -36,6 +34,10 @@ SANDBOX_EXCLUDES = (
 
 REPORT_DIR = ".loopwright"
 PATCH_FILE = ".loopwright/patch.diff"
+_GITLINK_LINE = re.compile(
+    r"(?m)^(?:new file mode|deleted file mode|old mode|new mode) 160000$"
+    r"|^index [0-9a-f]+\.\.[0-9a-f]+ 160000$"
+)
 
 
 class WorkspaceError(Exception):
@@ -43,24 +45,13 @@ class WorkspaceError(Exception):
 
 
 def git(args: list[str], cwd: Path, *, check: bool = True, input: str | None = None) -> str:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(cwd),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-        "LANG": "C.UTF-8",
-    }
-    proc = subprocess.run(
-        ["git", *SAFE_GIT, *args],
-        cwd=cwd,
-        env=env,
-        input=input,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """Run host git in `cwd` under Loopwright's own configuration; return its output."""
+    try:
+        proc = host_git.run(args, cwd, input=input)
+    except host_git.GitUsageError as exc:
+        raise WorkspaceError(str(exc)) from None
     if check and proc.returncode != 0:
-        raise WorkspaceError(f"git {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        raise WorkspaceError(host_git.failure(args, proc))
     return proc.stdout
 
 
@@ -81,29 +72,15 @@ def without_credentials(url: str) -> str:
 
 def clone(url: str, dest: Path) -> Path:
     """Clone a repository on the host (no credentials: public or local servers)."""
-    proc = subprocess.run(
-        [
-            "git",
-            "-c",
-            "core.hooksPath=/dev/null",
-            "clone",
-            "--quiet",
-            "--depth",
-            "50",
-            url,
-            str(dest),
-        ],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0"},
-        check=False,
-    )
+    safe = without_credentials(url)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    args = ["clone", "--quiet", "--depth", "50", "--", url, str(dest)]
+    try:
+        proc = host_git.run(args, dest.parent, remote=url)
+    except host_git.GitUsageError as exc:
+        raise WorkspaceError(f"could not clone {safe}: {exc}") from None
     if proc.returncode != 0:
-        detail = proc.stderr.strip()
-        safe = without_credentials(url)
-        secret = urlsplit(url).password
-        if secret:
-            detail = detail.replace(secret, "[REDACTED]")
+        detail = host_git.failure(args, proc, secrets=[urlsplit(url).password or ""])
         raise WorkspaceError(f"could not clone {safe}: {detail.replace(url, safe)}")
     return dest
 
@@ -116,12 +93,7 @@ def snapshot(source: Path, dest: Path) -> str:
     """
     if not source.is_dir():
         raise WorkspaceError(f"{source} is not a directory; pass a git repository path or URL")
-    top = subprocess.run(
-        ["git", "-C", str(source), "rev-parse", "--show-toplevel"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    top = host_git.run(["rev-parse", "--show-toplevel"], source)
     if top.returncode != 0:
         raise WorkspaceError(f"{source} is not a git repository; run `git init` there first")
     root = Path(top.stdout.strip())
@@ -129,15 +101,17 @@ def snapshot(source: Path, dest: Path) -> str:
     head = git(["rev-parse", "--verify", "-q", "HEAD"], root, check=False).strip()
     dest.mkdir(parents=True, exist_ok=False)
     for rel in sorted(set(filter(None, listed.split("\0")))):
+        if rel.endswith("/") or _names_git_dir(rel):
+            continue  # a nested repository or its metadata is never copied or acted on
         src = root / rel
         target = dest / rel
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the working tree but still in the index
-        target.parent.mkdir(parents=True, exist_ok=True)
         if src.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(os.readlink(src), target)
         elif src.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target)
+        # Anything else is deleted in the working tree, or a gitlink: not copied.
     git(["init", "--quiet"], dest)
     git(["add", "--all"], dest)
     git(["commit", "--quiet", "--allow-empty", "-m", "loopwright: base"], dest)
@@ -179,10 +153,16 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
     from loopwright.sandbox.local import LocalSandbox
 
     if isinstance(sandbox, LocalSandbox):
-        return _export_on_host(sandbox.workspace, base)
-    opts = " ".join(SAFE_GIT[:6])
+        return without_gitlinks(_export_on_host(sandbox.workspace, base))
+    opts = " ".join(SANDBOX_GIT)
+    # A repository the agent nested in its tree (listed as `dir/`) is excluded before
+    # `add`: git would record it as a gitlink, or fail on one without commits.
+    nested = (
+        f"git {opts} ls-files --others --exclude-standard "
+        r"| sed -n -e 's/[][*?\\]/\\&/g' -e 's|^\(.*/\)$|/\1|p' >> .git/info/exclude"
+    )
     result = sandbox.exec(
-        f"git {opts} add --all && "
+        f"{nested} && git {opts} add --all && "
         f"git {opts} diff --cached --binary --no-color --no-ext-diff --no-textconv "
         f"--no-renames $(git rev-list --max-parents=0 HEAD | tail -n 1) > {PATCH_FILE} && "
         f"git {opts} reset --quiet",
@@ -191,9 +171,18 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
     if not result.ok:
         raise SandboxError(f"could not export the patch: {result.output.strip()[-2000:]}")
     try:
-        return sandbox.read_file(PATCH_FILE).decode("utf-8", errors="surrogateescape")
+        patch = sandbox.read_file(PATCH_FILE).decode("utf-8", errors="surrogateescape")
     except FileToolError as exc:
         raise SandboxError(f"could not read the exported patch: {exc}") from exc
+    return without_gitlinks(patch)
+
+
+def without_gitlinks(patch: str) -> str:
+    """`patch` without the entries that record a nested repository (mode 160000): the
+    snapshot never holds one, and nothing of a repository the agent nested is delivered."""
+    sections = re.split(r"(?m)^(?=diff --git )", patch)
+    kept = [s for s in sections if not _GITLINK_LINE.search(s.split("\n--- ", 1)[0])]
+    return "".join(kept)
 
 
 def _export_on_host(work_tree: Path, base: Path) -> str:
@@ -202,14 +191,19 @@ def _export_on_host(work_tree: Path, base: Path) -> str:
         shutil.copytree(base / ".git", git_dir, symlinks=True)
         info = git_dir / "info"
         info.mkdir(exist_ok=True)
-        (info / "exclude").write_text("\n".join(SANDBOX_EXCLUDES) + "\n", encoding="utf-8")
         where = ["--git-dir", str(git_dir), "--work-tree", str(work_tree)]
+        excludes = list(SANDBOX_EXCLUDES)
+        (info / "exclude").write_text("\n".join(excludes) + "\n", encoding="utf-8")
+        # A repository the agent nested in its tree is listed as `dir/`; it is excluded
+        # before `add`, which would record it as a gitlink or fail on one without commits.
+        others = git([*where, "ls-files", "-z", "--others", "--exclude-standard"], Path(tmp))
+        excludes += ["/" + _glob_escape(rel) for rel in others.split("\0") if rel.endswith("/")]
+        (info / "exclude").write_text("\n".join(excludes) + "\n", encoding="utf-8")
         git([*where, "add", "--all"], Path(tmp))
         return git(
-            [*where, "diff", "--cached", "--binary", "--no-color", "--no-ext-diff",
-             "--no-textconv", "--no-renames", "HEAD"],
+            [*where, "diff", "--cached", "--binary", "--no-color", "--no-renames", "HEAD"],
             Path(tmp),
-        )  # fmt: skip
+        )
 
 
 def changed_paths(patch: str) -> list[str]:
@@ -220,3 +214,11 @@ def changed_paths(patch: str) -> list[str]:
             if len(parts) == 2:
                 paths.append(parts[1])
     return paths
+
+
+def _names_git_dir(rel: str) -> bool:
+    return any(part.lower() == ".git" for part in rel.rstrip("/").split("/"))
+
+
+def _glob_escape(rel: str) -> str:
+    return re.sub(r"([][*?\\])", r"\\\1", rel)

