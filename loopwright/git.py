@@ -142,6 +142,13 @@ def command(
     return ["git", "--no-pager", *options, *_guarded(list(args))]
 
 
+OPERATOR_NETWORK_VARS = (
+    "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy",
+    "ALL_PROXY", "all_proxy", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "SSL_CERT_FILE", "SSL_CERT_DIR",
+)  # fmt: skip
+"""Passed through to git from Loopwright's own environment: how this machine reaches remotes."""
+
+
 def environment(home: Path, *, token: str | None = None) -> dict[str, str]:
     """Git's environment, built from scratch: nothing of the caller's is inherited."""
     env = {
@@ -156,6 +163,12 @@ def environment(home: Path, *, token: str | None = None) -> dict[str, str]:
         # Read-only commands (status, diff) never rewrite the index of a tree they look at.
         "GIT_OPTIONAL_LOCKS": "0",
     }
+    # How the operator's machine reaches remotes (a proxy, a private CA) is the operator's
+    # setting, not the tree's, and pushes fail without it on such a machine.
+    for name in OPERATOR_NETWORK_VARS:
+        value = os.environ.get(name)
+        if value:
+            env[name] = value
     if token is not None:
         env[TOKEN_VAR] = token
     return env

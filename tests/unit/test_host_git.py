@@ -55,7 +55,7 @@ def test_environment_is_built_from_scratch_with_a_private_home_security_35(
         "PATH", "LANG", "HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM",
         "GIT_ATTR_NOSYSTEM", "GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS",
     }  # fmt: skip
-    assert set(env) - git_own - {"_"} == ours
+    assert set(env) - git_own - {"_"} - set(host_git.OPERATOR_NETWORK_VARS) == ours
     assert env["GIT_CONFIG_GLOBAL"] == "/dev/null"
     assert env["GIT_CONFIG_NOSYSTEM"] == env["GIT_ATTR_NOSYSTEM"] == "1"
     assert env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_PAGER"] == "cat"
@@ -66,6 +66,19 @@ def test_environment_is_built_from_scratch_with_a_private_home_security_35(
     assert "core.pager=false" not in env["GIT_CONFIG_PARAMETERS"]
     # The private home is gone after the call.
     assert not home.exists()
+
+
+def test_operator_proxy_and_ca_settings_reach_git_and_nothing_else_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = _tree(tmp_path)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    monkeypatch.setenv("GIT_SSL_CAINFO", "/etc/ssl/certs/ca-certificates.crt")
+    monkeypatch.setenv("GIT_SSH_COMMAND", "touch /tmp/never")
+    env = _env_seen_by_git(tree)
+    assert env["HTTPS_PROXY"] == "http://127.0.0.1:3128"
+    assert env["GIT_SSL_CAINFO"] == "/etc/ssl/certs/ca-certificates.crt"
+    assert "GIT_SSH_COMMAND" not in env
 
 
 def test_private_home_is_empty_and_mode_0700_security_35(tmp_path: Path) -> None:
