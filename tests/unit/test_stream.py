@@ -1,0 +1,361 @@
+"""The signed results stream: the parser's table, the output filter, and the real reporters."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from loopwright.verify.runner import PACKAGE_REPORTERS
+from loopwright.verify.stream import (
+    MAGIC,
+    STREAM_ENV,
+    RecordFilter,
+    StreamKey,
+    StreamParser,
+    StreamResult,
+    strip_records,
+)
+
+KEY = StreamKey("0123456789abcdef", b"k" * 32)
+OTHER = StreamKey("fedcba9876543210", b"o" * 32)
+GUESSED = StreamKey(KEY.run_id, b"g" * 32)  # the right run id, a guessed key
+A = "tests/test_a.py::test_one"
+B = "tests/test_a.py::test_two"
+
+
+def start(key: StreamKey = KEY, seq: int = 0) -> bytes:
+    return key.record(seq, {"type": "start", "runner": "pytest"})
+
+
+def result_line(seq: int, test_id: str, outcome: str, key: StreamKey = KEY) -> bytes:
+    return key.record(seq, {"type": "test", "id": test_id, "outcome": outcome, "message": ""})
+
+
+def end(seq: int, status: int, key: StreamKey = KEY, **counts: int) -> bytes:
+    tally = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, **counts}
+    return key.record(seq, {"type": "end", "status": status, "counts": tally})
+
+
+WHOLE = (
+    start()
+    + result_line(1, A, "failed")
+    + result_line(2, B, "passed")
+    + end(3, 1, passed=1, failed=1)
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    data: bytes
+    started: bool = True
+    completed: bool = True
+    status: int | None = 1
+    outcomes: dict[str, str] = field(default_factory=lambda: {A: "failed", B: "passed"})
+    problems: tuple[str, ...] = ()
+
+
+FORGED_ONE = (
+    "1 line in the test output imitate Loopwright's result records but are not signed with "
+    "this run's key: something in the test run printed forged results"
+)
+FOREIGN_ONE = (
+    "1 line in the test output are result records of another run (a different run id): "
+    "results replayed from an earlier run"
+)
+
+CASES = {
+    "whole-stream": Case(WHOLE),
+    "records-amid-human-output": Case(
+        b"collecting ... tests/test_a.py ."
+        + start()
+        + b"F\n"
+        + result_line(1, A, "failed")
+        + b"=== 1 failed ===\n"
+        + result_line(2, B, "passed")
+        + end(3, 1, passed=1, failed=1)
+        + b"trailing text without newline"
+    ),
+    "bad-hmac": Case(
+        WHOLE.replace(b'"outcome":"failed"', b'"outcome":"passed"'),
+        outcomes={B: "passed"},
+        problems=(
+            FORGED_ONE,
+            "record 2 arrived where record 1 was expected: records were lost, reordered or "
+            "replayed",
+            "the completion record counts 2 test results but 1 arrived: results were lost on "
+            "the way",
+        ),
+    ),
+    "guessed-run-id-wrong-key": Case(
+        WHOLE + result_line(4, A, "passed", key=GUESSED), problems=(FORGED_ONE,)
+    ),
+    "wrong-run-id": Case(WHOLE + result_line(4, A, "passed", key=OTHER), problems=(FOREIGN_ONE,)),
+    "replayed-earlier-run-only": Case(
+        start(OTHER) + result_line(1, A, "passed", OTHER) + end(2, 0, OTHER, passed=1),
+        started=False,
+        completed=False,
+        status=None,
+        outcomes={},
+        problems=(
+            "3 lines in the test output are result records of another run (a different run "
+            "id): results replayed from an earlier run",
+        ),
+    ),
+    "duplicated-record": Case(
+        start()
+        + result_line(1, A, "failed")
+        + result_line(1, A, "failed")
+        + result_line(2, B, "passed")
+        + end(3, 1, passed=1, failed=1),
+        problems=("record 1 arrived twice: the results stream was replayed",),
+    ),
+    "same-seq-changed": Case(
+        start()
+        + result_line(1, A, "failed")
+        + result_line(1, A, "passed")
+        + result_line(2, B, "passed")
+        + end(3, 1, passed=1, failed=1),
+        problems=("record 1 arrived twice, changed: the results stream was replayed",),
+    ),
+    "out-of-order": Case(
+        start()
+        + result_line(2, B, "passed")
+        + result_line(1, A, "failed")
+        + end(3, 1, passed=1, failed=1),
+        problems=(
+            "record 2 arrived where record 1 was expected: records were lost, reordered or "
+            "replayed",
+            "record 1 arrived where record 3 was expected: records were lost, reordered or "
+            "replayed",
+        ),
+    ),
+    "conflicting-results-for-one-id": Case(
+        start()
+        + result_line(1, A, "failed")
+        + result_line(2, A, "passed")
+        + result_line(3, B, "passed")
+        + end(4, 1, passed=2, failed=1),
+        problems=(f"{A} was reported both failed and passed: conflicting results for one test",),
+    ),
+    "missing-end": Case(
+        start() + result_line(1, A, "failed") + result_line(2, B, "passed"),
+        completed=False,
+        status=None,
+    ),
+    "record-cut-off-by-the-end": Case(
+        start() + result_line(1, A, "failed") + result_line(2, B, "passed") + end(3, 1)[:40],
+        completed=False,
+        status=None,
+    ),
+    "counts-disagree": Case(
+        start()
+        + result_line(1, A, "failed")
+        + result_line(2, B, "passed")
+        + end(3, 1, passed=5, failed=1),
+        problems=(
+            "the completion record counts 6 test results but 2 arrived: results were lost on "
+            "the way",
+        ),
+    ),
+    "record-after-end": Case(
+        WHOLE + result_line(4, A, "passed"),
+        problems=("record 4 arrived after the completion record",),
+    ),
+    "test-before-start": Case(
+        result_line(0, A, "failed") + result_line(1, B, "passed") + end(2, 1, passed=1, failed=1),
+        started=False,
+        problems=(
+            "record 0 arrived before the start record",
+            "record 1 arrived before the start record",
+            "record 2 arrived before the start record",
+        ),
+    ),
+    "garbage-lines": Case(
+        MAGIC + b"not a record\n" + WHOLE + MAGIC + b"x y\n" + b"\x1e stray separator\n",
+        problems=(
+            "2 lines in the test output imitate Loopwright's result records but are not "
+            "signed with this run's key: something in the test run printed forged results",
+        ),
+    ),
+    "overlong-unterminated-line": Case(
+        WHOLE + MAGIC + b"x" * 70_000,
+        problems=(FORGED_ONE,),
+    ),
+    "no-stream-at-all": Case(
+        b"============ 2 failed ============\n",
+        started=False,
+        completed=False,
+        status=None,
+        outcomes={},
+    ),
+    "reporter-stopped-the-run": Case(
+        start() + KEY.record(1, {"type": "end", "status": 3, "counts": {}, "error": "no pytest"}),
+        status=3,
+        outcomes={},
+        problems=("Loopwright's reporter stopped the run: no pytest",),
+    ),
+}
+
+
+def parse(data: bytes, chunk: int | None = None) -> StreamResult:
+    parser = StreamParser(KEY)
+    if chunk is None:
+        parser.feed(data)
+    else:
+        for at in range(0, len(data), chunk):
+            parser.feed(data[at : at + chunk])
+    return parser.result()
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 7, 4096], ids=["whole", "bytewise", "7", "4k"])
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_parser(case: Case, chunk: int | None) -> None:
+    result = parse(case.data, chunk)
+    assert (result.started, result.completed, result.status) == (
+        case.started,
+        case.completed,
+        case.status,
+    )
+    assert {r.id: r.outcome for r in result.results} == case.outcomes
+    assert result.problems == case.problems
+
+
+def test_conflicting_results_keep_the_worse_outcome() -> None:
+    result = parse(start() + result_line(1, A, "passed") + result_line(2, A, "error"))
+    assert [(r.id, r.outcome) for r in result.results] == [(A, "error")]
+
+
+def test_strip_records_leaves_the_human_output() -> None:
+    text = (
+        b"tests/test_a.py ." + start() + b"F\n" + result_line(1, A, "failed") + b"done\n"
+    ).decode()
+    assert strip_records(text) == "tests/test_a.py .F\ndone\n"
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 200])
+def test_record_filter_holds_back_records_split_across_chunks(chunk: int) -> None:
+    text = (b"a\x1eb\n tests ." + start() + b"F\n" + result_line(1, A, "failed") + b"end").decode()
+    shown: list[str] = []
+    keep = RecordFilter(shown.append)
+    for at in range(0, len(text), chunk):
+        keep(text[at : at + chunk])
+    keep.flush()
+    assert "".join(shown) == "a\x1eb\n tests .F\nend"
+
+
+def test_a_record_never_contains_the_key() -> None:
+    line = result_line(1, A, "failed")
+    assert KEY.key not in line and KEY.key.hex().encode() not in line
+
+
+# -- the reporters, run for real ------------------------------------------------------------
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def run_reporter(
+    tmp_path: Path, argv: list[str]
+) -> tuple[subprocess.CompletedProcess[bytes], Path]:
+    key_file = tmp_path / ".loopwright" / "stream-key"
+    key_file.parent.mkdir(exist_ok=True)
+    key_file.write_bytes(KEY.file_bytes())
+    env = {"PATH": os.environ["PATH"], STREAM_ENV: ".loopwright/stream-key"}
+    run = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    return run, key_file
+
+
+PY_TESTS = {
+    "tests/test_a.py": (
+        "import pytest\n"
+        "def test_one():\n    assert 1 == 2\n"
+        "def test_two():\n    pass\n"
+        "@pytest.mark.skip(reason='later')\ndef test_three():\n    pass\n"
+        "@pytest.fixture\ndef broken():\n    raise RuntimeError('setup')\n"
+        "def test_four(broken):\n    pass\n"
+    ),
+}
+
+
+def test_pytest_reporter_streams_each_test_and_deletes_the_key(tmp_path: Path) -> None:
+    write_tree(tmp_path, PY_TESTS)
+    script = str(PACKAGE_REPORTERS / "run_pytest.py")
+    run, key_file = run_reporter(tmp_path, [sys.executable, script, "--as-module", "-q"])
+    result = parse(run.stdout)
+    assert run.returncode == 1
+    assert not key_file.exists()
+    assert (result.started, result.completed, result.status, result.problems) == (
+        True,
+        True,
+        1,
+        (),
+    )
+    assert {r.id: r.outcome for r in result.results} == {
+        A: "failed",
+        B: "passed",
+        "tests/test_a.py::test_three": "skipped",
+        "tests/test_a.py::test_four": "error",
+    }
+    assert "1 failed, 1 passed, 1 skipped, 1 error" in strip_records(run.stdout.decode())
+
+
+def test_pytest_reporter_refuses_a_repository_pytest(tmp_path: Path) -> None:
+    write_tree(tmp_path, {**PY_TESTS, "pytest.py": "raise SystemExit(0)\n"})
+    script = str(PACKAGE_REPORTERS / "run_pytest.py")
+    run, _ = run_reporter(tmp_path, [sys.executable, script, "--as-module"])
+    result = parse(run.stdout)
+    assert run.returncode == 3
+    assert result.problems == (
+        "Loopwright's reporter stopped the run: the repository provides its own pytest "
+        "(pytest.py), so pytest was not started",
+    )
+
+
+def test_node_reporter_streams_leaf_tests_with_junit_ids(tmp_path: Path) -> None:
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    write_tree(
+        tmp_path,
+        {
+            "test/a.test.js": (
+                "const test = require('node:test');\n"
+                "test('top', () => { throw new Error('no'); });\n"
+                "test('parent', async (t) => { await t.test('child', () => {}); });\n"
+                "test.describe('suite', () => { test.it('inner ✓', () => {}); });\n"
+                "test('later', { skip: true }, () => {});\n"
+            )
+        },
+    )
+    reporter = str(PACKAGE_REPORTERS / "node_reporter.mjs")
+    argv = [
+        "node",
+        "--test",
+        f"--test-reporter={reporter}",
+        "--test-reporter-destination=stdout",
+    ]
+    run, key_file = run_reporter(tmp_path, argv)
+    result = parse(run.stdout)
+    assert run.returncode == 1
+    assert not key_file.exists()
+    assert (result.started, result.completed, result.status, result.problems) == (
+        True,
+        True,
+        1,
+        (),
+    )
+    assert {r.id: r.outcome for r in result.results} == {
+        "top": "failed",
+        "parent > child": "passed",
+        "suite > inner ✓": "passed",
+        "later": "skipped",
+    }
