@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from loopwright.verify.reports import SUITE_ID, Outcome, TestReport, TestResult
+from loopwright.verify.reports import SUITE_ID, Outcome, StreamEvidence, TestReport, TestResult
 
 RowStatus = Literal[
     "fixed",
@@ -115,6 +115,43 @@ def _compare_streamed(before: TestReport, after: TestReport) -> Verdict:
             ),
             STREAM_BASIS,
         )
+    reasons = _stream_whole(stream)
+    before_results = before.by_id()
+    after_results = after.by_id() if stream.started else {}
+    rows: list[TestRow] = []
+    ids = list(before_results) + [i for i in after_results if i not in before_results]
+    for test_id in ids:
+        was = before_results[test_id].outcome if test_id in before_results else None
+        now = after_results[test_id].outcome if test_id in after_results else None
+        status, reason = _classify(test_id, was, now, missing="has no result in the stream")
+        rows.append(TestRow(test_id, was, now, status))
+        if reason and test_id != SUITE_ID:
+            reasons.append(reason)
+    reasons += _stream_agrees(after, stream)
+    if after.exit_code != 0:
+        reasons.append(f"the test command exited {after.exit_code}")
+    return Verdict(not reasons, tuple(rows), tuple(reasons), STREAM_BASIS)
+
+
+def run_reasons(report: TestReport) -> tuple[str, ...]:
+    """Why one run's results cannot be trusted, or show failures; empty when they can and don't.
+
+    For a single run with nothing to compare against (an app built from a spec): the same
+    stream, report-file and exit-code rules as `compare`, plus every failing test.
+    """
+    reasons: list[str] = []
+    if report.stream is not None:
+        reasons += _stream_whole(report.stream)
+    reasons += [f"{r.id} fails" for r in report.results if r.outcome in _BAD and r.id != SUITE_ID]
+    if report.stream is not None:
+        reasons += _stream_agrees(report, report.stream)
+    if report.exit_code != 0:
+        reasons.append(f"the test command exited {report.exit_code}")
+    return tuple(reasons)
+
+
+def _stream_whole(stream: StreamEvidence) -> list[str]:
+    """A start record, no forged or replayed records, and a completion record."""
     reasons: list[str] = []
     if not stream.started:
         reasons.append(
@@ -127,23 +164,17 @@ def _compare_streamed(before: TestReport, after: TestReport) -> Verdict:
             "the test run ended without its completion record: the process exited before "
             "the suite finished"
         )
-    before_results = before.by_id()
-    after_results = after.by_id() if stream.started else {}
-    rows: list[TestRow] = []
-    ids = list(before_results) + [i for i in after_results if i not in before_results]
-    for test_id in ids:
-        was = before_results[test_id].outcome if test_id in before_results else None
-        now = after_results[test_id].outcome if test_id in after_results else None
-        status, reason = _classify(test_id, was, now, missing="has no result in the stream")
-        rows.append(TestRow(test_id, was, now, status))
-        if reason and test_id != SUITE_ID:
-            reasons.append(reason)
-    if stream.completed:
-        reasons += _file_disagreements(after, stream.file_results, stream.file_problem)
-        reasons += _exit_disagreements(after, stream.status)
-    if after.exit_code != 0:
-        reasons.append(f"the test command exited {after.exit_code}")
-    return Verdict(not reasons, tuple(rows), tuple(reasons), STREAM_BASIS)
+    return reasons
+
+
+def _stream_agrees(report: TestReport, stream: StreamEvidence) -> list[str]:
+    """The report file and the exit code tell the stream's story."""
+    if not stream.completed:
+        return []
+    return [
+        *_file_disagreements(report, stream.file_results, stream.file_problem),
+        *_exit_disagreements(report, stream.status),
+    ]
 
 
 def _file_disagreements(

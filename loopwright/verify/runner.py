@@ -73,6 +73,9 @@ def run_suite(
     )
     if shown is not None:
         shown.flush()
+    if result.timed_out:
+        # The kill skipped the command's own clean-up; a key left behind must not outlive it.
+        sandbox.exec(f"rm -f -- {quoted}", timeout_s=30)
     result = dataclasses.replace(result, output=strip_records(result.output))
     stream = parser.result()
     file_results: tuple[TestResult, ...] | None = None

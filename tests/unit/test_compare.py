@@ -12,6 +12,7 @@ from loopwright.verify.compare import (
     STREAM_BASIS,
     TestRow,
     compare,
+    run_reasons,
 )
 from loopwright.verify.reports import (
     SUITE_ID,
@@ -363,3 +364,27 @@ def test_runners_without_a_reporter_say_what_the_verdict_rests_on(
     after: TestReport, basis: str
 ) -> None:
     assert compare(junit(1, a="failed"), after).basis == basis
+
+
+@pytest.mark.parametrize(
+    ("report", "reasons"),
+    [
+        pytest.param(streamed(0, a="passed"), (), id="trusted-green"),
+        pytest.param(
+            streamed(0, completed=False, file=None, a="passed"), (NO_COMPLETION,), id="cut-short"
+        ),
+        pytest.param(
+            streamed(0, status=1, a="failed"),
+            (
+                f"{A} fails",
+                "the test command exited 0 but the test runner finished with status 1: "
+                "something changed the exit code after the tests ran",
+                f"the test command exited 0 although the results stream has 1 failing test ({A})",
+            ),
+            id="exit-forced",
+        ),
+        pytest.param(junit(1, a="failed"), (f"{A} fails", "the test command exited 1"), id="junit"),
+    ],
+)
+def test_run_reasons_judge_a_single_run(report: TestReport, reasons: tuple[str, ...]) -> None:
+    assert run_reasons(report) == reasons

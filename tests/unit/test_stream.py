@@ -359,3 +359,49 @@ def test_node_reporter_streams_leaf_tests_with_junit_ids(tmp_path: Path) -> None
         "suite > inner ✓": "passed",
         "later": "skipped",
     }
+
+
+def test_pytest_tests_cannot_see_the_key(tmp_path: Path) -> None:
+    write_tree(
+        tmp_path,
+        {
+            "tests/test_key.py": (
+                "import os\n"
+                "def test_key_is_gone():\n"
+                "    assert 'LOOPWRIGHT_STREAM' not in os.environ\n"
+                "    assert os.listdir('.loopwright') == []\n"
+            )
+        },
+    )
+    script = str(PACKAGE_REPORTERS / "run_pytest.py")
+    run, _ = run_reporter(tmp_path, [sys.executable, script, "--as-module"])
+    result = parse(run.stdout)
+    assert [(r.id, r.outcome) for r in result.results] == [
+        ("tests/test_key.py::test_key_is_gone", "passed")
+    ]
+    assert run.returncode == 0 and result.status == 0
+
+
+def test_node_test_files_cannot_see_the_key(tmp_path: Path) -> None:
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    write_tree(
+        tmp_path,
+        {
+            "test/key.test.js": (
+                "const test = require('node:test');\n"
+                "const assert = require('node:assert');\n"
+                "const fs = require('node:fs');\n"
+                "test('key is gone', () => {\n"
+                "  assert.equal(process.env.LOOPWRIGHT_STREAM, undefined);\n"
+                "  assert.deepEqual(fs.readdirSync('.loopwright'), []);\n"
+                "});\n"
+            )
+        },
+    )
+    reporter = str(PACKAGE_REPORTERS / "node_reporter.mjs")
+    argv = ["node", "--test", f"--test-reporter={reporter}", "--test-reporter-destination=stdout"]
+    run, _ = run_reporter(tmp_path, argv)
+    result = parse(run.stdout)
+    assert [(r.id, r.outcome) for r in result.results] == [("key is gone", "passed")]
+    assert run.returncode == 0 and result.status == 0
