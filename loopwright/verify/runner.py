@@ -59,7 +59,10 @@ def run_suite(
     key_file = f"{REPORT_DIR}/stream-{key.run_id}"
     # The key travels as a file, never on a command line or in the environment, where the
     # tested code could read it from /proc; the reporter deletes it before any of that runs.
-    sandbox.write_file(key_file, key.file_bytes())
+    try:
+        sandbox.write_file(key_file, key.file_bytes())
+    except FileToolError as exc:
+        return _unkeyed(plan, f"the run's key could not be placed in the sandbox ({exc})")
     setup = StreamSetup(_reporters_dir(sandbox), key_file)
     command = instrumented_command(plan, REPORT_PATH, setup)
     parser = StreamParser(key)
@@ -103,6 +106,14 @@ def run_suite(
         message = "" if outcome == "passed" else f"the test command exited {result.exit_code}"
         results = (TestResult(SUITE_ID, outcome, message),)
     return SuiteRun(TestReport(results, result.exit_code, "stream", evidence), result, plan.command)
+
+
+def _unkeyed(plan: TestPlan, problem: str) -> SuiteRun:
+    """A run that could not be started under the reporter: nothing it printed could count."""
+    result = ExecResult(output=f"[loopwright] {problem}; the tests were not run\n", exit_code=1)
+    evidence = StreamEvidence(started=False, completed=False, status=None, problems=(problem,))
+    report = TestReport((TestResult(SUITE_ID, "failed", problem),), 1, "stream", evidence)
+    return SuiteRun(report, result, plan.command)
 
 
 def _run_reported(

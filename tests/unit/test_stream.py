@@ -405,3 +405,65 @@ def test_node_test_files_cannot_see_the_key(tmp_path: Path) -> None:
     result = parse(run.stdout)
     assert [(r.id, r.outcome) for r in result.results] == [("key is gone", "passed")]
     assert run.returncode == 0 and result.status == 0
+
+
+# -- run_suite on the local backend ---------------------------------------------------------
+
+
+@pytest.fixture
+def local_sandbox(tmp_path: Path):
+    from loopwright.config import SandboxLimits
+    from loopwright.sandbox.local import LocalProvider
+
+    provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "sandboxes")
+    (tmp_path / "sandboxes").mkdir()
+
+    def make(files: dict[str, str]):
+        tree = tmp_path / f"tree-{len(list(tmp_path.iterdir()))}"
+        write_tree(tree, files)
+        return provider.create("stream-test", tree, network=False)
+
+    yield make
+    provider.close()
+
+
+def test_run_suite_strips_records_from_what_people_see(local_sandbox) -> None:
+    from loopwright.verify.detect import TestPlan
+    from loopwright.verify.runner import run_suite
+
+    sandbox = local_sandbox(PY_TESTS)
+    plan = TestPlan(f"{shlex_quote(sys.executable)} -m pytest", "pytest", "", "junit", None)
+    shown: list[str] = []
+    run = run_suite(sandbox, plan, timeout_s=120, on_output=shown.append)
+    assert run.report.source == "stream" and run.report.stream is not None
+    assert run.report.stream.completed and run.report.stream.problems == ()
+    assert run.report.failing() == {A, "tests/test_a.py::test_four"}
+    assert "\x1e" not in run.result.output and "\x1e" not in "".join(shown)
+    assert "1 failed, 1 passed, 1 skipped, 1 error" in run.result.output
+    assert "1 failed, 1 passed, 1 skipped, 1 error" in "".join(shown)
+    assert sorted(p.name for p in (sandbox.workspace / ".loopwright").iterdir()) == ["report"]
+
+
+def test_run_suite_where_the_key_cannot_be_placed_is_not_trusted(local_sandbox) -> None:
+    from loopwright.verify.compare import compare
+    from loopwright.verify.detect import TestPlan
+    from loopwright.verify.runner import run_suite
+
+    sandbox = local_sandbox({**PY_TESTS, ".loopwright": "a file where a folder should be\n"})
+    plan = TestPlan(f"{shlex_quote(sys.executable)} -m pytest", "pytest", "", "junit", None)
+    run = run_suite(sandbox, plan, timeout_s=120)
+    assert run.report.stream is not None and not run.report.stream.started
+    verdict = compare(run.report, run.report)
+    assert not verdict.verified
+    assert verdict.reasons[0].startswith(
+        "Loopwright's test reporter never started in the run after the patch"
+    )
+    assert verdict.reasons[1].startswith(
+        "the results stream after the patch: the run's key could not be placed in the sandbox"
+    )
+
+
+def shlex_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
