@@ -440,3 +440,34 @@ def test_real_fixes_stay_verified_on_the_signed_stream_security_39(
     evidence = run.result["verification"]
     assert evidence["report_source"] == {"before": "stream", "after": "stream"}
     assert {r["id"]: r["status"] for r in evidence["rows"]}[VS_COLLAPSE] == "fixed"
+
+
+@pytest.mark.docker
+def test_reporters_in_the_image_are_root_owned_and_read_only_security_39(docker_ready, tmp_path):
+    """SECURITY 39: the sandbox user can read Loopwright's reporters but never change them."""
+    from loopwright.config import Settings
+    from loopwright.sandbox.docker import DockerProvider
+    from loopwright.verify.runner import IMAGE_REPORTERS, PACKAGE_REPORTERS
+
+    write(tmp_path / "tree" / "README", "a repository\n")
+    tree = init_repo(tmp_path / "tree")
+    provider = DockerProvider(Settings.from_env())
+    sandbox = provider.create("reporters-read-only", tree, network=False)
+    try:
+        listing = sandbox.exec(f"stat -c '%U %a %n' {IMAGE_REPORTERS}/*", timeout_s=30)
+        overwrite = sandbox.exec(
+            f"echo 'print(1)' > {IMAGE_REPORTERS}/run_pytest.py || "
+            f"mv {IMAGE_REPORTERS}/run_pytest.py /tmp/x",
+            timeout_s=30,
+        )
+        shipped = sandbox.exec(f"sha256sum {IMAGE_REPORTERS}/run_pytest.py", timeout_s=30)
+    finally:
+        sandbox.close()
+        provider.close()
+    assert listing.output.splitlines() == [
+        f"root 444 {IMAGE_REPORTERS}/node_reporter.mjs",
+        f"root 444 {IMAGE_REPORTERS}/run_pytest.py",
+    ]
+    assert overwrite.exit_code != 0
+    digest = hashlib.sha256((PACKAGE_REPORTERS / "run_pytest.py").read_bytes()).hexdigest()
+    assert shipped.output.split()[0] == digest

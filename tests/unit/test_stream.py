@@ -467,3 +467,25 @@ def shlex_quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+# -- the reporters in the sandbox image's inputs --------------------------------------------
+
+
+def test_reporters_are_image_inputs(tmp_path: Path) -> None:
+    import tarfile
+
+    from loopwright.sandbox.image import CONTEXT_DIR, _build_context, image_inputs_hash
+
+    copy = tmp_path / "reporters"
+    shutil.copytree(PACKAGE_REPORTERS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = image_inputs_hash(reporters_dir=copy)
+    assert before == image_inputs_hash()
+    (copy / "node_reporter.mjs").write_text("export default async function* r() {}\n")
+    assert image_inputs_hash(reporters_dir=copy) != before
+    with tarfile.open(fileobj=_build_context(CONTEXT_DIR, tmp_path / "no-cas")) as tar:
+        names = set(tar.getnames())
+        reporter = tar.extractfile("reporters/run_pytest.py")
+        assert reporter is not None
+        assert reporter.read() == (PACKAGE_REPORTERS / "run_pytest.py").read_bytes()
+    assert {"reporters/run_pytest.py", "reporters/node_reporter.mjs"} <= names
