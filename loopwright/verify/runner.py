@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,30 +58,36 @@ def run_suite(
         return _run_reported(sandbox, plan, timeout_s, on_output)
     key = StreamKey.new()
     key_file = f"{REPORT_DIR}/stream-{key.run_id}"
-    # The key travels as a file, never on a command line or in the environment, where the
-    # tested code could read it from /proc; the reporter deletes it before any of that runs.
-    try:
-        sandbox.write_file(key_file, key.file_bytes())
-    except FileToolError as exc:
-        return _unkeyed(plan, f"the run's key could not be placed in the sandbox ({exc})")
     setup = StreamSetup(_reporters_dir(sandbox), key_file)
     command = instrumented_command(plan, REPORT_PATH, setup)
     parser = StreamParser(key)
     shown = RecordFilter(on_output) if on_output is not None else None
     quoted = shlex.quote(key_file)
-    result = sandbox.exec(
-        f"rm -f {REPORT_PATH}; {command}; lw_status=$?; rm -f -- {quoted}; exit $lw_status",
-        timeout_s=timeout_s,
-        on_output=shown,
-        on_raw=parser.feed,
-    )
+    # The key travels as a file, never on a command line or in the environment, where the
+    # tested code could read it from /proc. It is written while the command starts (the
+    # reporter waits for it before a conftest, test file or product code runs, then deletes
+    # it), so placing it adds no round trip to the run.
+    delivery = _KeyDelivery(sandbox, key_file, key.file_bytes())
+    try:
+        result = sandbox.exec(
+            f"rm -f {REPORT_PATH}; {command}; lw_status=$?; rm -f -- {quoted}; exit $lw_status",
+            timeout_s=timeout_s,
+            on_output=shown,
+            on_raw=parser.feed,
+        )
+    finally:
+        failure = delivery.wait()
     if shown is not None:
         shown.flush()
-    if result.timed_out:
-        # The kill skipped the command's own clean-up; a key left behind must not outlive it.
+    stream = parser.result()
+    if isinstance(failure, FileToolError):
+        return _unkeyed(plan, f"the run's key could not be placed in the sandbox ({failure})")
+    if failure is not None:
+        raise failure
+    if not stream.started:
+        # The reporter never took the key (it did not start, or the run was killed first).
         sandbox.exec(f"rm -f -- {quoted}", timeout_s=30)
     result = dataclasses.replace(result, output=strip_records(result.output))
-    stream = parser.result()
     file_results: tuple[TestResult, ...] | None = None
     file_problem = ""
     raw = _read_report(sandbox)
@@ -106,6 +113,27 @@ def run_suite(
         message = "" if outcome == "passed" else f"the test command exited {result.exit_code}"
         results = (TestResult(SUITE_ID, outcome, message),)
     return SuiteRun(TestReport(results, result.exit_code, "stream", evidence), result, plan.command)
+
+
+class _KeyDelivery:
+    """Writes the run's key into the sandbox on a thread of its own."""
+
+    def __init__(self, sandbox: Sandbox, path: str, data: bytes) -> None:
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._write, args=(sandbox, path, data), name="loopwright-key", daemon=True
+        )
+        self._thread.start()
+
+    def _write(self, sandbox: Sandbox, path: str, data: bytes) -> None:
+        try:
+            sandbox.write_file(path, data)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            self._failure = exc
+
+    def wait(self) -> BaseException | None:
+        self._thread.join()
+        return self._failure
 
 
 def _unkeyed(plan: TestPlan, problem: str) -> SuiteRun:

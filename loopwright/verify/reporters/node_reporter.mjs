@@ -12,17 +12,33 @@ import { readFileSync, rmSync } from 'node:fs';
 const MAGIC = '\x1eLOOPWRIGHT1 ';
 const MESSAGE_LIMIT = 1500;
 
+const KEY_WAIT_MS = 20000;
+// The whole file, so a key read while it is still being written is never taken.
+const KEY_TEXT = /^([0-9a-f]{16})\n([0-9a-f]{64})\n$/;
+
 const keyPath = process.env.LOOPWRIGHT_STREAM || '';
 delete process.env.LOOPWRIGHT_STREAM;
 let runId = '';
 let key = null;
 if (keyPath) {
-  try {
-    const [id, hex] = readFileSync(keyPath, 'ascii').trim().split('\n');
-    runId = id.trim();
-    key = Buffer.from(hex.trim(), 'hex');
-  } finally {
-    rmSync(keyPath, { force: true });
+  // The host writes the key while the runner starts. Waiting here, synchronously, holds the
+  // runner back: it starts no test file until its reporters have loaded.
+  const deadline = Date.now() + KEY_WAIT_MS;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  while (key === null && Date.now() < deadline) {
+    let found = null;
+    try {
+      found = KEY_TEXT.exec(readFileSync(keyPath, 'ascii'));
+    } catch (error) {
+      if (error.code !== 'ENOENT') throw error;
+    }
+    if (found) {
+      rmSync(keyPath, { force: true });
+      [, runId] = found;
+      key = Buffer.from(found[2], 'hex');
+    } else {
+      Atomics.wait(pause, 0, 0, 2);
+    }
   }
 }
 
@@ -60,7 +76,7 @@ function failureText(error) {
 
 export default async function* loopwrightReporter(source) {
   if (!key) {
-    throw new Error('node_reporter.mjs: LOOPWRIGHT_STREAM does not name this run\'s key file');
+    throw new Error(`node_reporter.mjs: this run's key never arrived at ${keyPath || '(unset)'}`);
   }
   yield record({ type: 'start', runner: 'node' });
   const counts = { passed: 0, failed: 0, error: 0, skipped: 0 };

@@ -15,7 +15,9 @@ import hmac
 import importlib.util
 import json
 import os
+import re
 import sys
+import time
 from typing import Any
 
 MAGIC = "\x1eLOOPWRIGHT1 "
@@ -23,6 +25,9 @@ MESSAGE_LIMIT = 1500
 # pytest and what it imports at start: none of these may come from the repository itself.
 FRAMEWORK = ("pytest", "_pytest", "pluggy", "iniconfig", "py")
 _SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+KEY_WAIT_S = 20.0
+# The whole file, so a key read while it is still being written is never taken.
+KEY_TEXT = re.compile(rb"\A([0-9a-f]{16})\n([0-9a-f]{64})\n\Z")
 
 
 class Stream:
@@ -99,17 +104,23 @@ def _message(report: Any) -> str:
 
 
 def _read_key() -> tuple[str, bytes]:
+    """This run's id and key; the host writes them while this process starts, so wait."""
     path = os.environ.pop("LOOPWRIGHT_STREAM", "")
     if not path:
         sys.exit("run_pytest.py: LOOPWRIGHT_STREAM does not name this run's key file")
-    try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("ascii")
-    finally:
-        if os.path.lexists(path):
+    deadline = time.monotonic() + KEY_WAIT_S
+    while True:
+        try:
+            with open(path, "rb") as handle:
+                found = KEY_TEXT.match(handle.read())
+        except FileNotFoundError:
+            found = None
+        if found is not None:
             os.unlink(path)
-    run_id, _, key_hex = text.strip().partition("\n")
-    return run_id.strip(), bytes.fromhex(key_hex.strip())
+            return found.group(1).decode(), bytes.fromhex(found.group(2).decode())
+        if time.monotonic() > deadline:
+            sys.exit(f"run_pytest.py: this run's key never arrived at {path}")
+        time.sleep(0.002)
 
 
 def _from_repository(root: str) -> str | None:
