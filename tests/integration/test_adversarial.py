@@ -471,3 +471,40 @@ def test_reporters_in_the_image_are_root_owned_and_read_only_security_39(docker_
     assert overwrite.exit_code != 0
     digest = hashlib.sha256((PACKAGE_REPORTERS / "run_pytest.py").read_bytes()).hexdigest()
     assert shipped.output.split()[0] == digest
+
+
+@pytest.mark.docker
+def test_records_buried_in_a_flood_of_output_are_still_read_security_39(docker_ready, tmp_path):
+    """SECURITY 39: output past the cap is dropped for people, never for the stream parser."""
+    import dataclasses
+
+    from loopwright.config import Settings
+    from loopwright.sandbox.docker import DockerProvider
+    from loopwright.verify.stream import StreamKey, StreamParser
+
+    key = StreamKey.new()
+    records = key.record(0, {"type": "start"}) + key.record(
+        1, {"type": "test", "id": "t", "outcome": "failed"}
+    )
+    write(tmp_path / "tree" / "records", records.decode())
+    tree = init_repo(tmp_path / "tree")
+    settings = Settings.from_env()
+    provider = DockerProvider(
+        settings.with_overrides(
+            sandbox_limits=dataclasses.replace(settings.sandbox_limits, output_cap_bytes=10_000)
+        )
+    )
+    sandbox = provider.create("flooded-stream", tree, network=False)
+    parser = StreamParser(key)
+    try:
+        result = sandbox.exec(
+            "head -c 400000 /dev/zero | tr '\\0' a; cat records; head -c 400000 /dev/zero",
+            timeout_s=60,
+            on_raw=parser.feed,
+        )
+    finally:
+        sandbox.close()
+        provider.close()
+    assert result.truncated and "LOOPWRIGHT1" not in result.output
+    stream = parser.result()
+    assert stream.started and [(r.id, r.outcome) for r in stream.results] == [("t", "failed")]

@@ -489,3 +489,25 @@ def test_reporters_are_image_inputs(tmp_path: Path) -> None:
         assert reporter is not None
         assert reporter.read() == (PACKAGE_REPORTERS / "run_pytest.py").read_bytes()
     assert {"reporters/run_pytest.py", "reporters/node_reporter.mjs"} <= names
+
+
+def test_local_on_raw_sees_every_byte_past_the_output_cap(tmp_path: Path) -> None:
+    from loopwright.config import SandboxLimits
+    from loopwright.sandbox.local import LocalProvider
+
+    tree = tmp_path / "tree"
+    write_tree(tree, {"README": "x\n"})
+    provider = LocalProvider(SandboxLimits(output_cap_bytes=10_000), base_dir=tmp_path)
+    sandbox = provider.create("raw", tree, network=False)
+    raw: list[bytes] = []
+    try:
+        result = sandbox.exec(
+            "head -c 300000 /dev/zero | tr '\\0' a; printf 'LAST\\n'",
+            timeout_s=60,
+            on_raw=raw.append,
+        )
+    finally:
+        provider.close()
+    data = b"".join(raw)
+    assert result.truncated and len(result.output) < 20_000
+    assert data == b"a" * 300_000 + b"LAST\n"
