@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from loopwright.verify.reports import parse_junit
 from loopwright.verify.runner import PACKAGE_REPORTERS
 from loopwright.verify.stream import (
     MAGIC,
@@ -290,8 +291,11 @@ PY_TESTS = {
 def test_pytest_reporter_streams_each_test_and_deletes_the_key(tmp_path: Path) -> None:
     write_tree(tmp_path, PY_TESTS)
     script = str(PACKAGE_REPORTERS / "run_pytest.py")
-    run, key_file = run_reporter(tmp_path, [sys.executable, script, "--as-module", "-q"])
+    argv = [sys.executable, script, "--as-module", "-q", "--junitxml=junit.xml"]
+    run, key_file = run_reporter(tmp_path, [*argv, "-o", "junit_family=xunit2"])
     result = parse(run.stdout)
+    junit = parse_junit((tmp_path / "junit.xml").read_text())
+    assert {r.id: r.outcome for r in junit} == {r.id: r.outcome for r in result.results}
     assert run.returncode == 1
     assert not key_file.exists()
     assert (result.started, result.completed, result.status, result.problems) == (
@@ -333,6 +337,7 @@ def test_node_reporter_streams_leaf_tests_with_junit_ids(tmp_path: Path) -> None
                 "test('parent', async (t) => { await t.test('child', () => {}); });\n"
                 "test.describe('suite', () => { test.it('inner ✓', () => {}); });\n"
                 "test('later', { skip: true }, () => {});\n"
+                "test('someday', { todo: true }, () => { throw new Error('not yet'); });\n"
             )
         },
     )
@@ -342,8 +347,11 @@ def test_node_reporter_streams_leaf_tests_with_junit_ids(tmp_path: Path) -> None
         "--test",
         f"--test-reporter={reporter}",
         "--test-reporter-destination=stdout",
+        "--test-reporter=junit",
+        "--test-reporter-destination=junit.xml",
     ]
     run, key_file = run_reporter(tmp_path, argv)
+    junit = parse_junit((tmp_path / "junit.xml").read_text())
     result = parse(run.stdout)
     assert run.returncode == 1
     assert not key_file.exists()
@@ -358,7 +366,10 @@ def test_node_reporter_streams_leaf_tests_with_junit_ids(tmp_path: Path) -> None
         "parent > child": "passed",
         "suite > inner ✓": "passed",
         "later": "skipped",
+        "someday": "skipped",
     }
+    # The same ids and outcomes as node's JUnit reporter, which the verdict cross-checks.
+    assert {r.id: r.outcome for r in junit} == {r.id: r.outcome for r in result.results}
 
 
 def test_pytest_tests_cannot_see_the_key(tmp_path: Path) -> None:
