@@ -522,3 +522,22 @@ def test_local_on_raw_sees_every_byte_past_the_output_cap(tmp_path: Path) -> Non
     data = b"".join(raw)
     assert result.truncated and len(result.output) < 20_000
     assert data == b"a" * 300_000 + b"LAST\n"
+
+
+def test_a_streamed_run_that_never_reached_a_test_can_be_an_environment_problem(
+    tmp_path: Path,
+) -> None:
+    from loopwright.sandbox.base import ExecResult
+    from loopwright.verify.reports import SUITE_ID, StreamEvidence, TestReport, TestResult
+    from loopwright.verify.runner import SuiteRun, environment_problem
+
+    evidence = StreamEvidence(started=True, completed=False, status=None)
+    report = TestReport((TestResult(SUITE_ID, "failed"),), 1, "stream", evidence)
+    output = "ModuleNotFoundError: No module named 'pytest'\n"
+    run = SuiteRun(report, ExecResult(output, 1), "python -m pytest")
+    assert environment_problem(run, tmp_path) == (
+        "the tests need `pytest`, which is not installed; add it to the repository's "
+        "dependencies or set setup_cmd in .loopwright.yml"
+    )
+    failing = TestReport((TestResult(A, "failed"),), 1, "stream", evidence)
+    assert environment_problem(SuiteRun(failing, ExecResult(output, 1), "pytest"), tmp_path) is None
