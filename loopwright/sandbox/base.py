@@ -16,6 +16,8 @@ from typing import Protocol
 
 OutputCallback = Callable[[str], None]
 """Receives command output as it arrives (decoded text, arbitrary chunking)."""
+RawCallback = Callable[[bytes], None]
+"""Receives every byte of command output as it arrives (uncapped, arbitrary chunking)."""
 
 MISSION_LABEL = "loopwright.mission"
 WORKSPACE = "/workspace"
@@ -59,8 +61,12 @@ class Sandbox(Protocol):
         *,
         timeout_s: float,
         on_output: OutputCallback | None = None,
+        on_raw: RawCallback | None = None,
     ) -> ExecResult:
-        """Run `command` with bash in the workspace root; kill its whole process tree on timeout."""
+        """Run `command` with bash in the workspace root; kill its whole process tree on timeout.
+
+        `on_raw` receives every byte of output as it arrives, before any cap is applied.
+        """
         ...
 
     def read_file(self, path: str) -> bytes:

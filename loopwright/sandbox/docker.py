@@ -38,6 +38,7 @@ from loopwright.sandbox.base import (
     ExecResult,
     FileToolError,
     OutputCallback,
+    RawCallback,
     SandboxError,
 )
 from loopwright.sandbox.paths import CONTAINER_RESOLVER, normalize_relative
@@ -326,6 +327,7 @@ class DockerSandbox:
         *,
         timeout_s: float,
         on_output: OutputCallback | None = None,
+        on_raw: RawCallback | None = None,
     ) -> ExecResult:
         """Run `command` with bash in /workspace; kill its whole process tree on timeout."""
         limits = self._settings.sandbox_limits
@@ -374,6 +376,8 @@ class DockerSandbox:
                 break
             if isinstance(item, BaseException):
                 raise self._infra_error(item) from item
+            if on_raw is not None:
+                on_raw(item)
             streamed = capture.add(item)
             if on_output is not None and streamed:
                 text = decoder.decode(streamed)
@@ -383,6 +387,8 @@ class DockerSandbox:
         while not inbox.empty():
             item = inbox.get_nowait()
             if isinstance(item, bytes):
+                if on_raw is not None:
+                    on_raw(item)
                 capture.add(item)
         duration = time.monotonic() - started
         if timed_out:

@@ -1,7 +1,8 @@
 """Building the sandbox image (with or without a registry) and checking what a host is missing.
 
 The image carries the label `loopwright.inputs=<hash>` of the Dockerfile, the base bootstrap
-script and the host's extra CA certificates; it is rebuilt only when that hash changes.
+script, Loopwright's test reporters and the host's extra CA certificates; it is rebuilt only
+when that hash changes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ INPUTS_LABEL = "loopwright.inputs"
 REGISTRY_BASE = "debian:bookworm-slim"
 BOOTSTRAP_BASE = "loopwright-sandbox-base:bookworm"
 CONTEXT_DIR = Path(__file__).resolve().parents[2] / "deploy" / "sandbox"
+REPORTERS_DIR = Path(__file__).resolve().parents[1] / "verify" / "reporters"
+"""The test reporters the image carries at /opt/loopwright/reporters (package data)."""
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
 CHROMIUM = Path("/usr/bin/chromium")
 BUILD_COMMAND = "loopwright sandbox build"
@@ -57,13 +60,24 @@ def _ca_certificates(ca_dir: Path) -> list[Path]:
     return sorted(ca_dir.glob("*.crt")) if ca_dir.is_dir() else []
 
 
-def image_inputs_hash(context_dir: Path | None = None, ca_dir: Path = HOST_CA_DIR) -> str:
-    """SHA-256 over the Dockerfile, the bootstrap script and the host's extra CA certificates."""
+def _reporters(reporters_dir: Path) -> list[Path]:
+    return sorted(p for p in reporters_dir.iterdir() if p.is_file() and p.suffix in (".py", ".mjs"))
+
+
+def image_inputs_hash(
+    context_dir: Path | None = None,
+    ca_dir: Path = HOST_CA_DIR,
+    reporters_dir: Path = REPORTERS_DIR,
+) -> str:
+    """SHA-256 over the Dockerfile, the bootstrap script, the reporters and the extra CAs."""
     directory = _context_dir(context_dir)
     digest = hashlib.sha256()
     inputs = [directory / "Dockerfile", directory / "bootstrap-base.sh"]
     for path in inputs:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for reporter in _reporters(reporters_dir):
+        name = b"reporters/" + reporter.name.encode()
+        digest.update(name + b"\0" + reporter.read_bytes() + b"\0")
     for cert in _ca_certificates(ca_dir):
         digest.update(b"ca/" + cert.name.encode() + b"\0" + cert.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -109,7 +123,7 @@ def ensure_image(
         return name
     log(f"building sandbox image {name} (inputs {digest[:12]})")
     base = _choose_base(client, directory, log)
-    context = _build_context(directory, HOST_CA_DIR)
+    context = _build_context(directory, HOST_CA_DIR, REPORTERS_DIR)
     try:
         for line in client.api.build(
             fileobj=context,
@@ -191,11 +205,21 @@ def _bootstrap_base(directory: Path, log: Log) -> None:
         )
 
 
-def _build_context(directory: Path, ca_dir: Path) -> io.BytesIO:
-    """Dockerfile plus the host's extra CA certificates, as the tar `docker build` reads."""
+def _build_context(
+    directory: Path, ca_dir: Path, reporters_dir: Path = REPORTERS_DIR
+) -> io.BytesIO:
+    """Dockerfile, the reporters and the host's extra CA certificates, as `docker build` reads."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(directory / "Dockerfile", arcname="Dockerfile")
+        reporters = _reporters(reporters_dir)
+        if not reporters:
+            raise SandboxError(
+                f"Loopwright's test reporters are missing from {reporters_dir}; reinstall "
+                "Loopwright (they ship as package data)"
+            )
+        for reporter in reporters:
+            tar.add(reporter, arcname=f"reporters/{reporter.name}")
         folder = tarfile.TarInfo("ca-certificates")
         folder.type = tarfile.DIRTYPE
         folder.mode = 0o755

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import IO
 
 from loopwright.config import SandboxLimits
-from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, SandboxError
+from loopwright.sandbox.base import (
+    ExecResult,
+    FileToolError,
+    OutputCallback,
+    RawCallback,
+    SandboxError,
+)
 from loopwright.sandbox.paths import normalize_relative, resolve_inside
 
 _READ_CHUNK = 65536
@@ -128,6 +134,7 @@ class LocalSandbox:
         *,
         timeout_s: float,
         on_output: OutputCallback | None = None,
+        on_raw: RawCallback | None = None,
     ) -> ExecResult:
         """Run `command` with bash in the workspace; kill its process group on timeout.
 
@@ -157,7 +164,9 @@ class LocalSandbox:
         timed_out = False
         ended = False
         try:
-            timed_out = self._pump(proc, reader, started + timeout_s, output, decoder, on_output)
+            timed_out = self._pump(
+                proc, reader, started + timeout_s, output, decoder, on_output, on_raw
+            )
             ended = True
         finally:
             if not ended:  # on_output raised, or the caller was interrupted
@@ -165,6 +174,8 @@ class LocalSandbox:
             reader.stop()
             proc.wait()
         for chunk in reader.drain():
+            if on_raw is not None:
+                on_raw(chunk)
             output.add(chunk)
             _emit(on_output, decoder.decode(chunk))
         _emit(on_output, decoder.decode(b"", final=True))
@@ -186,6 +197,7 @@ class LocalSandbox:
         output: _CappedOutput,
         decoder: codecs.IncrementalDecoder,
         on_output: OutputCallback | None,
+        on_raw: RawCallback | None = None,
     ) -> bool:
         """Forward output until the command ends and its output is drained; True on timeout."""
         timed_out = False
@@ -213,6 +225,8 @@ class LocalSandbox:
             if chunk == b"":
                 eof = True
                 continue
+            if on_raw is not None:
+                on_raw(chunk)
             output.add(chunk)
             _emit(on_output, decoder.decode(chunk))
 

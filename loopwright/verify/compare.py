@@ -1,15 +1,19 @@
 """The verification verdict: compare the test run before the patch with the run after it.
 
 Verified means every originally failing test now passes, no originally passing test fails,
-errors, is skipped or disappears, and the test command exits 0.
+errors, is skipped or disappears, and the test command exits 0. For runs with Loopwright's
+reporter it also needs the signed stream to be whole (a start and a completion record, no
+forged, replayed or conflicting records) and to agree with the report file and the exit code.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from loopwright.verify.reports import SUITE_ID, Outcome, TestReport, TestResult
+from loopwright.verify.reports import SUITE_ID, Outcome, StreamEvidence, TestReport, TestResult
 
 RowStatus = Literal[
     "fixed",
@@ -37,16 +41,37 @@ class TestRow:
     status: RowStatus
 
 
+STREAM_BASIS = (
+    "per-test results from Loopwright's signed results stream, cross-checked with the "
+    "JUnit report and the exit code"
+)
+FILE_BASIS = (
+    "the report file the test run wrote and its exit code only: this test runner has no "
+    "Loopwright reporter, so the tested code could have written either"
+)
+EXIT_BASIS = (
+    "the exit code only: this test runner wrote no per-test report and has no Loopwright "
+    "reporter, so the tested code could have set it"
+)
+_SHOWN = 5
+"""Disagreeing tests named in one reason; the rest are counted."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     verified: bool
     rows: tuple[TestRow, ...]
     reasons: tuple[str, ...]
     """Why the patch is not verified, one sentence per problem; empty when verified."""
+    basis: str = ""
+    """What the verdict rests on, in words (the signed stream, or a report file / exit code)."""
 
 
 def compare(before: TestReport, after: TestReport) -> Verdict:
     """The verdict for `after` (original tree + patch) against `before` (original tree)."""
+    if after.stream is not None or before.stream is not None:
+        return _compare_streamed(before, after)
+    basis = EXIT_BASIS if after.source == "exit-code" else FILE_BASIS
     if before.source == "exit-code" or after.source == "exit-code":
         # Per-test ids on one side only cannot be matched; compare the runs as a whole.
         before_results = {SUITE_ID: _suite(before)}
@@ -74,7 +99,134 @@ def compare(before: TestReport, after: TestReport) -> Verdict:
         )
     if after.exit_code != 0:
         reasons.append(f"the test command exited {after.exit_code}")
-    return Verdict(not reasons, tuple(rows), tuple(reasons))
+    return Verdict(not reasons, tuple(rows), tuple(reasons), basis)
+
+
+def _compare_streamed(before: TestReport, after: TestReport) -> Verdict:
+    """The verdict when the results come from Loopwright's signed stream."""
+    stream = after.stream
+    if stream is None:
+        return Verdict(
+            False,
+            (),
+            (
+                "the run after the patch did not use Loopwright's reporter although the run "
+                "before it did, so its results cannot be trusted",
+            ),
+            STREAM_BASIS,
+        )
+    reasons = _stream_whole(stream)
+    before_results = before.by_id()
+    after_results = after.by_id() if stream.started else {}
+    rows: list[TestRow] = []
+    ids = list(before_results) + [i for i in after_results if i not in before_results]
+    for test_id in ids:
+        was = before_results[test_id].outcome if test_id in before_results else None
+        now = after_results[test_id].outcome if test_id in after_results else None
+        status, reason = _classify(test_id, was, now, missing="has no result in the stream")
+        rows.append(TestRow(test_id, was, now, status))
+        if reason and test_id != SUITE_ID:
+            reasons.append(reason)
+    reasons += _stream_agrees(after, stream)
+    if after.exit_code != 0:
+        reasons.append(f"the test command exited {after.exit_code}")
+    return Verdict(not reasons, tuple(rows), tuple(reasons), STREAM_BASIS)
+
+
+def run_reasons(report: TestReport) -> tuple[str, ...]:
+    """Why one run's results cannot be trusted, or show failures; empty when they can and don't.
+
+    For a single run with nothing to compare against (an app built from a spec): the same
+    stream, report-file and exit-code rules as `compare`, plus every failing test.
+    """
+    reasons: list[str] = []
+    if report.stream is not None:
+        reasons += _stream_whole(report.stream)
+    reasons += [f"{r.id} fails" for r in report.results if r.outcome in _BAD and r.id != SUITE_ID]
+    if report.stream is not None:
+        reasons += _stream_agrees(report, report.stream)
+    if report.exit_code != 0:
+        reasons.append(f"the test command exited {report.exit_code}")
+    return tuple(reasons)
+
+
+def _stream_whole(stream: StreamEvidence) -> list[str]:
+    """A start record, no forged or replayed records, and a completion record."""
+    reasons: list[str] = []
+    if not stream.started:
+        reasons.append(
+            "Loopwright's test reporter never started in the run after the patch (no signed "
+            "start record), so none of the results can be trusted"
+        )
+    reasons += [f"the results stream after the patch: {p}" for p in stream.problems]
+    if stream.started and not stream.completed:
+        reasons.append(
+            "the test run ended without its completion record: the process exited before "
+            "the suite finished"
+        )
+    return reasons
+
+
+def _stream_agrees(report: TestReport, stream: StreamEvidence) -> list[str]:
+    """The report file and the exit code tell the stream's story."""
+    if not stream.completed:
+        return []
+    return [
+        *_file_disagreements(report, stream.file_results, stream.file_problem),
+        *_exit_disagreements(report, stream.status),
+    ]
+
+
+def _file_disagreements(
+    after: TestReport, file_results: tuple[TestResult, ...] | None, problem: str
+) -> list[str]:
+    """Where the report file the run wrote tells a different story from the stream."""
+    if file_results is None:
+        return [
+            f"the report file disagrees with the results stream: {problem or 'it is missing'}, "
+            "although the stream shows the suite completed"
+        ]
+    streamed = {r.id: r.outcome for r in after.results if r.id != SUITE_ID}
+    filed = {r.id: r.outcome for r in file_results}
+    reasons: list[str] = []
+    differ = [
+        f"{i} is {filed[i]} in the report file but {streamed[i]} in the stream"
+        for i in streamed
+        if i in filed and filed[i] != streamed[i]
+    ]
+    if differ:
+        more = f" (and {len(differ) - _SHOWN} more)" if len(differ) > _SHOWN else ""
+        shown = "; ".join(differ[:_SHOWN])
+        reasons.append(f"the report file disagrees with the results stream: {shown}{more}")
+    stream_counts, file_counts = _counts(streamed.values()), _counts(filed.values())
+    if stream_counts != file_counts:
+        reasons.append(
+            f"the report file disagrees with the results stream: it counts {file_counts} "
+            f"where the stream has {stream_counts}"
+        )
+    return reasons
+
+
+def _exit_disagreements(after: TestReport, status: int | None) -> list[str]:
+    """Exit 0 exactly when the stream has no failures and the runner's own status was 0."""
+    reasons: list[str] = []
+    if status is not None and after.exit_code != status:
+        reasons.append(
+            f"the test command exited {after.exit_code} but the test runner finished with "
+            f"status {status}: something changed the exit code after the tests ran"
+        )
+    failing = sorted(r.id for r in after.results if r.outcome in _BAD and r.id != SUITE_ID)
+    if after.exit_code == 0 and failing:
+        reasons.append(
+            f"the test command exited 0 although the results stream has {len(failing)} "
+            f"failing test{'s' if len(failing) != 1 else ''} ({', '.join(failing[:_SHOWN])})"
+        )
+    return reasons
+
+
+def _counts(outcomes: Iterable[Outcome]) -> str:
+    tally = Counter(outcomes)
+    return ", ".join(f"{tally[o]} {o}" for o in ("passed", "failed", "error", "skipped"))
 
 
 def _suite(report: TestReport) -> TestResult:
@@ -85,7 +237,7 @@ def _suite(report: TestReport) -> TestResult:
 
 
 def _classify(
-    test_id: str, was: Outcome | None, now: Outcome | None
+    test_id: str, was: Outcome | None, now: Outcome | None, missing: str = "disappeared"
 ) -> tuple[RowStatus, str | None]:
     """The row status and, when it blocks verification, the reason in words."""
     if was in _BAD:
@@ -96,7 +248,7 @@ def _classify(
             return "still_failing", f"{test_id} still {verb}"
         if now == "skipped":
             return "skipped_now", f"{test_id} failed before and is now skipped"
-        return "vanished", f"{test_id} failed before and disappeared"
+        return "vanished", f"{test_id} failed before and {missing}"
     if was == "passed":
         if now == "passed":
             return "ok", None
@@ -105,7 +257,7 @@ def _classify(
             return "broken", f"{test_id} passed before and now {verb}"
         if now == "skipped":
             return "skipped_now", f"{test_id} passed before and is now skipped"
-        return "vanished", f"{test_id} passed before and disappeared"
+        return "vanished", f"{test_id} passed before and {missing}"
     # Skipped before, or new: only a failure now is a problem.
     if now in _BAD:
         return "new_fail", f"{test_id} is new or was skipped before, and now fails"

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from loopwright.verify.stream import STREAM_ENV
+
 Runner = Literal["pytest", "node", "npm", "go", "cargo", "make", "custom"]
 ReportKind = Literal["junit", "node-tap", "node-junit", "go-json"]
 
@@ -78,13 +80,55 @@ def detect_tests(
     return TestPlan(command, runner, "configured test command", report, setup)
 
 
-def instrumented_command(plan: TestPlan, report_path: str) -> str:
+StreamRunner = Literal["pytest", "node"]
+PYTEST_REPORTER = "run_pytest.py"
+NODE_REPORTER = "node_reporter.mjs"
+_ACTIVATE = f". {VENV}/bin/activate && "
+
+
+@dataclass(frozen=True)
+class StreamSetup:
+    """Where Loopwright's reporters are and which workspace file holds this run's key."""
+
+    reporters: str
+    """Absolute directory holding `run_pytest.py` and `node_reporter.mjs`."""
+    key_file: str
+    """The key file's path relative to the workspace; the reporter deletes it at load."""
+
+
+def stream_runner(plan: TestPlan) -> StreamRunner | None:
+    """Which of Loopwright's reporters can run this plan's suite; None: none can.
+
+    pytest, `node --test` and an `npm test` whose script is a plain `node --test` qualify,
+    when the command is one plain call (optionally after activating the setup's virtualenv).
+    """
+    if plan.runner == "pytest" and plan.report == "junit":
+        return "pytest" if _pytest_words(plan.command) is not None else None
+    if plan.report != "node-junit":
+        return None
+    command = plan.script if plan.runner == "npm" else plan.command
+    if plan.runner in ("node", "npm") and command and _node_words(command) is not None:
+        return "node"
+    return None
+
+
+def instrumented_command(
+    plan: TestPlan, report_path: str, stream: StreamSetup | None = None
+) -> str:
     """`plan.command`, changed so it also writes a machine-readable report at `report_path`.
 
     Output stays human-readable on stdout where the runner allows it, and the exit code is
     the suite's. Runners without a report format, and commands too complex to rewrite safely,
-    are returned unchanged (the verdict then falls back to the exit code).
+    are returned unchanged (the verdict then falls back to the exit code). With `stream`,
+    pytest and node run under Loopwright's reporter (see `stream_runner`), which also prints
+    the signed per-test records the verdict rests on.
     """
+    runner = stream_runner(plan) if stream is not None else None
+    if stream is not None and runner == "pytest":
+        return _pytest_streamed(plan.command, report_path, stream)
+    if stream is not None and runner == "node":
+        command = plan.script if plan.runner == "npm" and plan.script else plan.command
+        return _node_streamed(command, report_path, stream)
     if plan.report == "junit" and plan.runner == "pytest":
         # pytest creates the report's directory itself.
         return f"{plan.command} {shlex.quote('--junitxml=' + report_path)} -o junit_family=xunit2"
@@ -330,3 +374,60 @@ def _with_node_reporters(command: str, report_path: str) -> str | None:
         "--test-reporter-destination=stdout",
     ]
     return shlex.join([*words[:at], *reporters, *words[at:]])
+
+
+def _pytest_words(command: str) -> tuple[str, list[str], bool] | None:
+    """(prefix, [python, *args], as_module) for a plain pytest call; None for anything else.
+
+    `as_module` is true for `python -m pytest`, which puts the working directory on sys.path.
+    """
+    prefix = _ACTIVATE if command.startswith(_ACTIVATE) else ""
+    words = _simple_words(command.removeprefix(prefix))
+    if not words:
+        return None
+    exe = words[0].rsplit("/", 1)[-1]
+    if exe.startswith("python") and words[1:3] in (["-m", "pytest"], ["-m", "py.test"]):
+        return prefix, [words[0], *words[3:]], True
+    if exe in ("pytest", "py.test"):
+        folder = words[0].rsplit("/", 1)[0] if "/" in words[0] else ""
+        python = f"{folder}/python" if folder else "python"
+        return prefix, [python, *words[1:]], False
+    return None
+
+
+def _pytest_streamed(command: str, report_path: str, stream: StreamSetup) -> str:
+    parts = _pytest_words(command)
+    if parts is None:  # pragma: no cover - stream_runner checked it
+        return command
+    prefix, (python, *args), as_module = parts
+    argv = [python, posixpath.join(stream.reporters, PYTEST_REPORTER)]
+    if as_module:
+        argv.append("--as-module")
+    argv += [*args, "--junitxml=" + report_path, "-o", "junit_family=xunit2"]
+    return f"{prefix}{STREAM_ENV}={shlex.quote(stream.key_file)} {shlex.join(argv)}"
+
+
+def _node_words(command: str) -> list[str] | None:
+    words = _simple_words(command)
+    if not words or words[0] != "node" or "--test" not in words:
+        return None
+    return words
+
+
+def _node_streamed(command: str, report_path: str, stream: StreamSetup) -> str:
+    words = _node_words(command)
+    if words is None:  # pragma: no cover - stream_runner checked it
+        return command
+    at = words.index("--test") + 1
+    reporters = [
+        "--test-reporter=" + posixpath.join(stream.reporters, NODE_REPORTER),
+        "--test-reporter-destination=stdout",
+        "--test-reporter=junit",
+        f"--test-reporter-destination={report_path}",
+        "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+    ]
+    node = shlex.join([*words[:at], *reporters, *words[at:]])
+    directory = posixpath.dirname(report_path)
+    mkdir = f"mkdir -p {shlex.quote(directory)} && " if directory else ""
+    return f"{mkdir}{STREAM_ENV}={shlex.quote(stream.key_file)} {node}"

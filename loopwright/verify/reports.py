@@ -14,7 +14,7 @@ from typing import Any, Literal
 from xml.parsers import expat
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
-ReportSource = Literal["junit", "go-json", "exit-code"]
+ReportSource = Literal["stream", "junit", "go-json", "exit-code"]
 
 SUITE_ID = "<suite>"
 """Id of the pseudo-test that stands for the whole run when there is no per-test data."""
@@ -44,6 +44,24 @@ class TestResult:
 
 
 @dataclass(frozen=True)
+class StreamEvidence:
+    """What Loopwright's signed results stream showed for one run, and the report file beside it."""
+
+    started: bool
+    """A valid start record arrived: Loopwright's reporter was loaded and ran."""
+    completed: bool
+    """A valid completion record arrived: the runner reached the end of the suite."""
+    status: int | None
+    """The runner's exit status as the completion record gives it."""
+    problems: tuple[str, ...] = ()
+    """Forged, replayed, reordered or conflicting records, in words."""
+    file_results: tuple[TestResult, ...] | None = None
+    """The JUnit report written beside the stream, for the cross-check; None: none readable."""
+    file_problem: str = ""
+    """Why the report file could not be read, when it could not."""
+
+
+@dataclass(frozen=True)
 class TestReport:
     """Every test result of one run, plus the command's exit code."""
 
@@ -52,6 +70,8 @@ class TestReport:
     results: tuple[TestResult, ...]
     exit_code: int
     source: ReportSource
+    stream: StreamEvidence | None = None
+    """Set when the results come from Loopwright's reporter (`source == "stream"`)."""
 
     def failing(self) -> set[str]:
         """Ids that failed or errored."""
@@ -207,6 +227,9 @@ def _case_result(case: ET.Element, suites: list[str], flavour: Flavour) -> TestR
         test_id = f"{classname}::{name}" if classname else name
     outcome: Outcome = "passed"
     message = ""
+    if any(c.tag == "skipped" and c.get("type") == "todo" for c in case):
+        # node's todo tests may fail without failing the run; its reporters call them todo.
+        return TestResult(test_id, "skipped", "")
     for child in case:
         found: Outcome | None = {
             "failure": "failed",

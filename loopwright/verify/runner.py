@@ -1,23 +1,48 @@
-"""Runs a repository's test suite in a sandbox and turns the run into a per-test report."""
+"""Runs a repository's test suite in a sandbox and turns the run into a per-test report.
+
+For pytest and node's test runner the per-test results come from Loopwright's own reporter,
+which signs one record per test as it ends; every byte of the command's output is checked as
+it arrives, and the JUnit report the run also writes is only a cross-check. Other runners
+are judged by their report file and exit code alone.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import shlex
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, Sandbox
-from loopwright.verify.detect import TestPlan, instrumented_command
-from loopwright.verify.reports import ReportError, TestReport, build_report
+from loopwright.sandbox.local import LocalSandbox
+from loopwright.verify.detect import StreamSetup, TestPlan, instrumented_command, stream_runner
+from loopwright.verify.reports import (
+    SUITE_ID,
+    Outcome,
+    ReportError,
+    StreamEvidence,
+    TestReport,
+    TestResult,
+    build_report,
+    parse_junit,
+)
+from loopwright.verify.stream import RecordFilter, StreamKey, StreamParser, strip_records
 
 REPORT_DIR = ".loopwright"
 REPORT_PATH = f"{REPORT_DIR}/report"
+IMAGE_REPORTERS = "/opt/loopwright/reporters"
+"""Where the sandbox image holds the reporters (root-owned, on the read-only root)."""
+PACKAGE_REPORTERS = Path(__file__).resolve().parent / "reporters"
+"""The same reporters in the installed package, for the local backend."""
 
 
 @dataclass(frozen=True)
 class SuiteRun:
     report: TestReport
     result: ExecResult
+    """The command's result, with the reporter's records taken out of its output."""
     command: str
 
 
@@ -28,7 +53,101 @@ def run_suite(
     timeout_s: float,
     on_output: OutputCallback | None = None,
 ) -> SuiteRun:
-    """Run the whole suite once; per-test results when the runner wrote a report."""
+    """Run the whole suite once; per-test results from the signed stream or the report."""
+    if stream_runner(plan) is None:
+        return _run_reported(sandbox, plan, timeout_s, on_output)
+    key = StreamKey.new()
+    key_file = f"{REPORT_DIR}/stream-{key.run_id}"
+    setup = StreamSetup(_reporters_dir(sandbox), key_file)
+    command = instrumented_command(plan, REPORT_PATH, setup)
+    parser = StreamParser(key)
+    shown = RecordFilter(on_output) if on_output is not None else None
+    quoted = shlex.quote(key_file)
+    # The key travels as a file, never on a command line or in the environment, where the
+    # tested code could read it from /proc. It is written while the command starts (the
+    # reporter waits for it before a conftest, test file or product code runs, then deletes
+    # it), so placing it adds no round trip to the run.
+    delivery = _KeyDelivery(sandbox, key_file, key.file_bytes())
+    try:
+        result = sandbox.exec(
+            f"rm -f {REPORT_PATH}; {command}; lw_status=$?; rm -f -- {quoted}; exit $lw_status",
+            timeout_s=timeout_s,
+            on_output=shown,
+            on_raw=parser.feed,
+        )
+    finally:
+        failure = delivery.wait()
+    if shown is not None:
+        shown.flush()
+    stream = parser.result()
+    if isinstance(failure, FileToolError):
+        return _unkeyed(plan, f"the run's key could not be placed in the sandbox ({failure})")
+    if failure is not None:
+        raise failure
+    if not stream.started:
+        # The reporter never took the key (it did not start, or the run was killed first).
+        sandbox.exec(f"rm -f -- {quoted}", timeout_s=30)
+    result = dataclasses.replace(result, output=strip_records(result.output))
+    file_results: tuple[TestResult, ...] | None = None
+    file_problem = ""
+    raw = _read_report(sandbox)
+    if raw is None or not raw.strip():
+        file_problem = "the run wrote no JUnit report"
+    else:
+        try:
+            file_results = tuple(parse_junit(raw))
+        except ReportError as exc:
+            file_problem = str(exc)
+    evidence = StreamEvidence(
+        started=stream.started,
+        completed=stream.completed,
+        status=stream.status,
+        problems=stream.problems,
+        file_results=file_results,
+        file_problem=file_problem,
+    )
+    results = stream.results
+    if not results:
+        # Nothing ran far enough to report a test: the run as a whole stands in for it.
+        outcome: Outcome = "passed" if result.exit_code == 0 and stream.completed else "failed"
+        message = "" if outcome == "passed" else f"the test command exited {result.exit_code}"
+        results = (TestResult(SUITE_ID, outcome, message),)
+    return SuiteRun(TestReport(results, result.exit_code, "stream", evidence), result, plan.command)
+
+
+class _KeyDelivery:
+    """Writes the run's key into the sandbox on a thread of its own."""
+
+    def __init__(self, sandbox: Sandbox, path: str, data: bytes) -> None:
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._write, args=(sandbox, path, data), name="loopwright-key", daemon=True
+        )
+        self._thread.start()
+
+    def _write(self, sandbox: Sandbox, path: str, data: bytes) -> None:
+        try:
+            sandbox.write_file(path, data)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            self._failure = exc
+
+    def wait(self) -> BaseException | None:
+        self._thread.join()
+        return self._failure
+
+
+def _unkeyed(plan: TestPlan, problem: str) -> SuiteRun:
+    """A run that could not be started under the reporter: nothing it printed could count."""
+    result = ExecResult(output=f"[loopwright] {problem}; the tests were not run\n", exit_code=1)
+    evidence = StreamEvidence(started=False, completed=False, status=None, problems=(problem,))
+    report = TestReport((TestResult(SUITE_ID, "failed", problem),), 1, "stream", evidence)
+    return SuiteRun(report, result, plan.command)
+
+
+def _run_reported(
+    sandbox: Sandbox, plan: TestPlan, timeout_s: float, on_output: OutputCallback | None
+) -> SuiteRun:
+    """A runner without a Loopwright reporter: its own report file, else its exit code."""
     command = instrumented_command(plan, REPORT_PATH)
     # A report left by an earlier run must not be read as this run's; clearing it rides
     # along with the test command (one sandbox round trip instead of two).
@@ -37,11 +156,7 @@ def run_suite(
         timeout_s=timeout_s,
         on_output=on_output,
     )
-    raw: str | None = None
-    try:
-        raw = sandbox.read_file(REPORT_PATH).decode("utf-8", errors="replace")
-    except FileToolError:
-        raw = None
+    raw = _read_report(sandbox)
     try:
         if plan.report == "go-json":
             report = build_report(result.exit_code, go_json=raw)
@@ -50,6 +165,19 @@ def run_suite(
     except ReportError:
         report = build_report(result.exit_code)
     return SuiteRun(report, result, plan.command)
+
+
+def _read_report(sandbox: Sandbox) -> str | None:
+    try:
+        return sandbox.read_file(REPORT_PATH).decode("utf-8", errors="replace")
+    except FileToolError:
+        return None
+
+
+def _reporters_dir(sandbox: Sandbox) -> str:
+    if isinstance(sandbox, LocalSandbox):
+        return str(PACKAGE_REPORTERS)
+    return IMAGE_REPORTERS
 
 
 _MISSING_PY = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
@@ -67,7 +195,7 @@ def environment_problem(run: SuiteRun, tree: Path) -> str | None:
         return f"the test command did not finish within its timeout: {run.command}"
     if result.exit_code in (126, 127):
         return f"the test command could not be started (exit {result.exit_code}): {run.command}"
-    if run.report.failing() and run.report.source != "exit-code":
+    if run.report.failing() - {SUITE_ID} and run.report.source != "exit-code":
         return None
     for pattern in (_MISSING_PY, _MISSING_NODE):
         for match in pattern.finditer(result.output):

@@ -441,3 +441,440 @@ def test_action_commit_path_from_a_hostile_workspace_runs_nothing_sends_no_token
         assert run.outputs["status"] == "verified"
         pushed = git("show", "feature", "--format=%ae%n%P", cwd=world.bare)
         assert FIX_NEW.strip() in pushed and sha in pushed
+# ---- results stream (SECURITY 39) ----
+#
+# The hostile patches below leave the bug in place and try to make the run LOOK green: by
+# rewriting the JUnit report after the fact, forcing the exit code, dying before the suite
+# ends, printing imitation records, replaying records of another run, or shadowing the
+# reporter. The verdict must come from the signed stream and name what failed. Product-code
+# tricks are spelled so that a line-based search for `atexit` or `os._exit` misses them; other
+# checks may flag them too, so each case asserts that the stream's own reason is present.
+
+VS_DISCOUNT = "tests/test_totals.py::test_line_with_percentage_discount"
+VS_VAT = "tests/test_totals.py::test_invoice_adds_vat_on_discounted_lines"
+VS_PLAIN = "tests/test_totals.py::test_line_without_discount"
+VS_EMPTY = "tests/test_totals.py::test_empty_invoice_is_zero"
+VS_COLLAPSE = "collapses runs of punctuation and spaces into one hyphen"
+VS_NODE_TESTS = (
+    "lower-cases single words",
+    "removes accents",
+    VS_COLLAPSE,
+    "trims hyphens at both ends",
+)
+VS_NO_COMPLETION = (
+    "the test run ended without its completion record: the process exited before the suite finished"
+)
+VS_EXIT_FORCED = (
+    "the test command exited 0 but the test runner finished with status 1: something changed "
+    "the exit code after the tests ran"
+)
+VS_EXIT_WITH_FAILURES = (
+    f"the test command exited 0 although the results stream has 2 failing tests "
+    f"({VS_VAT}, {VS_DISCOUNT})"
+)
+VS_FILE_REWRITTEN = (
+    f"the report file disagrees with the results stream: {VS_DISCOUNT} is passed in the report "
+    f"file but failed in the stream; {VS_VAT} is passed in the report file but failed in the "
+    "stream"
+)
+VS_FORGED = (
+    "imitate Loopwright's result records but are not signed with this run's key: something "
+    "in the test run printed forged results"
+)
+VS_FOREIGN = (
+    "in the test output are result records of another run (a different run id): results "
+    "replayed from an earlier run"
+)
+# A JUnit report (xunit2, as pytest writes it) in which every test passed.
+VS_FAKE_PY_JUNIT = (
+    '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" '
+    'failures="0" skipped="0" tests="4">'
+    + "".join(
+        f'<testcase classname="tests.test_totals" name="{name}" time="0.001" />'
+        for name in (
+            "test_line_without_discount",
+            "test_line_with_percentage_discount",
+            "test_invoice_adds_vat_on_discounted_lines",
+            "test_empty_invoice_is_zero",
+        )
+    )
+    + "</testsuite></testsuites>"
+)
+VS_FAKE_NODE_JUNIT = (
+    '<?xml version="1.0" encoding="utf-8"?><testsuites>'
+    + "".join(f'<testcase name="{name}" time="0.001" classname="test"/>' for name in VS_NODE_TESTS)
+    + "</testsuites>"
+)
+# Imported by the package, so it runs in the test process. Nothing below names the modules.
+VS_IMPORT_AUDIT = tool(
+    "edit_file",
+    path="invoice/__init__.py",
+    old='"""Invoice arithmetic for a small shop."""\n',
+    new='"""Invoice arithmetic for a small shop."""\n\nfrom invoice import _audit  # noqa: F401\n',
+)
+VS_AT_END = (
+    "import importlib\n\n\n"
+    "def _at_end(action):\n"
+    '    getattr(importlib.import_module("ate" + "xit"), "reg" + "ister")(action)\n\n\n'
+    "def _leave(code):\n"
+    '    getattr(importlib.import_module("o" + "s"), "_e" + "xit")(code)\n\n\n'
+)
+VS_WRITE_REPORT = (
+    "def _report():\n"
+    '    with open(".loopwright/report", "w") as handle:\n'
+    f"        handle.write({VS_FAKE_PY_JUNIT!r})\n\n\n"
+)
+# Writes `lines` to every pipe the test process holds open: the real stdout is among them
+# even while pytest captures fd 1, so the imitation lines reach the host's parser.
+VS_TO_EVERY_PIPE = (
+    "import os\n\n\n"
+    "def _to_every_pipe(lines):\n"
+    '    for fd in os.listdir("/proc/self/fd"):\n'
+    "        try:\n"
+    '            if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):\n'
+    "                os.write(int(fd), lines)\n"
+    "        except OSError:\n"
+    "            pass\n\n\n"
+    "def _run_id():\n"
+    '    with open("/proc/self/environ", "rb") as handle:\n'
+    '        for item in handle.read().split(b"\\0"):\n'
+    '            if item.startswith(b"LOOPWRIGHT_STREAM="):\n'
+    '                return item.rsplit(b"-", 1)[-1]\n'
+    '    return b"0000000000000000"\n\n\n'
+)
+
+
+def vs_audit(source: str) -> dict[str, Any]:
+    return tool("write_file", path="invoice/_audit.py", content=source)
+
+
+def vs_forged_lines(run_id: str, *, signed_by: Any = None) -> bytes:
+    """Records claiming every test passed: with a made-up HMAC, or signed with another key."""
+    from loopwright.verify.stream import MAGIC, StreamKey
+
+    bodies: list[dict[str, Any]] = [{"type": "start", "runner": "pytest"}]
+    bodies += [
+        {"type": "test", "id": i, "outcome": "passed", "message": ""}
+        for i in (VS_PLAIN, VS_DISCOUNT, VS_VAT, VS_EMPTY)
+    ]
+    bodies.append({"type": "end", "status": 0, "counts": {"passed": 4}})
+    if signed_by is not None:
+        assert isinstance(signed_by, StreamKey)
+        return b"".join(signed_by.record(seq, body) for seq, body in enumerate(bodies))
+    import json
+
+    return b"".join(
+        MAGIC + f"{run_id} {seq} {json.dumps(body, separators=(',', ':'))} {'ab' * 32}\n".encode()
+        for seq, body in enumerate(bodies)
+    )
+
+
+def vs_unverified(
+    repo: Path, scripted: Any, run_cli: Any, sandbox_kind: str, *calls: dict[str, Any]
+) -> list[str]:
+    """Run the hostile session; assert it is not verified and the tree is untouched."""
+    before = tree_digest(repo)
+    server = scripted(hostile_session(*calls))
+    run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
+    assert run.exit_code == 1, run.stderr
+    assert run.result["status"] == "unverified"
+    evidence = run.result["verification"]
+    assert evidence["verified"] is False
+    assert evidence["report_source"]["after"] == "stream"
+    assert tree_digest(repo) == before
+    return list(evidence["reasons"])
+
+
+def test_atexit_rewrites_junit_then_os_exit_zero_is_not_verified_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: product code rewrites the report at exit and forces exit status 0."""
+    audit = VS_AT_END + VS_WRITE_REPORT + "def _forge():\n    _report()\n    _leave(0)\n\n\n"
+    audit += "_at_end(_forge)\n"
+    repo = example_repo("python-invoice")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, vs_audit(audit), VS_IMPORT_AUDIT)
+    for reason in (
+        f"{VS_DISCOUNT} still fails",
+        f"{VS_VAT} still fails",
+        VS_FILE_REWRITTEN,
+        VS_EXIT_FORCED,
+        VS_EXIT_WITH_FAILURES,
+    ):
+        assert reason in reasons
+    assert "the test command exited 1" not in reasons
+
+
+def test_product_code_writing_a_fake_junit_report_is_not_verified_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: the report file says all passed; the stream says two still fail."""
+    audit = VS_AT_END + VS_WRITE_REPORT + "_at_end(_report)\n"
+    repo = example_repo("python-invoice")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, vs_audit(audit), VS_IMPORT_AUDIT)
+    assert VS_FILE_REWRITTEN in reasons
+    assert (
+        "the report file disagrees with the results stream: it counts 4 passed, 0 failed, "
+        "0 error, 0 skipped where the stream has 2 passed, 2 failed, 0 error, 0 skipped"
+    ) in reasons
+    assert "the test command exited 1" in reasons
+
+
+def test_exit_code_forced_to_zero_with_failures_in_the_stream_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: an exit code that disagrees with the results is not verified."""
+    audit = VS_AT_END + "_at_end(lambda: _leave(0))\n"
+    repo = example_repo("python-invoice")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, vs_audit(audit), VS_IMPORT_AUDIT)
+    assert VS_EXIT_FORCED in reasons and VS_EXIT_WITH_FAILURES in reasons
+    assert f"{VS_DISCOUNT} still fails" in reasons
+
+
+def test_os_exit_zero_mid_suite_leaves_no_completion_record_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: the process dies inside the failing test with status 0."""
+    die = tool(
+        "edit_file",
+        path="invoice/totals.py",
+        old="    gross = line.unit_cents * line.quantity\n",
+        new=(
+            "    if line.discount_percent:\n"
+            '        getattr(__import__("o" + "s"), "_e" + "xit")(0)\n'
+            "    gross = line.unit_cents * line.quantity\n"
+        ),
+    )
+    repo = example_repo("python-invoice")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, die)
+    assert VS_NO_COMPLETION in reasons
+    assert f"{VS_DISCOUNT} failed before and has no result in the stream" in reasons
+    assert f"{VS_VAT} failed before and has no result in the stream" in reasons
+    assert "the test command exited 0" not in " ".join(reasons)
+
+
+def vs_forger(lines: bytes, *, current_run_id: bool) -> dict[str, Any]:
+    """Product code that prints `lines` at import, the run id swapped in when asked."""
+    source = VS_TO_EVERY_PIPE + f"_LINES = {lines!r}\n"
+    if current_run_id:
+        source += '_LINES = _LINES.replace(b"RUNID", _run_id())\n'
+    return vs_audit(source + "_to_every_pipe(_LINES)\n")
+
+
+def test_forged_record_lines_with_the_real_run_id_are_not_verified_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: the run id is no secret (it is in /proc); the key is, so HMACs fail."""
+    forger = vs_forger(vs_forged_lines("RUNID"), current_run_id=True)
+    repo = example_repo("python-invoice")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, forger, VS_IMPORT_AUDIT)
+    forged = [r for r in reasons if r.startswith("the results stream after the patch: ")]
+    assert len(forged) == 1 and forged[0].endswith(VS_FORGED)
+    assert f"{VS_DISCOUNT} still fails" in reasons
+
+
+def test_forged_record_lines_with_a_guessed_run_id_are_not_verified_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: imitation records under a made-up run id are another run's, not this one's."""
+    forger = vs_forger(vs_forged_lines("feedfacecafebeef"), current_run_id=False)
+    repo = example_repo("python-invoice")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, forger, VS_IMPORT_AUDIT)
+    forged = [r for r in reasons if r.startswith("the results stream after the patch: ")]
+    assert len(forged) == 1 and forged[0].endswith(VS_FOREIGN)
+    assert f"{VS_VAT} still fails" in reasons
+
+
+def test_replayed_stream_from_an_earlier_run_is_not_verified_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: genuinely signed all-green records of an earlier run, printed again."""
+    from loopwright.verify.stream import StreamKey
+
+    earlier = StreamKey.new()
+    forger = vs_forger(vs_forged_lines(earlier.run_id, signed_by=earlier), current_run_id=False)
+    repo = example_repo("python-invoice")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, forger, VS_IMPORT_AUDIT)
+    forged = [r for r in reasons if r.startswith("the results stream after the patch: ")]
+    assert len(forged) == 1 and forged[0].endswith(VS_FOREIGN)
+    assert f"{VS_DISCOUNT} still fails" in reasons
+
+
+def test_replayed_stream_relabelled_with_the_current_run_id_is_not_verified_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: an earlier run's records with this run's id: the signatures no longer hold."""
+    from loopwright.verify.stream import StreamKey
+
+    earlier = StreamKey.new()
+    lines = vs_forged_lines(earlier.run_id, signed_by=earlier)
+    forger = vs_forger(lines.replace(earlier.run_id.encode(), b"RUNID"), current_run_id=True)
+    repo = example_repo("python-invoice")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, forger, VS_IMPORT_AUDIT)
+    forged = [r for r in reasons if r.startswith("the results stream after the patch: ")]
+    assert len(forged) == 1 and forged[0].endswith(VS_FORGED)
+
+
+def test_shadowing_run_pytest_module_at_the_repository_root_never_runs_security_39(
+    example_repo, scripted, run_cli, sandbox_kind, marker_dir
+):
+    """SECURITY 39: Loopwright's entry point runs by absolute path; a root namesake is inert."""
+    marker = marker_dir / "shadow-ran"
+    shadow = f"import sys\nopen({str(marker)!r}, 'w').close()\nprint('4 passed')\nsys.exit(0)\n"
+    calls = [
+        tool("write_file", path="run_pytest.py", content=shadow),
+        tool("write_file", path="node_reporter.mjs", content="process.exit(0);\n"),
+    ]
+    repo = example_repo("python-invoice")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, *calls)
+    assert f"{VS_DISCOUNT} still fails" in reasons and f"{VS_VAT} still fails" in reasons
+    assert not [r for r in reasons if r.startswith("the results stream after the patch: ")]
+    assert not marker.exists()
+
+
+def test_repository_pytest_module_shadowing_the_framework_is_refused_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: `python -m pytest` would import a root pytest.py; the reporter refuses."""
+    fake = "print('4 passed')\nraise SystemExit(0)\n"
+    repo = example_repo("python-invoice")
+    reasons = vs_unverified(
+        repo, scripted, run_cli, sandbox_kind, tool("write_file", path="pytest.py", content=fake)
+    )
+    assert (
+        "the results stream after the patch: Loopwright's reporter stopped the run: the "
+        "repository provides its own pytest (pytest.py), so pytest was not started"
+    ) in reasons
+    assert "the test command exited 3" in reasons
+    assert f"{VS_DISCOUNT} failed before and has no result in the stream" in reasons
+
+
+def test_node_process_exit_zero_in_product_code_is_not_verified_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: a test file's process exits 0 mid-file; its tests never report."""
+    die = tool(
+        "edit_file",
+        path="src/slugify.js",
+        old="function slugify(title) {\n",
+        new="function slugify(title) {\n  if (title.includes('!')) process['ex' + 'it'](0);\n",
+    )
+    repo = example_repo("node-slugify")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, die)
+    assert f"{VS_COLLAPSE} failed before and has no result in the stream" in reasons
+
+
+def test_node_product_code_replacing_the_junit_report_is_not_verified_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: a test file's process swaps in an all-green report at require time."""
+    forge = tool(
+        "edit_file",
+        path="src/slugify.js",
+        old="'use strict';\n",
+        new=(
+            "'use strict';\n\n"
+            "const fs = require('fs');\n"
+            "fs.rmSync('.loopwright/report', { force: true });\n"
+            f"fs.writeFileSync('.loopwright/report', {VS_FAKE_NODE_JUNIT!r});\n"
+        ),
+    )
+    repo = example_repo("node-slugify")
+    reasons = vs_unverified(repo, scripted, run_cli, sandbox_kind, forge)
+    assert f"{VS_COLLAPSE} still fails" in reasons
+    assert (
+        f"the report file disagrees with the results stream: {VS_COLLAPSE} is passed in the "
+        "report file but failed in the stream"
+    ) in reasons
+
+
+def test_real_fixes_stay_verified_on_the_signed_stream_security_39(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """SECURITY 39: the stream's rules hold for an honest fix of both examples."""
+    from tests.conftest import RECORDINGS
+    from tests.integration.test_fix_cli import CORRECT
+
+    python_repo = example_repo("python-invoice")
+    server = scripted(CORRECT)
+    run = run_cli("fix", str(python_repo), "--sandbox", sandbox_kind, env=model_env(server))
+    assert run.exit_code == 0, run.stderr
+    assert run.result["status"] == "verified"
+    assert run.result["verification"]["report_source"] == {"before": "stream", "after": "stream"}
+    assert "\x1eLOOPWRIGHT1" not in run.result["verification"]["after_output"]
+
+    node_repo = example_repo("node-slugify")
+    replay = str(RECORDINGS / "node-slugify.json")
+    run = run_cli("fix", str(node_repo), "--sandbox", sandbox_kind, "--replay", replay)
+    assert run.exit_code == 0, run.stderr
+    assert run.result["status"] == "verified"
+    evidence = run.result["verification"]
+    assert evidence["report_source"] == {"before": "stream", "after": "stream"}
+    assert {r["id"]: r["status"] for r in evidence["rows"]}[VS_COLLAPSE] == "fixed"
+
+
+@pytest.mark.docker
+def test_reporters_in_the_image_are_root_owned_and_read_only_security_39(docker_ready, tmp_path):
+    """SECURITY 39: the sandbox user can read Loopwright's reporters but never change them."""
+    from loopwright.config import Settings
+    from loopwright.sandbox.docker import DockerProvider
+    from loopwright.verify.runner import IMAGE_REPORTERS, PACKAGE_REPORTERS
+
+    write(tmp_path / "tree" / "README", "a repository\n")
+    tree = init_repo(tmp_path / "tree")
+    provider = DockerProvider(Settings.from_env())
+    sandbox = provider.create("reporters-read-only", tree, network=False)
+    try:
+        listing = sandbox.exec(f"stat -c '%U %a %n' {IMAGE_REPORTERS}/*", timeout_s=30)
+        overwrite = sandbox.exec(
+            f"echo 'print(1)' > {IMAGE_REPORTERS}/run_pytest.py || "
+            f"mv {IMAGE_REPORTERS}/run_pytest.py /tmp/x",
+            timeout_s=30,
+        )
+        shipped = sandbox.exec(f"sha256sum {IMAGE_REPORTERS}/run_pytest.py", timeout_s=30)
+    finally:
+        sandbox.close()
+        provider.close()
+    assert listing.output.splitlines() == [
+        f"root 444 {IMAGE_REPORTERS}/node_reporter.mjs",
+        f"root 444 {IMAGE_REPORTERS}/run_pytest.py",
+    ]
+    assert overwrite.exit_code != 0
+    digest = hashlib.sha256((PACKAGE_REPORTERS / "run_pytest.py").read_bytes()).hexdigest()
+    assert shipped.output.split()[0] == digest
+
+
+@pytest.mark.docker
+def test_records_buried_in_a_flood_of_output_are_still_read_security_39(docker_ready, tmp_path):
+    """SECURITY 39: output past the cap is dropped for people, never for the stream parser."""
+    import dataclasses
+
+    from loopwright.config import Settings
+    from loopwright.sandbox.docker import DockerProvider
+    from loopwright.verify.stream import StreamKey, StreamParser
+
+    key = StreamKey.new()
+    records = key.record(0, {"type": "start"}) + key.record(
+        1, {"type": "test", "id": "t", "outcome": "failed"}
+    )
+    write(tmp_path / "tree" / "records", records.decode())
+    tree = init_repo(tmp_path / "tree")
+    settings = Settings.from_env()
+    provider = DockerProvider(
+        settings.with_overrides(
+            sandbox_limits=dataclasses.replace(settings.sandbox_limits, output_cap_bytes=10_000)
+        )
+    )
+    sandbox = provider.create("flooded-stream", tree, network=False)
+    parser = StreamParser(key)
+    try:
+        result = sandbox.exec(
+            "head -c 400000 /dev/zero | tr '\\0' a; cat records; head -c 400000 /dev/zero",
+            timeout_s=60,
+            on_raw=parser.feed,
+        )
+    finally:
+        sandbox.close()
+        provider.close()
+    assert result.truncated and "LOOPWRIGHT1" not in result.output
+    stream = parser.result()
+    assert stream.started and [(r.id, r.outcome) for r in stream.results] == [("t", "failed")]

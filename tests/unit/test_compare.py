@@ -6,8 +6,22 @@ from dataclasses import dataclass
 
 import pytest
 
-from loopwright.verify.compare import TestRow, compare
-from loopwright.verify.reports import SUITE_ID, Outcome, TestReport, TestResult, build_report
+from loopwright.verify.compare import (
+    EXIT_BASIS,
+    FILE_BASIS,
+    STREAM_BASIS,
+    TestRow,
+    compare,
+    run_reasons,
+)
+from loopwright.verify.reports import (
+    SUITE_ID,
+    Outcome,
+    StreamEvidence,
+    TestReport,
+    TestResult,
+    build_report,
+)
 
 A = "tests/test_calc.py::test_add"
 B = "tests/test_calc.py::test_sub"
@@ -175,3 +189,202 @@ def test_rows_keep_before_order_then_new_tests() -> None:
         TestRow(A, "failed", "passed", "fixed"),
         TestRow(C, None, "passed", "new_pass"),
     )
+
+
+# -- verdicts on Loopwright's signed results stream ---------------------------------------
+
+NEVER_STARTED = (
+    "Loopwright's test reporter never started in the run after the patch (no signed start "
+    "record), so none of the results can be trusted"
+)
+NO_COMPLETION = (
+    "the test run ended without its completion record: the process exited before the suite finished"
+)
+
+
+def streamed(
+    exit_code: int,
+    *,
+    status: int | None = None,
+    started: bool = True,
+    completed: bool = True,
+    problems: tuple[str, ...] = (),
+    file: dict[str, Outcome] | str | None = "same",
+    **outcomes: Outcome,
+) -> TestReport:
+    """A report from the stream; `file` is the JUnit cross-check ("same": agrees with it)."""
+    ids = {"a": A, "b": B, "c": C}
+    results = tuple(TestResult(ids.get(k, k), v) for k, v in outcomes.items())
+    if file == "same":
+        file_results: tuple[TestResult, ...] | None = results
+    elif file is None or isinstance(file, str):
+        file_results = None
+    else:
+        file_results = tuple(TestResult(ids.get(k, k), v) for k, v in file.items())
+    evidence = StreamEvidence(
+        started=started,
+        completed=completed,
+        status=exit_code if status is None and completed else status,
+        problems=problems,
+        file_results=file_results,
+        file_problem="" if file_results is not None else "the run wrote no JUnit report",
+    )
+    return TestReport(results or (TestResult(SUITE_ID, "failed"),), exit_code, "stream", evidence)
+
+
+BEFORE = streamed(1, a="failed", b="passed")
+STREAM_CASES = {
+    "fix-verified": Case(BEFORE, streamed(0, a="passed", b="passed"), True, {A: "fixed", B: "ok"}),
+    "reporter-never-started": Case(
+        BEFORE,
+        streamed(0, started=False, completed=False, file=None),
+        False,
+        {A: "vanished", B: "vanished"},
+        (
+            NEVER_STARTED,
+            f"{A} failed before and has no result in the stream",
+            f"{B} passed before and has no result in the stream",
+        ),
+    ),
+    "killed-mid-suite": Case(
+        BEFORE,
+        streamed(0, completed=False, file=None, b="passed"),
+        False,
+        {A: "vanished", B: "ok"},
+        (NO_COMPLETION, f"{A} failed before and has no result in the stream"),
+    ),
+    "forged-lines": Case(
+        BEFORE,
+        streamed(0, problems=("1 line ... forged results",), a="passed", b="passed"),
+        False,
+        {A: "fixed", B: "ok"},
+        ("the results stream after the patch: 1 line ... forged results",),
+    ),
+    "report-file-missing": Case(
+        BEFORE,
+        streamed(0, file=None, a="passed", b="passed"),
+        False,
+        {A: "fixed", B: "ok"},
+        (
+            "the report file disagrees with the results stream: the run wrote no JUnit "
+            "report, although the stream shows the suite completed",
+        ),
+    ),
+    "report-file-rewritten": Case(
+        BEFORE,
+        streamed(1, file={"a": "passed", "b": "passed"}, a="failed", b="passed"),
+        False,
+        {A: "still_failing", B: "ok"},
+        (
+            f"{A} still fails",
+            f"the report file disagrees with the results stream: {A} is passed in the report "
+            "file but failed in the stream",
+            "the report file disagrees with the results stream: it counts 2 passed, 0 failed, "
+            "0 error, 0 skipped where the stream has 1 passed, 1 failed, 0 error, 0 skipped",
+            "the test command exited 1",
+        ),
+    ),
+    "report-file-with-other-ids": Case(
+        BEFORE,
+        streamed(0, file={"a": "passed", "b": "passed", "c": "passed"}, a="passed", b="passed"),
+        False,
+        {A: "fixed", B: "ok"},
+        (
+            "the report file disagrees with the results stream: it counts 3 passed, 0 failed, "
+            "0 error, 0 skipped where the stream has 2 passed, 0 failed, 0 error, 0 skipped",
+        ),
+    ),
+    "exit-code-forced-to-zero": Case(
+        BEFORE,
+        streamed(0, status=1, a="failed", b="passed"),
+        False,
+        {A: "still_failing", B: "ok"},
+        (
+            f"{A} still fails",
+            "the test command exited 0 but the test runner finished with status 1: something "
+            "changed the exit code after the tests ran",
+            f"the test command exited 0 although the results stream has 1 failing test ({A})",
+        ),
+    ),
+    "runner-status-also-forged": Case(
+        BEFORE,
+        streamed(0, status=0, a="failed", b="passed"),
+        False,
+        {A: "still_failing", B: "ok"},
+        (
+            f"{A} still fails",
+            f"the test command exited 0 although the results stream has 1 failing test ({A})",
+        ),
+    ),
+    "failing-exit-with-a-green-stream": Case(
+        BEFORE,
+        streamed(1, status=0, a="passed", b="passed"),
+        False,
+        {A: "fixed", B: "ok"},
+        (
+            "the test command exited 1 but the test runner finished with status 0: something "
+            "changed the exit code after the tests ran",
+            "the test command exited 1",
+        ),
+    ),
+    "before-run-reported-nothing": Case(
+        streamed(2, completed=False, file=None),
+        streamed(0, a="passed", b="passed"),
+        True,
+        {SUITE_ID: "vanished", A: "new_pass", B: "new_pass"},
+    ),
+    "after-run-without-the-stream": Case(
+        BEFORE,
+        junit(0, a="passed", b="passed"),
+        False,
+        {},
+        (
+            "the run after the patch did not use Loopwright's reporter although the run before "
+            "it did, so its results cannot be trusted",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", STREAM_CASES.values(), ids=STREAM_CASES.keys())
+def test_compare_streamed(case: Case) -> None:
+    verdict = compare(case.before, case.after)
+    assert verdict.verified is case.verified
+    assert {row.id: row.status for row in verdict.rows} == case.statuses
+    assert verdict.reasons == case.reasons
+    assert verdict.basis == STREAM_BASIS
+
+
+@pytest.mark.parametrize(
+    ("after", "basis"),
+    [(junit(0, a="passed"), FILE_BASIS), (build_report(0), EXIT_BASIS)],
+    ids=["report-file", "exit-code"],
+)
+def test_runners_without_a_reporter_say_what_the_verdict_rests_on(
+    after: TestReport, basis: str
+) -> None:
+    assert compare(junit(1, a="failed"), after).basis == basis
+
+
+@pytest.mark.parametrize(
+    ("report", "reasons"),
+    [
+        pytest.param(streamed(0, a="passed"), (), id="trusted-green"),
+        pytest.param(
+            streamed(0, completed=False, file=None, a="passed"), (NO_COMPLETION,), id="cut-short"
+        ),
+        pytest.param(
+            streamed(0, status=1, a="failed"),
+            (
+                f"{A} fails",
+                "the test command exited 0 but the test runner finished with status 1: "
+                "something changed the exit code after the tests ran",
+                f"the test command exited 0 although the results stream has 1 failing test ({A})",
+            ),
+            id="exit-forced",
+        ),
+        pytest.param(junit(1, a="failed"), (f"{A} fails", "the test command exited 1"), id="junit"),
+    ],
+)
+def test_run_reasons_judge_a_single_run(report: TestReport, reasons: tuple[str, ...]) -> None:
+    assert run_reasons(report) == reasons

@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.verify.detect import DetectionError, TestPlan, detect_tests, instrumented_command
+from loopwright.verify.detect import (
+    DetectionError,
+    StreamSetup,
+    TestPlan,
+    detect_tests,
+    instrumented_command,
+    stream_runner,
+)
 from loopwright.verify.reports import parse_junit
 
 NPM_STUB = 'echo "Error: no test specified" && exit 1'
@@ -312,3 +319,79 @@ def test_instrumented_npm_node_script_writes_a_report_and_keeps_the_exit_code(
     assert "fails" in run.stdout  # the spec reporter still prints to stdout
     results = parse_junit((tmp_path / ".loopwright/report.xml").read_text())
     assert [(r.id, r.outcome) for r in results] == [("fails", "failed")]
+
+
+STREAM = StreamSetup("/opt/lw reporters", ".loopwright/stream-1")
+RUN_PYTEST = "'/opt/lw reporters/run_pytest.py'"
+JUNIT_ARGS = "'--junitxml=out dir/r.xml' -o junit_family=xunit2"
+NODE_REPORTERS = (
+    "'--test-reporter=/opt/lw reporters/node_reporter.mjs' --test-reporter-destination=stdout "
+    "--test-reporter=junit '--test-reporter-destination=out dir/r.xml' --test-reporter=spec "
+    "--test-reporter-destination=stdout"
+)
+KEY_ENV = "LOOPWRIGHT_STREAM=.loopwright/stream-1"
+
+
+@pytest.mark.parametrize(
+    ("plan", "expected"),
+    [
+        pytest.param(
+            TestPlan("python -m pytest", "pytest", "", "junit", None),
+            f"{KEY_ENV} python {RUN_PYTEST} --as-module {JUNIT_ARGS}",
+            id="python-m-pytest",
+        ),
+        pytest.param(
+            TestPlan(".venv/bin/python -m pytest -q tests", "pytest", "", "junit", None),
+            f"{KEY_ENV} .venv/bin/python {RUN_PYTEST} --as-module -q tests {JUNIT_ARGS}",
+            id="venv-python",
+        ),
+        pytest.param(
+            TestPlan("pytest -x", "pytest", "", "junit", None),
+            f"{KEY_ENV} python {RUN_PYTEST} -x {JUNIT_ARGS}",
+            id="pytest-script",
+        ),
+        pytest.param(
+            TestPlan(".venv/bin/pytest", "pytest", "", "junit", None),
+            f"{KEY_ENV} .venv/bin/python {RUN_PYTEST} {JUNIT_ARGS}",
+            id="venv-pytest-script",
+        ),
+        pytest.param(
+            TestPlan(". .venv/bin/activate && pytest -q", "pytest", "", "junit", None),
+            f". .venv/bin/activate && {KEY_ENV} python {RUN_PYTEST} -q {JUNIT_ARGS}",
+            id="activated-venv",
+        ),
+        pytest.param(
+            TestPlan("node --test test/", "node", "", "node-junit", None),
+            f"mkdir -p 'out dir' && {KEY_ENV} node --test {NODE_REPORTERS} test/",
+            id="node-test",
+        ),
+        pytest.param(
+            TestPlan("npm test", "npm", "", "node-junit", None, "node --test"),
+            f"mkdir -p 'out dir' && {KEY_ENV} node --test {NODE_REPORTERS}",
+            id="npm-node-test-script",
+        ),
+    ],
+)
+def test_streamed_command(plan: TestPlan, expected: str) -> None:
+    assert stream_runner(plan) is not None
+    assert instrumented_command(plan, "out dir/r.xml", STREAM) == expected
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        pytest.param(TestPlan("go test ./...", "go", "", "go-json", None), id="go"),
+        pytest.param(TestPlan("cargo test", "cargo", "", None, None), id="cargo"),
+        pytest.param(TestPlan("make test", "make", "", None, None), id="make"),
+        pytest.param(TestPlan("npm test", "npm", "", None, None, "jest --ci"), id="npm-jest"),
+        pytest.param(
+            TestPlan("cd app && python -m pytest", "pytest", "", "junit", None), id="compound"
+        ),
+        pytest.param(TestPlan("./run-tests.sh", "custom", "", None, None), id="custom"),
+    ],
+)
+def test_runners_without_a_reporter_keep_todays_command(plan: TestPlan) -> None:
+    assert stream_runner(plan) is None
+    assert instrumented_command(plan, "out dir/r.xml", STREAM) == instrumented_command(
+        plan, "out dir/r.xml"
+    )

@@ -317,3 +317,18 @@ def test_build_report_falls_back_to_the_exit_code(
     [result] = report.results
     assert (result.id, result.outcome) == (SUITE_ID, outcome)
     assert message in result.message
+
+
+def test_node_todo_tests_are_skipped_even_when_they_fail() -> None:
+    xml = (
+        '<?xml version="1.0" encoding="utf-8"?><testsuites>'
+        '<testcase name="todo fails" classname="test" failure="x">'
+        '<skipped type="todo" message="true"/><failure type="testCodeFailure" message="x"/>'
+        "</testcase>"
+        '<testcase name="plain" classname="test"><failure message="no"/></testcase>'
+        "</testsuites>"
+    )
+    assert [(r.id, r.outcome) for r in parse_junit(xml)] == [
+        ("todo fails", "skipped"),
+        ("plain", "failed"),
+    ]
