@@ -441,6 +441,8 @@ def test_action_commit_path_from_a_hostile_workspace_runs_nothing_sends_no_token
         assert run.outputs["status"] == "verified"
         pushed = git("show", "feature", "--format=%ae%n%P", cwd=world.bare)
         assert FIX_NEW.strip() in pushed and sha in pushed
+
+
 # ---- results stream (SECURITY 39) ----
 #
 # The hostile patches below leave the bug in place and try to make the run LOOK green: by
