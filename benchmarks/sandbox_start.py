@@ -56,7 +56,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     client = connect()
-    settings = Settings(network="none")
+    settings = Settings.from_env().with_overrides(network="none")
     ensure_image(client, settings, lambda line: None)
     results: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
