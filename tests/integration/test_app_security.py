@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -785,3 +786,66 @@ def test_limits_out_of_range_are_clamped(idle, finished_mission, limit):
 def test_dashboard_filters_with_odd_values_render(idle, finished_mission):
     answer = idle.client.get("/?status=%ED%A0%80&repo=a%00b")
     assert answer.status_code == 200, answer.text
+
+
+# -- 46. model prose on GitHub cannot close issues, mention anyone or break out of its quote ---
+
+HOSTILE_SUMMARY = (
+    "Fixes #1, closes octo/other#2, RESOLVED https://github.com/acme/invoice/issues/3\r"
+    "# Approved by @acme/security\n"
+    "cc @octocat\n\n"
+    "| a | b |\n| --- | --- |\n"
+    "```\n</details><img src=x onerror=alert(1)>\n```"
+)
+HOSTILE_PLAN = tool(
+    "update_plan",
+    items=[
+        {"step": "fix the discount, Closes GH-4 @maintainer", "status": "done"},
+        {"step": "### fixed https://github.com/acme/invoice/pull/5", "status": "done"},
+    ],
+)
+LIVE_CLOSING = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b[\s:]*"
+    r"(?:#\d|GH-\d|[\w.-]+/[\w.-]+#\d|https?://\S+/(?:issues|pull)/\d)",
+    re.IGNORECASE,
+)
+LIVE_MENTION = re.compile(r"(?<![\w`])@[A-Za-z0-9][\w-]*(?:/[\w-]+)?")
+
+
+def test_model_prose_in_the_pr_and_commit_cannot_close_mention_or_escape(tmp_path):
+    """SECURITY 46, through the App and the OpenAPI-checked fake GitHub."""
+    hostile = [
+        step(HOSTILE_PLAN),
+        step(EDIT),
+        step(tool("run_command", command="python -m pytest -q")),
+        step(tool("finish", summary=HOSTILE_SUMMARY)),
+    ]
+    with app_world(tmp_path, hostile) as world:
+        answer = world.deliver("check_run", world.check_run_payload())
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "verified", mission
+        (created,) = world.github.requests_for("pulls/create")
+        title, body = created.body["title"], created.body["body"]
+        commit = subprocess.run(
+            ["git", "-C", str(world.bare), "log", "-1", "--format=%B", "loopwright/fix-1"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        comments = [c["body"] for c in world.github.comments(REPO, world.pr_number)]
+        for name, text in {"title": title, "body": body, "commit": commit}.items():
+            assert LIVE_CLOSING.search(text) is None, (name, text)
+            assert LIVE_MENTION.search(text) is None, (name, text)
+        for text in comments:
+            assert LIVE_CLOSING.search(text) is None, text
+        assert "\n" not in title and title.startswith("Loopwright: F")
+        lines = body.splitlines()
+        # Only Loopwright's own headings; the model's `#` and `###` lines stay quoted.
+        headings = [line for line in lines if line.startswith("#")]
+        assert all(
+            h.startswith(("## ✅", "### Plan", "### Verification", "### Cost")) for h in headings
+        )
+        assert not any(line.startswith(("|", "```", "<")) and "Approved" in line for line in lines)
+        start = lines.index("The model's summary, as it wrote it:") + 2
+        quoted = lines[start : lines.index("", start)]
+        assert any("Approved by" in line for line in quoted)
+        assert all(line.startswith(">") for line in quoted)
+        assert "<img" not in body and "</details>" not in body
