@@ -54,8 +54,13 @@ _MENTION = re.compile(r"@(?=[A-Za-z0-9_])")
 _REFERENCE = re.compile(r"(#|GH-)(?=\d)", re.IGNORECASE)
 _MARKDOWN = re.compile(r"([\\`*_\[\]{}!|~])")
 # GitHub closes an issue for these words followed by a reference (`#1`, `GH-1`, `o/r#1`,
-# an issue or pull-request URL), in any case; breaking the word itself covers every form.
-_CLOSING = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b", re.IGNORECASE)
+# an issue or pull-request URL), in any case. The references are broken too; the word is
+# broken as well whenever anything reference-like follows it (`fix the bug` stays as is).
+_CLOSING = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b"
+    r"(?=[\s:*_\\]*(?:#|gh-|[\w.\\-]+/|https?:|www\.|\[|&))",
+    re.IGNORECASE,
+)
 _BARE_URL = re.compile(r"\b(https?:|www)(//|\.)", re.IGNORECASE)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # Block syntax at the start of a line: headings, quotes, list items, setext underlines,

@@ -106,7 +106,7 @@ def test_pr_body_has_every_section() -> None:
     text = body()
     assert text.startswith("## ✅ Verified fix\n")
     assert "Fixed the sign in add\\(\\)" not in text  # parentheses are left alone
-    assert f"> F{ZWJ}ixed the sign in add(): it subtracted instead of adding." in text
+    assert "> Fixed the sign in add(): it subtracted instead of adding." in text
     assert "- [x] Reproduce the failure" in text
     assert "- [ ] Run the suite" in text
     assert "| test | before | after | status |" in text
@@ -561,7 +561,8 @@ def test_model_summary_cannot_leave_its_quote(summary: str) -> None:
 @pytest.mark.parametrize(
     ("summary", "expected"),
     [
-        ("Fix the discount", f"Loopwright: F{ZWJ}ix the discount"),
+        ("Fix the discount", "Loopwright: Fix the discount"),
+        ("fixed: GH-2", f"Loopwright: f{ZWJ}ixed: GH-{ZWJ}2"),
         ("", "Loopwright: Fix failing tests"),
         ("\n\n  \nsecond", "Loopwright: second"),
         ("Closes #7 and @octocat\nmore", f"Loopwright: C{ZWJ}loses #{ZWJ}7 and @{ZWJ}octocat"),
