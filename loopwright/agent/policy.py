@@ -1588,8 +1588,8 @@ def _program_writes(name: str, args: list[str]) -> list[tuple[str, bool]]:
             for source in sources:
                 writes.append((posixpath.join(link, posixpath.basename(source)), False))
                 writes.append((posixpath.join(posixpath.dirname(link), source), True))
-        elif operands:
-            writes.append((posixpath.basename(operands[0]), False))
+        elif operands:  # `ln -s TARGET`: a link named after the target, here
+            writes += [(operands[0], True), (posixpath.basename(operands[0]), False)]
         return writes
     if name in _PLAIN_WRITERS:
         _, operands = _operands(args, _PLAIN_WRITERS[name], frozenset({"--reference", "--date"}))

@@ -230,7 +230,7 @@ class Toolbox:
         rel = normalize_relative(path)
         pattern = protected_by(rel, self._protected)
         resolved = None
-        if pattern is None:
+        if pattern is None and self._protected:
             resolved = self._sandbox.resolve_path(rel)
             pattern = protected_by(resolved, self._protected)
         if pattern is not None:
@@ -246,6 +246,8 @@ class Toolbox:
 
     def _check_command_writes(self, command: str) -> Refusal | None:
         """Refuse a command that writes a protected path, as written or through a symlink."""
+        if not self._protected:
+            return None
         targets = write_targets(command)
         for target in targets:
             pattern = target_protected_by(target, self._protected)

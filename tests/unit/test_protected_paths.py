@@ -135,6 +135,7 @@ REFUSED_COMMANDS = [
     'sh -c "printf x > docs/CODEOWNERS"',
     "ln -s .github link && echo x > link/workflows/x.yml",
     "ln -s ../.github sub/link",
+    "ln -s .github/workflows && echo x > workflows/ci.yml",
     "echo x > /workspace/.github/workflows/ci.yml",
     "chmod +x .github/workflows/ci.yml",
     "dd if=/dev/zero of=.github/workflows/ci.yml count=1",
