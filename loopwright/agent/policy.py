@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 import shlex
@@ -32,13 +33,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import pathspec
+from pathspec.pattern import Pattern
+
 
 @dataclass(frozen=True)
 class Refusal:
     """A command the tool layer will not run; `message` goes back to the model."""
 
     rule: str
-    """One of "server", "background", "kill", "git_remote", "sudo", "unparseable"."""
+    """One of "server", "background", "kill", "git_remote", "sudo", "unparseable",
+    "protected_path"."""
     message: str
     """What was refused, why, and what to do instead."""
 
@@ -146,6 +151,8 @@ class _Command:
     stdin: list[str] = field(default_factory=list)
     """Heredoc bodies and here-strings."""
     piped_from: _Command | None = None
+    redirects: list[str] = field(default_factory=list)
+    """Files the command's output redirections write (`>`, `>>`, `&>`, `<>`, `>|`)."""
 
 
 @dataclass
@@ -315,6 +322,7 @@ class _Lexer:
         self.script = _Script()
         self.words: list[str] = []
         self.stdin: list[str] = []
+        self.redirects: list[str] = []
         self.chars: list[str] = []
         self.in_word = False
         self.quoted = False
@@ -393,18 +401,20 @@ class _Lexer:
         elif target.startswith("heredoc"):
             strip_tabs = target == "heredoc-"
             self.heredocs.append(_Heredoc(word, strip_tabs, not quoted, self.stdin))
-        # Any other target is a redirection's file name: not part of the command.
+        elif target == "out" or (target == "dup" and not (word.isdigit() or word == "-")):
+            self.redirects.append(word)  # `>&file` (not `>&2`) writes a file too
+        # Any other target is a redirection's file name: not part of the command's words.
 
     def _end_command(self, *, piped: bool = False) -> None:
         self._end_word()
         self.target = None
-        if self.words or self.stdin:
-            command = _Command(self.words, self.stdin, self.pipe_from)
+        if self.words or self.stdin or self.redirects:
+            command = _Command(self.words, self.stdin, self.pipe_from, self.redirects)
             self.script.commands.append(command)
             self.pipe_from = command if piped else None
         else:
             self.pipe_from = None
-        self.words, self.stdin = [], []
+        self.words, self.stdin, self.redirects = [], [], []
 
     def _double_quoted(self) -> None:
         s, i = self.s, self.i + 1
@@ -482,7 +492,7 @@ class _Lexer:
         elif pair == "&>":  # `&>file` / `&>>file` redirect both streams
             self._end_word()
             self.i += 3 if s.startswith("&>>", i) else 2
-            self.target = "file"
+            self.target = "out"
         elif pair == "|&":
             self._end_command(piped=True)
             self.i += 2
@@ -534,10 +544,14 @@ class _Lexer:
             kind, width = "heredoc-", 3
         elif s.startswith("<<", i):
             kind, width = "heredoc", 2
-        elif s.startswith((">>", ">&", "<&", ">|", "<>"), i):
+        elif s.startswith((">>", ">|", "<>"), i):
+            kind, width = "out", 2
+        elif s.startswith(">&", i):
+            kind, width = "dup", 2
+        elif s.startswith("<&", i):
             kind, width = "file", 2
         else:
-            kind, width = "file", 1
+            kind, width = ("out" if s[i] == ">" else "file"), 1
         self.i += width
         self.target = kind
 
@@ -1191,72 +1205,434 @@ _HANDLERS: dict[str, _Handler] = {
 # --------------------------------------------------------------------------------------------
 # Protected paths
 # --------------------------------------------------------------------------------------------
+#
+# Matching is case-sensitive, like git and GitHub: `.GITHUB/workflows/x.yml` is a different
+# path from `.github/workflows/x.yml` in a git tree, and GitHub only runs the latter, so it
+# is not protected. (The sandboxes are Linux file systems, where the two are different files
+# too.)
+
+
+def protected_by(path: str, patterns: Sequence[str]) -> str | None:
+    """The pattern that protects the repository-relative `path`, or None when none does.
+
+    `patterns` are gitignore-style (pathspec's `gitignore` syntax): a pattern without a slash
+    matches at any depth (`CODEOWNERS`); one with a slash is anchored at the root
+    (`.github/workflows/**`); `**` spans directories; a pattern that matches a directory
+    covers everything inside it, and `dir/**` covers the directory itself (replacing it is
+    touching it); `!pattern` exempts (last match wins). The path is normalised with
+    `posixpath.normpath`; `..` is clamped at the root, so an escaping spelling still names
+    the protected file.
+    """
+    rel = posixpath.normpath("/" + path).lstrip("/")
+    if not rel or rel == ".":
+        return None
+    spec, sources = _spec(tuple(patterns))
+    result = spec.check_file(rel)
+    if not result.include or result.index is None:
+        return None
+    return sources[result.index]
 
 
 def is_protected(path: str, patterns: Sequence[str]) -> bool:
     """Whether a repository-relative path matches the gitignore-style `patterns`.
 
-    A pattern without a slash matches at any depth (`CODEOWNERS`); one with a slash is
-    anchored at the root (`.github/workflows/**`); `**` spans directories; a pattern that
-    matches a directory covers everything inside it; `!pattern` exempts (last match wins).
+    See `protected_by` for the syntax and the normalisation applied to `path`.
     """
-    # `..` is clamped at the root, so an escaping spelling still names the protected file.
-    rel = posixpath.normpath("/" + path).lstrip("/")
-    if not rel or rel == ".":
-        return False
-    parts = rel.split("/")
-    candidates = ["/".join(parts[: k + 1]) for k in range(len(parts))]
-    protected = False
+    return protected_by(path, patterns) is not None
+
+
+@lru_cache(maxsize=64)
+def _spec(patterns: tuple[str, ...]) -> tuple[pathspec.PathSpec[Pattern], tuple[str, ...]]:
+    """The compiled patterns, and for each compiled line the pattern it came from."""
+    lines: list[str] = []
+    sources: list[str] = []
     for raw in patterns:
         pattern = raw.strip()
         if not pattern or pattern.startswith("#"):
             continue
+        lines.append(pattern)
+        sources.append(raw)
         negate = pattern.startswith("!")
-        regex, dir_only = _pattern_regex(pattern[1:] if negate else pattern)
-        checked = candidates[:-1] if dir_only else candidates
-        if any(regex.fullmatch(candidate) for candidate in checked):
-            protected = not negate
-    return protected
+        body = pattern[1:] if negate else pattern
+        if body.endswith("/**") and body.rstrip("/*"):
+            lines.append(("!" if negate else "") + body[: -len("/**")])
+            sources.append(raw)
+    return pathspec.PathSpec.from_lines("gitignore", lines), tuple(sources)
 
 
-@lru_cache(maxsize=512)
-def _pattern_regex(pattern: str) -> tuple[re.Pattern[str], bool]:
-    dir_only = pattern.endswith("/")
-    body = pattern.rstrip("/")
-    anchored = "/" in body
-    segments = body.lstrip("/").split("/")
-    regex = "" if anchored else "(?:.*/)?"
-    for k, segment in enumerate(segments):
-        last = k == len(segments) - 1
-        if segment == "**" and last and k > 0 and segments[k - 1] != "**":
-            # `dir/**` covers the directory itself too: replacing it is touching it.
-            regex = regex[:-1] + "(?:/.*)?"
-        elif segment == "**":
-            regex += ".*" if last else "(?:.*/)?"
+@dataclass(frozen=True)
+class WriteTarget:
+    """A path a shell command creates, changes or removes, relative to the repository root."""
+
+    path: str
+    tree: bool = False
+    """The command acts on everything below `path` too (`rm -r`, `mv`, `chmod -R`, `ln`'s
+    target, whose link reaches everything below it)."""
+    glob: bool = False
+    """`path` holds unexpanded glob characters."""
+
+
+def write_targets(command: str, roots: Sequence[str] = ("/workspace",)) -> list[WriteTarget]:
+    """The repository paths that `command` writes, as far as the text shows them.
+
+    Covers output redirections (`>`, `>>`, `&>`, `<>`, `>|`) and the file arguments of
+    programs that write, move or remove files (`mv`, `cp`, `install`, `ln`, `tee`, `touch`,
+    `truncate`, `rm`, `unlink`, `shred`, `chmod`, `chown`, `chgrp`, `dd of=`, `sed -i`,
+    `perl -i`, `rsync`), also behind wrappers (`env`, `timeout`, `xargs`, `bash -c`, ...) and
+    after a `cd` with a literal directory. Absolute paths count when they lie under one of
+    `roots` (the workspace as the command sees it). Words holding `$` or a command
+    substitution are skipped: their value is not known before the command runs. A text that
+    cannot be parsed has no targets (`check_command` refuses it anyway).
+    """
+    found: list[WriteTarget] = []
+    try:
+        _collect_writes(command, tuple(r.rstrip("/") for r in roots), found, 0)
+    except (_ParseError, RecursionError):
+        return []
+    unique: dict[WriteTarget, None] = dict.fromkeys(found)
+    return list(unique)
+
+
+def target_protected_by(target: WriteTarget, patterns: Sequence[str]) -> str | None:
+    """The pattern a write to `target` would touch, or None."""
+    if target.glob:
+        return _glob_protected_by(target, patterns)
+    hit = protected_by(target.path, patterns)
+    if hit is None and target.tree:
+        hit = _covered_by(target.path, patterns)
+    return hit
+
+
+def check_writes(
+    command: str, patterns: Sequence[str], roots: Sequence[str] = ("/workspace",)
+) -> Refusal | None:
+    """The refusal for a command that writes a protected path (lexically), or None."""
+    for target in write_targets(command, roots):
+        pattern = target_protected_by(target, patterns)
+        if pattern is not None:
+            return protected_write_refusal(command, target.path, pattern)
+    return None
+
+
+def protected_write_refusal(
+    command: str, path: str, pattern: str, resolved: str | None = None
+) -> Refusal:
+    """The refusal for a command that would change `path`, protected by `pattern`."""
+    shown = " ".join(command.split())
+    if len(shown) > _SHOWN_CHARS:
+        shown = shown[: _SHOWN_CHARS - 3] + "..."
+    via = f" (which resolves through a symlink to {resolved})" if resolved else ""
+    return Refusal(
+        "protected_path",
+        f"`{shown}` was not run: it would change {path}{via}, which the protected-path "
+        f"pattern `{pattern}` covers. Loopwright never changes protected paths (workflows, "
+        "actions, CODEOWNERS, its own config), and a patch that touches them is rejected. "
+        "Leave them as they are and fix the code instead.",
+    )
+
+
+def _literal_prefix(pattern: str) -> list[str] | None:
+    """The leading literal directories of an anchored pattern (None for unanchored ones)."""
+    body = pattern.strip()
+    if not body or body.startswith(("#", "!")):
+        return None
+    body = body.rstrip("/")
+    if "/" not in body:
+        return None
+    segments = [s for s in body.lstrip("/").split("/") if s]
+    prefix: list[str] = []
+    for segment in segments:
+        if any(c in segment for c in "*?[\\"):
+            break
+        prefix.append(segment)
+    return prefix
+
+
+def _covered_by(path: str, patterns: Sequence[str]) -> str | None:
+    """The anchored pattern whose files all lie below the directory `path`, if any."""
+    rel = posixpath.normpath("/" + path).lstrip("/")
+    parts = [] if rel in ("", ".") else rel.split("/")
+    for pattern in patterns:
+        prefix = _literal_prefix(pattern)
+        if prefix is not None and len(parts) < len(prefix) and prefix[: len(parts)] == parts:
+            return pattern
+    return None
+
+
+def _segments_overlap(glob: str, pattern: str) -> bool:
+    """Whether a glob segment and a pattern segment can name the same file name."""
+    glob_wild = any(c in _GLOB_CHARS for c in glob)
+    pattern_wild = any(c in _GLOB_CHARS for c in pattern)
+    if glob_wild and pattern_wild:
+        return True
+    if glob_wild:
+        return fnmatch.fnmatchcase(pattern, glob)
+    return fnmatch.fnmatchcase(glob, pattern)
+
+
+def _glob_overlaps(glob: list[str], pattern: list[str], *, tree: bool) -> bool:
+    """Whether the glob can name a path the pattern matches (or, for a tree, a parent of one)."""
+    if not pattern:
+        return not glob
+    if not glob:
+        return tree or all(segment == "**" for segment in pattern)
+    if pattern[0] == "**":
+        return _glob_overlaps(glob, pattern[1:], tree=tree) or _glob_overlaps(
+            glob[1:], pattern, tree=tree
+        )
+    return _segments_overlap(glob[0], pattern[0]) and _glob_overlaps(
+        glob[1:], pattern[1:], tree=tree
+    )
+
+
+def _glob_protected_by(target: WriteTarget, patterns: Sequence[str]) -> str | None:
+    glob = [s for s in target.path.split("/") if s not in ("", ".")]
+    for raw in patterns:
+        body = raw.strip()
+        if not body or body.startswith(("#", "!")):
+            continue
+        body = body.rstrip("/")
+        # An unanchored name (`CODEOWNERS`) is only tested at the root here: at any depth,
+        # `rm -rf build/*` would look like it removes one. Verification's patch check still
+        # refuses whatever such a command really touched.
+        segments = [s for s in body.lstrip("/").split("/") if s]
+        if _glob_overlaps(glob, segments, tree=target.tree):
+            return raw
+    return None
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _collect_writes(
+    text: str, roots: tuple[str, ...], found: list[WriteTarget], depth: int
+) -> None:
+    if depth > _MAX_DEPTH:
+        raise _ParseError("commands are nested too deeply to check")
+    script = _Lexer(text).parse()
+    cwd: str | None = ""
+    for command in script.commands:
+        base = cwd or ""
+        for target in command.redirects:
+            _add_target(found, target, base, roots)
+        words = _unwrap_for_writes(command.words, command, depth, roots, found)
+        if not words:
+            continue
+        name = _program(words[0])
+        if name in ("cd", "pushd"):
+            cwd = _change_dir(base, words[1:], roots)
+            continue
+        for path, tree in _program_writes(name, words[1:]):
+            _add_target(found, path, base, roots, tree=tree)
+    for body in script.nested:
+        _collect_writes(body, roots, found, depth + 1)
+
+
+def _change_dir(base: str, args: list[str], roots: tuple[str, ...]) -> str | None:
+    rest = _after_options(args)
+    if not rest:
+        return ""  # `cd` alone goes home; relative paths after it are not the repository's
+    rel = _relative(rest[0], base, roots)
+    return rel if rel is not None else None
+
+
+def _relative(word: str, base: str, roots: tuple[str, ...]) -> str | None:
+    """`word` as a repository-relative path, or None when it is outside or not known."""
+    if not word or "$" in word or "`" in word or word.startswith("~") or word == "-":
+        return None
+    if word.startswith("/"):
+        for root in roots:
+            if word == root or word.startswith(root + "/"):
+                word = word[len(root) :].lstrip("/") or "."
+                break
         else:
-            regex += _glob_segment(segment) + ("" if last else "/")
-    return re.compile(regex), dir_only
+            return None
+        base = ""
+    joined = posixpath.normpath(posixpath.join(base, word)) if base else posixpath.normpath(word)
+    if joined == ".." or joined.startswith("../"):
+        return None
+    return joined
 
 
-def _glob_segment(segment: str) -> str:
-    out = []
+def _add_target(
+    found: list[WriteTarget],
+    word: str,
+    base: str,
+    roots: tuple[str, ...],
+    *,
+    tree: bool = False,
+) -> None:
+    rel = _relative(word, base, roots)
+    if rel is not None:
+        found.append(WriteTarget(rel, tree=tree, glob=any(c in _GLOB_CHARS for c in rel)))
+
+
+def _unwrap_for_writes(
+    argv: list[str],
+    command: _Command,
+    depth: int,
+    roots: tuple[str, ...],
+    found: list[WriteTarget],
+) -> list[str]:
+    """The argv that really runs, after wrappers; shell text they run is collected too."""
+    words = argv
+    for _ in range(_MAX_DEPTH):
+        words = _strip_prefix(words)
+        if not words:
+            return []
+        name = _program(words[0])
+        if name in _WRITERS or name in ("cd", "pushd"):
+            return words
+        handler = _HANDLERS.get(name)
+        if handler is None:
+            return words
+        outcome = handler(words[1:], command)
+        if isinstance(outcome, _Run):
+            _collect_writes(outcome.text, roots, found, depth + 1)
+            return []
+        if not isinstance(outcome, list):
+            return words
+        words = outcome
+    return []
+
+
+_Options = list[tuple[str, str | None]]
+
+
+def _operands(
+    args: list[str], takes_value: str = "", long_values: frozenset[str] = frozenset()
+) -> tuple[_Options, list[str]]:
+    """Split arguments into (options with their values, operands), honouring `--`."""
+    options: _Options = []
+    operands: list[str] = []
     i = 0
-    while i < len(segment):
-        c = segment[i]
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (close := segment.find("]", i + 2)) > 0:
-            inner = segment[i + 1 : close]
-            if inner.startswith("!"):
-                inner = "^" + inner[1:]
-            out.append("[" + inner.replace("\\", "\\\\") + "]")
-            i = close
-        elif c == "\\" and i + 1 < len(segment):
-            i += 1
-            out.append(re.escape(segment[i]))
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            operands.extend(args[i + 1 :])
+            break
+        if arg.startswith("--") and len(arg) > 2:
+            name, eq, value = arg.partition("=")
+            if not eq and name in long_values and i + 1 < len(args):
+                options.append((name, args[i + 1]))
+                i += 2
+                continue
+            options.append((name, value if eq else None))
+        elif arg.startswith("-") and len(arg) > 1:
+            for k, flag in enumerate(arg[1:], start=1):
+                if flag in takes_value:
+                    inline = arg[k + 1 :]
+                    if inline:
+                        options.append(("-" + flag, inline))
+                    elif i + 1 < len(args):
+                        options.append(("-" + flag, args[i + 1]))
+                        i += 1
+                    break
+                options.append(("-" + flag, None))
         else:
-            out.append(re.escape(c))
+            operands.append(arg)
         i += 1
-    return "".join(out)
+    return options, operands
+
+
+def _option(options: _Options, *names: str) -> str | None:
+    for name, value in options:
+        if name in names and value is not None:
+            return value
+    return None
+
+
+def _has(options: _Options, *names: str) -> bool:
+    return any(name in names for name, _ in options)
+
+
+def _copy_like(
+    args: list[str], takes_value: str, long_values: frozenset[str], *, moves: bool
+) -> list[tuple[str, bool]]:
+    options, operands = _operands(args, takes_value, long_values)
+    writes: list[tuple[str, bool]] = []
+    directory = _option(options, "-t", "--target-directory")
+    sources = operands if directory else operands[:-1]
+    dest = directory or (operands[-1] if operands else None)
+    if moves:
+        writes.extend((source, True) for source in sources)
+    if dest is not None:
+        writes.append((dest, False))
+        writes.extend(
+            (posixpath.join(dest, posixpath.basename(s.rstrip("/"))), moves) for s in sources
+        )
+    return writes
+
+
+def _program_writes(name: str, args: list[str]) -> list[tuple[str, bool]]:
+    """(path, whole tree) pairs the program `name` writes, given its arguments."""
+    if name == "cp":
+        return _copy_like(args, "tS", frozenset({"--target-directory", "--suffix"}), moves=False)
+    if name == "mv":
+        return _copy_like(args, "tS", frozenset({"--target-directory", "--suffix"}), moves=True)
+    if name == "install":
+        options, operands = _operands(
+            args, "tSmog", frozenset({"--target-directory", "--suffix", "--mode", "--owner"})
+        )
+        if _has(options, "-d", "--directory"):
+            return [(op, False) for op in operands]
+        return _copy_like(args, "tSmog", frozenset({"--target-directory", "--mode"}), moves=False)
+    if name == "ln":
+        options, operands = _operands(args, "tS", frozenset({"--target-directory", "--suffix"}))
+        directory = _option(options, "-t", "--target-directory")
+        sources = operands if directory else operands[:-1]
+        link = directory or (operands[-1] if len(operands) > 1 else None)
+        writes = [(source, True) for source in sources]
+        if link is not None:
+            writes.append((link, False))
+            for source in sources:
+                writes.append((posixpath.join(link, posixpath.basename(source)), False))
+                writes.append((posixpath.join(posixpath.dirname(link), source), True))
+        elif operands:  # `ln -s TARGET`: a link named after the target, here
+            writes += [(operands[0], True), (posixpath.basename(operands[0]), False)]
+        return writes
+    if name in _PLAIN_WRITERS:
+        _, operands = _operands(args, _PLAIN_WRITERS[name], frozenset({"--reference", "--date"}))
+        return [(op, False) for op in operands]
+    if name == "truncate":
+        _, operands = _operands(args, "sr", frozenset({"--size", "--reference"}))
+        return [(op, False) for op in operands]
+    if name == "rm":
+        options, operands = _operands(args)
+        recursive = _has(options, "-r", "-R", "--recursive")
+        return [(op, recursive) for op in operands]
+    if name in ("chmod", "chown", "chgrp"):
+        options, operands = _operands(args, "", frozenset({"--reference"}))
+        recursive = _has(options, "-R", "--recursive")
+        files = operands if _option(options, "--reference") else operands[1:]
+        return [(op, recursive) for op in files]
+    if name == "dd":
+        return [(arg[3:], False) for arg in args if arg.startswith("of=")]
+    if name == "sed":
+        options, operands = _operands(
+            args, "efl", frozenset({"--expression", "--file", "--line-length"})
+        )
+        if not any(n in ("-i", "--in-place") for n, _ in options) and not any(
+            a.startswith("-i") or a.startswith("--in-place") for a in args
+        ):
+            return []
+        scripted = _has(options, "-e", "--expression", "-f", "--file")
+        return [(op, False) for op in (operands if scripted else operands[1:])]
+    if name == "perl":
+        if not any(a.startswith("-") and not a.startswith("--") and "i" in a for a in args):
+            return []
+        options, operands = _operands(args, "eEIMm", frozenset())
+        scripted = _has(options, "-e", "-E")
+        return [(op, False) for op in (operands if scripted else operands[1:])]
+    if name == "rsync":
+        _, operands = _operands(args, "e", frozenset({"--rsh", "--exclude", "--include"}))
+        return [(operands[-1], True)] if len(operands) > 1 else []
+    return []
+
+
+_PLAIN_WRITERS = {"tee": "", "touch": "rdt", "unlink": "", "shred": "ns"}
+"""Programs whose operands are all files they write, with their short options taking a value."""
+_WRITERS = frozenset(
+    {"cp", "mv", "install", "ln", "tee", "touch", "unlink", "shred", "truncate", "rm", "chmod",
+     "chown", "chgrp", "dd", "sed", "perl", "rsync"}
+)  # fmt: skip

@@ -15,13 +15,24 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loopwright.agent.context import PlanItem
-from loopwright.agent.policy import check_command, is_protected
+from loopwright.agent.policy import (
+    Refusal,
+    WriteTarget,
+    check_command,
+    protected_by,
+    protected_write_refusal,
+    target_protected_by,
+    write_targets,
+)
 from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, Sandbox
+from loopwright.sandbox.paths import normalize_relative
 
 Status = Literal["ok", "failed", "refused", "error"]
 
 MAX_READ_CHARS = 60_000
 MAX_WRITE_BYTES = 2_000_000
+MAX_RESOLVED_TARGETS = 8
+"""A command's write targets resolved in the sandbox (one round trip each) before it runs."""
 
 
 class _Args(BaseModel):
@@ -210,11 +221,50 @@ class Toolbox:
         return ToolOutcome("ok", f"{header}{body}{note}" if lines else f"{args.path} is empty.")
 
     def _check_writable(self, path: str) -> None:
-        if is_protected(path.lstrip("./") if path.startswith("./") else path, self._protected):
-            raise FileToolError(
-                f"Refused: {path} is a protected path ({', '.join(self._protected)}); "
-                "Loopwright never changes it. Fix the code instead."
+        """Refuse a write whose path, as written or once symlinks are resolved, is protected.
+
+        The lexical form is checked first (`./.github/x`, `a/../.github/x`), then the path
+        the sandbox resolves it to, so a directory symlink into `.github` or a file symlink
+        to a workflow is refused before anything is written.
+        """
+        rel = normalize_relative(path)
+        pattern = protected_by(rel, self._protected)
+        resolved = None
+        if pattern is None and self._protected:
+            resolved = self._sandbox.resolve_path(rel)
+            pattern = protected_by(resolved, self._protected)
+        if pattern is not None:
+            via = (
+                f" resolves through a symlink to {resolved}, which" if resolved is not None else ""
             )
+            raise FileToolError(
+                f"Refused: {path!r}{via} is a protected path (it matches `{pattern}`); "
+                "Loopwright never changes workflows, actions, CODEOWNERS or its own config, "
+                "and a patch that touches them is rejected. Leave it as it is and fix the "
+                "code instead."
+            )
+
+    def _check_command_writes(self, command: str) -> Refusal | None:
+        """Refuse a command that writes a protected path, as written or through a symlink."""
+        if not self._protected:
+            return None
+        targets = write_targets(command)
+        for target in targets:
+            pattern = target_protected_by(target, self._protected)
+            if pattern is not None:
+                return protected_write_refusal(command, target.path, pattern)
+        for target in [t for t in targets if not t.glob][:MAX_RESOLVED_TARGETS]:
+            try:
+                resolved = self._sandbox.resolve_path(target.path)
+            except FileToolError:
+                continue  # not a workspace path: the command may write it
+            if resolved == target.path:
+                continue
+            real = WriteTarget(resolved, tree=target.tree)
+            pattern = target_protected_by(real, self._protected)
+            if pattern is not None:
+                return protected_write_refusal(command, target.path, pattern, resolved)
+        return None
 
     def _write_file(self, args: WriteFileArgs) -> ToolOutcome:
         self._check_writable(args.path)
@@ -248,7 +298,7 @@ class Toolbox:
         return ToolOutcome("ok", f"Edited {args.path} at line {line}.")
 
     def _run_command(self, args: RunCommandArgs) -> ToolOutcome:
-        refusal = check_command(args.command)
+        refusal = check_command(args.command) or self._check_command_writes(args.command)
         if refusal is not None:
             return ToolOutcome("refused", f"Refused ({refusal.rule}): {refusal.message}")
         timeout = min(args.timeout_s or self._command_timeout_s, self._command_timeout_s)

@@ -19,6 +19,12 @@ from litestar.exceptions import NotAuthorizedException, NotFoundException, Permi
 from litestar.handlers import BaseRouteHandler
 from litestar.response import File
 
+from loopwright.app.params import (
+    check_mission_id,
+    check_repo_filter,
+    check_status_filter,
+    clamp_cursor,
+)
 from loopwright.config import Settings
 from loopwright.store.models import Mission
 from loopwright.store.repository import Store
@@ -229,7 +235,7 @@ def visible_missions(
 def visible_mission(store: Store, viewer: Viewer, mission_id: str) -> Mission:
     """The mission, or 404 when it does not exist or the viewer may not see it (a 403
     would tell a stranger the mission exists)."""
-    mission = store.get_mission(mission_id)
+    mission = store.get_mission(check_mission_id(mission_id))
     if mission is None or not viewer.can_see(mission.repo):
         raise NotFoundException(f"no mission {mission_id}")
     return mission
@@ -244,7 +250,13 @@ def list_missions(
     limit: int = 100,
 ) -> list[dict[str, Any]]:
     """Newest first; filter by status and repository (`owner/name`)."""
-    missions = visible_missions(store, viewer, status, repo, min(max(limit, 1), 500))
+    missions = visible_missions(
+        store,
+        viewer,
+        check_status_filter(status),
+        check_repo_filter(repo),
+        min(max(limit, 1), 500),
+    )
     return [m.to_dict() for m in missions]
 
 
@@ -271,7 +283,7 @@ def mission_events(
     """The stored events with a sequence number above `after`, in order (the SSE stream
     `/missions/{id}/events` sends the same objects live)."""
     visible_mission(store, viewer, mission_id)
-    return store.events_after(mission_id, max(after, 0), limit=5000)
+    return store.events_after(mission_id, clamp_cursor(after), limit=5000)
 
 
 @get("/api/costs", guards=[require_full_access], sync_to_thread=True, summary="Spend and tokens")
@@ -295,6 +307,7 @@ def screenshot(settings: Settings, store: Store, viewer: Viewer, mission_id: str
     """The page verification loaded, when the repository is a web app."""
     if not mission_id.isalnum():
         raise NotFoundException("no such mission")
+    check_mission_id(mission_id)
     if not viewer.sees_everything:
         visible_mission(store, viewer, mission_id)
     path = settings.data_dir / "missions" / mission_id / "screenshot.png"

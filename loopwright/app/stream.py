@@ -29,6 +29,12 @@ from litestar.channels.backends.memory import MemoryChannelsBackend
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from loopwright.app.api import Viewer, require_token, visible_mission, visible_missions
+from loopwright.app.params import (
+    check_repo_filter,
+    check_status_filter,
+    clamp_cursor,
+    parse_cursor,
+)
 from loopwright.events import Event, EventSink
 from loopwright.store.models import ACTIVE_STATUSES, Mission
 from loopwright.store.repository import Store
@@ -305,15 +311,12 @@ async def mission_list(
 
 
 def _after(request: Request[Any, Any, Any], after: int | None) -> int:
-    header = request.headers.get("last-event-id")
-    for value in (header, after):
-        if value is None:
-            continue
-        try:
-            return max(int(value), 0)
-        except ValueError:
-            continue
-    return 0
+    """The resume point: `Last-Event-ID` when it is a number, else `?after=`, else 0; clamped
+    to what the store can hold (past the end means nothing newer, negative means all)."""
+    cursor = parse_cursor(request.headers.get("last-event-id"))
+    if cursor is not None:
+        return cursor
+    return clamp_cursor(after) if after is not None else 0
 
 
 @get(
@@ -352,6 +355,7 @@ async def mission_list_stream(
     """The missions list (newest first, optionally filtered) whenever it changes; a GitHub
     session sees only the missions of repositories its user can read."""
     cap = min(max(limit, 1), 500)
+    status, repo = check_status_filter(status), check_repo_filter(repo)
 
     def read() -> list[dict[str, Any]]:
         now = time.time()

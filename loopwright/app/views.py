@@ -44,6 +44,7 @@ from loopwright.app.api import (
     visible_mission,
     visible_missions,
 )
+from loopwright.app.params import valid_repo
 from loopwright.app.stream import mission_summary
 from loopwright.config import Settings
 from loopwright.events import STAGES
@@ -84,7 +85,7 @@ def missions_page(
     """Every mission the viewer may see, newest first, filterable by status and repository;
     live."""
     status = status if status in MISSION_STATUSES else None
-    repo = repo or None
+    repo = repo if repo and valid_repo(repo) else None
     now = time.time()
     missions = [mission_summary(m, now) for m in visible_missions(store, viewer, status, repo, 100)]
     repos = sorted(r["repo"] for r in store.costs_by_repo() if viewer.can_see(r["repo"]))

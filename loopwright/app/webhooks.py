@@ -25,6 +25,7 @@ from litestar.status_codes import (
     HTTP_401_UNAUTHORIZED,
 )
 
+from loopwright.app.params import header_token, json_problem
 from loopwright.app.runtime import Runtime
 from loopwright.config import RepoConfig
 from loopwright.github.triggers import Ignore, NeedsPermission, Reply, TriggerContext, decide
@@ -73,10 +74,11 @@ def github_webhook(
     settings = runtime.settings
     secret = settings.github.webhook_secret or ""
     signature = request.headers.get("x-hub-signature-256", "")
-    if not signature.startswith("sha256="):
+    if not signature.startswith("sha256=") or not header_token(signature):
         return _answer(
             HTTP_401_UNAUTHORIZED,
-            error="missing X-Hub-Signature-256; only sha256 signatures are accepted",
+            error="missing or malformed X-Hub-Signature-256 (sha256=<hex digest>); only "
+            "sha256 signatures are accepted",
         )
     if not verify(secret, body, signature):
         return _answer(
@@ -88,10 +90,17 @@ def github_webhook(
     delivery = request.headers.get("x-github-delivery", "")
     if not event or not delivery:
         return _answer(HTTP_400_BAD_REQUEST, error="missing X-GitHub-Event or X-GitHub-Delivery")
-    try:
-        payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _answer(HTTP_400_BAD_REQUEST, error="the body is not JSON")
+    # Headers arrive as latin-1; GitHub's event names and delivery GUIDs are plain ASCII.
+    for name, value in (("X-GitHub-Event", event), ("X-GitHub-Delivery", delivery)):
+        if not header_token(value):
+            return _answer(
+                HTTP_400_BAD_REQUEST,
+                error=f"{name} must be printable ASCII without spaces, at most 200 characters "
+                "(GitHub sends an event name and a GUID)",
+            )
+    payload, problem = _parse(body)
+    if problem is not None:
+        return _answer(HTTP_400_BAD_REQUEST, error=problem)
     action = payload.get("action") if isinstance(payload, dict) else None
     action = action if isinstance(action, str) else None
     store = runtime.store
@@ -129,6 +138,25 @@ def github_webhook(
     runtime.queue.submit(mission.id)
     bound.info("mission queued", mission=mission.id)
     return _answer(HTTP_202_ACCEPTED, status="queued", mission=mission.id)
+
+
+def _parse(body: bytes) -> tuple[Any, str | None]:
+    """The payload, or the reason it is refused; nothing is stored for a refused body."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, (
+            f"the body is not UTF-8 (invalid byte at offset {exc.start}); GitHub sends JSON "
+            "in UTF-8"
+        )
+    try:
+        payload = json.loads(text)
+    except RecursionError:
+        return None, "the body is not JSON a server can read: it nests too deeply"
+    except ValueError as exc:  # JSONDecodeError, or an integer with too many digits
+        return None, f"the body is not JSON ({exc})"
+    problem = json_problem(payload)
+    return payload, (f"the body is not a payload GitHub sends: {problem}" if problem else None)
 
 
 def _reply(

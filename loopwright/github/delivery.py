@@ -124,6 +124,5 @@ def _commit_to_branch(
 
 
 def pr_title(result: MissionResult) -> str:
-    first = (result.summary or "").strip().splitlines()
-    text = first[0] if first else "Fix failing tests"
-    return f"Loopwright: {text[:90]}"
+    """The PR title and commit subject: model text, so rendered inert (no closing keyword)."""
+    return render.pr_title(result.summary)

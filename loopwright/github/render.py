@@ -2,10 +2,14 @@
 
 Pure functions from a mission result (`MissionResult.to_dict()`) to Markdown. Model-written
 text is untrusted: it is redacted first (token-shaped strings masked), then rendered as
-plain text: HTML and Markdown link/image syntax are escaped, `@mentions` and `#123`
-references are broken with a zero-width joiner so nobody is pinged and no issue is closed,
-and identifiers (test ids, paths, commands) go into code spans. Sizes respect GitHub's
-limits and are cut with a note rather than at an arbitrary byte.
+plain text: HTML and Markdown link/image syntax are escaped, `@mentions`, `#123`/`GH-1`
+references, bare URLs and closing keywords (`fixes`, `closes`, `resolves`, ...) are broken
+with a zero-width joiner so nobody is pinged, nothing is linked and no issue is closed, and
+identifiers (test ids, paths, commands) go into code spans. The model's summary and plan
+sit in a blockquote that every line carries, so no line of it can end the quote and start a
+heading, table or code block of its own. Titles and commit subjects get the same
+neutralising on one plain line. Sizes respect GitHub's limits and are cut with a note
+rather than at an arbitrary byte.
 """
 
 from __future__ import annotations
@@ -49,6 +53,19 @@ _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 _MENTION = re.compile(r"@(?=[A-Za-z0-9_])")
 _REFERENCE = re.compile(r"(#|GH-)(?=\d)", re.IGNORECASE)
 _MARKDOWN = re.compile(r"([\\`*_\[\]{}!|~])")
+# GitHub closes an issue for these words followed by a reference (`#1`, `GH-1`, `o/r#1`,
+# an issue or pull-request URL), in any case. The references are broken too; the word is
+# broken as well whenever anything reference-like follows it (`fix the bug` stays as is).
+_CLOSING = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b"
+    r"(?=[\s:*_\\]*(?:#|gh-|[\w.\\-]+/|https?:|www\.|\[|&))",
+    re.IGNORECASE,
+)
+_BARE_URL = re.compile(r"\b(https?:|www)(//|\.)", re.IGNORECASE)
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# Block syntax at the start of a line: headings, quotes, list items, setext underlines,
+# thematic breaks, ordered lists.
+_BLOCK_START = re.compile(r"^([ \t]*)(?:([#>+=-])|(\d{1,9})([.)]))")
 _SAFE_URL = re.compile(r"https?://[^\s()<>\"'`\\]+")
 _MISSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
@@ -67,8 +84,57 @@ def prose(text: Any, redactor: Redactor, *, limit: int = 10_000, inline: bool = 
     value = _cut(value, limit)
     value = _MARKDOWN.sub(r"\\\1", value)
     value = html.escape(value, quote=False)
+    return _inert(value)
+
+
+def quote(text: Any, redactor: Redactor, *, limit: int = 10_000) -> str:
+    """Untrusted multi-line text as a Markdown blockquote that nothing in it can leave.
+
+    Every line (blank ones too) starts with `>`, and `\r` counts as the line break it is
+    in Markdown, so no line is a lazy continuation that could end the quote. Inside it,
+    block syntax at a line's start (`#`, `>`, `-`, `+`, `=`, `1.`) is escaped, so the text
+    stays one quoted paragraph per line of prose, never a heading, list or table.
+    """
+    value = redactor.text(str(text if text is not None else ""))
+    value = _cut(value.strip("\r\n"), limit)
+    lines = [_block_escape(prose(line, redactor, limit=limit)) for line in _LINE_BREAK.split(value)]
+    return "\n".join(f"> {line}" if line.strip() else ">" for line in lines)
+
+
+def plain_title(text: Any, redactor: Redactor, *, limit: int = 90) -> str:
+    """Untrusted text as one plain line for a pull-request title or a commit subject.
+
+    Titles are not Markdown, but GitHub links references in them and reads closing
+    keywords in commit messages: those, mentions and URLs are broken like in prose.
+    """
+    value = redactor.text(str(text if text is not None else ""))
+    first = next((line for line in _LINE_BREAK.split(value) if line.strip()), "")
+    first = "".join(ch if ch.isprintable() else " " for ch in first)
+    return _inert(_cut(" ".join(first.split()), limit))
+
+
+def pr_title(summary: Any, redactor: Redactor | None = None) -> str:
+    """The fix's pull-request title and commit subject: the summary's first line, inert."""
+    text = plain_title(summary, redactor or Redactor())
+    return f"Loopwright: {text or 'Fix failing tests'}"
+
+
+def _inert(value: str) -> str:
+    """Break mentions, references, bare URLs and closing keywords with a zero-width joiner."""
     value = _MENTION.sub("@" + ZWJ, value)
-    return _REFERENCE.sub(lambda m: m.group(1) + ZWJ, value)
+    value = _REFERENCE.sub(lambda m: m.group(1) + ZWJ, value)
+    value = _BARE_URL.sub(lambda m: m.group(1) + ZWJ + m.group(2), value)
+    return _CLOSING.sub(lambda m: m.group(0)[0] + ZWJ + m.group(0)[1:], value)
+
+
+def _block_escape(line: str) -> str:
+    match = _BLOCK_START.match(line)
+    if match is None:
+        return line
+    indent, marker, number, delimiter = match.groups()
+    if marker:
+        return f"{indent}\\{marker}{line[match.end() :]}"
+    return f"{indent}{number}\\{delimiter}{line[match.end() :]}"
 
 
 def code(text: Any, redactor: Redactor, *, limit: int = 300, in_table: bool = False) -> str:
@@ -126,12 +192,11 @@ def _url(value: str | None) -> str | None:
 
 def _heading(result: Mapping[str, Any], redactor: Redactor) -> list[str]:
     status = str(result.get("status") or "error")
-    title = _TITLES.get(status, status)
     icon = "✅" if status == "verified" else "⚠️"
-    lines = [f"## {icon} {prose(title, redactor)}"]
+    lines = [f"## {icon} {_TITLES.get(status) or prose(status, redactor, limit=60, inline=True)}"]
     summary = result.get("summary")
     if summary:
-        lines += ["", prose(summary, redactor)]
+        lines += ["", "The model's summary, as it wrote it:", "", quote(summary, redactor), ""]
     message = result.get("message")
     if message and status != "verified":
         lines += ["", f"**Outcome:** {prose(message, redactor, limit=2_000)}"]
@@ -146,11 +211,11 @@ def _plan(items: Sequence[Any], redactor: Redactor) -> list[str]:
         else:
             step, status = item, "pending"
         mark = _PLAN_MARKS.get(status, "[ ]")
-        lines.append(f"- {mark} {prose(step, redactor, limit=500, inline=True)}")
+        lines.append(f"> - {mark} {prose(step, redactor, limit=500, inline=True)}")
         if len(lines) >= 30:
-            lines.append(f"- … {len(items) - 30} more steps")
+            lines.append(f"> - … {len(items) - 30} more steps")
             break
-    return ["", "### Plan", "", *lines] if lines else []
+    return ["", "### Plan", "", "The model's plan:", "", *lines, ""] if lines else []
 
 
 def _verification(verification: Mapping[str, Any] | None, redactor: Redactor) -> list[str]:

@@ -97,6 +97,15 @@ class Sandbox(Protocol):
         """Destroy the sandbox and everything in it. Safe to call twice."""
         ...
 
+    def resolve_path(self, path: str) -> str:
+        """The workspace-relative path `path` names once symlinks are resolved in the sandbox.
+
+        Components need not exist (the rest of the path is taken as written). Raises
+        `FileToolError` for a path that is not a plain relative path or that resolves to a
+        location outside the workspace. Used to match protected paths on the real target.
+        """
+        ...
+
 
 class SandboxProvider(Protocol):
     """Creates sandboxes seeded with a copy of a directory tree on the host."""

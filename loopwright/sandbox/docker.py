@@ -616,6 +616,28 @@ class DockerSandbox:
             f"{detail}"
         )
 
+    def resolve_path(self, path: str) -> str:
+        """The workspace-relative path `path` names once symlinks are resolved in the container.
+
+        `realpath -m` follows every link that exists, as the container sees it, and takes
+        the missing rest as written.
+        """
+        rel = normalize_relative(path)
+        script = (
+            'root=$(realpath -- /workspace) && p=$(realpath -m -- "/workspace/$1") || exit 4\n'
+            'printf "%s\\n%s" "$root" "$p"\n'
+        )
+        code, out, err = self._run_script(script, rel)
+        if code != 0:
+            raise FileToolError(err.strip() or f"resolving {rel} failed (exit {code})")
+        root, _, resolved = out.decode("utf-8", "surrogateescape").partition("\n")
+        if resolved != root and not resolved.startswith(root.rstrip("/") + "/"):
+            raise FileToolError(
+                f"Refused: {rel!r} resolves, through a symlink, to a location outside the "
+                "repository. The path must stay inside the repository."
+            )
+        return resolved[len(root) :].lstrip("/") or "."
+
 
 class _PortRelay:
     """Relays loopback connections on the host to a port inside the sandbox, over `docker exec`.

@@ -317,6 +317,19 @@ class LocalSandbox:
         if self.closed:
             raise SandboxError(f"the local sandbox for mission {self.mission_id} is closed")
 
+    def resolve_path(self, path: str) -> str:
+        """The workspace-relative path `path` names once symlinks are resolved (see base)."""
+        self._require_open()
+        rel = normalize_relative(path)
+        root = os.path.realpath(self.workspace)
+        resolved = os.path.realpath(os.path.join(root, rel))
+        if os.path.commonpath([root, resolved]) != root:
+            raise FileToolError(
+                f"Refused: {rel!r} resolves, through a symlink, to a location outside the "
+                "repository. The path must stay inside the repository."
+            )
+        return os.path.relpath(resolved, root)
+
 
 class _PipeReader:
     """Reads a pipe on a thread into a queue; `b""` marks end of file."""

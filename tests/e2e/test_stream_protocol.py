@@ -96,3 +96,29 @@ def test_missions_stream_sends_the_list(live_server):
     assert [r["id"] for r in rows] == [mission_id]
     assert rows[0]["status"] == "running"
     assert "request" not in rows[0]
+
+
+def test_out_of_range_cursors_are_clamped_over_a_real_socket(live_server):
+    """SECURITY 45: Last-Event-ID / ?after= past 64 bits, negative or not a number: never a
+    500 or a broken stream; past the end resumes after everything, negative from the start."""
+    server = live_server()
+    mission_id = create_mission(server.store)
+    script = fix_mission_script(None)
+    player = Player(server.store, server.hub, mission_id, script, pace_s=0)
+    player.play()
+    player.finish()
+    url = f"{server.url}/missions/{mission_id}/events"
+    everything = list(range(1, len(script) + 1))
+    for cursor in (str(2**64), str(10**30), "9" * 5000):
+        assert event_ids(read_stream(url, {"Last-Event-ID": cursor})) == []
+        assert event_ids(read_stream(f"{url}?after={cursor[:40]}")) == []
+    for cursor in ("-1", str(-(2**70)), "abc", "", "1e3", "0x10"):
+        assert event_ids(read_stream(url, {"Last-Event-ID": cursor})) == everything
+    assert event_ids(read_stream(f"{url}?after=-5")) == everything
+    messages = read_stream(url, {"Last-Event-ID": str(2**64)})
+    assert messages[-1]["event"] == "end"
+    api = f"{server.url}/api/missions/{mission_id}/events"
+    assert httpx.get(api, params={"after": 2**64}).json() == []
+    assert len(httpx.get(api, params={"after": -1}).json()) == len(script)
+    assert httpx.get(api, params={"after": "abc"}).status_code == 400
+    assert httpx.get(f"{url}?after=abc").status_code == 400

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -23,6 +24,7 @@ import httpx
 import pytest
 
 from loopwright.app.server import create_app
+from loopwright.events import Event
 from loopwright.github.service import MISSION_PERMISSIONS
 from loopwright.sandbox.base import Sandbox, SandboxError
 from loopwright.store.engine import database_url
@@ -438,11 +440,16 @@ def test_installation_token_is_scoped_to_one_repository(leaky_mission):
 
 
 def test_fix_that_also_writes_a_workflow_is_not_pushed(tmp_path):
+    # The tool layer refuses the writes it can see (`echo x > .github/...`, SECURITY 43);
+    # this one it cannot, so the patch check before push has to catch it.
+    hidden_write = (
+        "python -c \"import os; os.makedirs('.github/workflows', exist_ok=True); "
+        "open('.github/workflows/ci.yml', 'w').write('x')\""
+    )
     sneaky = [
         step(PLAN),
         step(EDIT),
-        step(tool("run_command", command="mkdir -p .github/workflows && echo x > "
-                                         ".github/workflows/ci.yml")),
+        step(tool("run_command", command=hidden_write)),
         step(tool("run_command", command="python -m pytest -q")),
         step(tool("finish", summary="fixed the discount")),
     ]  # fmt: skip
@@ -584,3 +591,261 @@ def test_rate_limited_writes_are_retried_and_the_fix_still_lands(tmp_path):
             calls = fake.requests_for(operation)
             assert [c.status for c in calls] == [first_status, 201], operation
         assert all(i.hits == 1 for i in fake.injections)
+
+
+# -- 45. malformed but correctly signed content; cursors and ids out of range ---------------
+
+
+def _signed(world: World, body: bytes, **headers: str | bytes) -> httpx.Response:
+    sent: dict[str, str | bytes] = {
+        "X-GitHub-Event": "check_run",
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign(body),
+        "Content-Type": "application/json",
+        **headers,
+    }
+    return world.client.post("/webhooks/github", content=body, headers=sent)
+
+
+def _check_run_text(world: World) -> str:
+    return json.dumps(world.check_run_payload())
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"action": "completed", "x": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+MALFORMED_BODIES = {
+    "100k-brackets": (lambda w: b"[" * 100_000, "nests too deeply"),
+    "100k-deep-in-an-object": (lambda w: _nested(100_000), "nests too deeply"),
+    "65-levels": (lambda w: _nested(65), "more than 64 levels deep"),
+    "invalid-utf8": (lambda w: b'{"action": "\xff\xfe completed"}', "not UTF-8"),
+    "utf8-encoded-surrogate": (lambda w: b'{"action": "\xed\xa0\x80"}', "not UTF-8"),
+    "utf16-body": (lambda w: _check_run_text(w).encode("utf-16"), "not UTF-8"),
+    "surrogate-escape-in-action": (
+        lambda w: _check_run_text(w).replace('"completed"', '"\\ud800"', 1).encode(),
+        "lone surrogate",
+    ),
+    "surrogate-escape-in-repo-name": (
+        lambda w: _check_run_text(w).replace('"full_name": "', '"full_name": "\\udfff').encode(),
+        "lone surrogate",
+    ),
+    "surrogate-escape-in-a-key": (
+        lambda w: _check_run_text(w).replace('"action"', '"\\udbff\\udbff"', 1).encode(),
+        "lone surrogate",
+    ),
+    "nul-escape": (
+        lambda w: _check_run_text(w).replace('"completed"', '"comp\\u0000leted"', 1).encode(),
+        "NUL",
+    ),
+    "installation-id-beyond-64-bits": (
+        lambda w: _check_run_text(w).replace(f'"id": {INSTALLATION}', f'"id": {10**30}').encode(),
+        "64 bits",
+    ),
+    "5000-digit-number": (lambda w: b'{"action": 1' + b"0" * 5000 + b"}", "not JSON"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_BODIES))
+def test_signed_malformed_body_is_a_4xx_with_a_reason_and_nothing_stored(idle, case):
+    """SECURITY 45: deep nesting, invalid UTF-8, lone surrogates, NUL, huge numbers."""
+    make, reason = MALFORMED_BODIES[case]
+    missions = mission_count(idle)
+    delivery = str(uuid.uuid4())
+    answer = _signed(idle, make(idle), **{"X-GitHub-Delivery": delivery})
+    assert answer.status_code == 400, answer.text
+    assert reason in answer.json()["error"]
+    assert delivery_row(idle, delivery) is None
+    assert mission_count(idle) == missions
+
+
+MALFORMED_HEADERS = {
+    "event-latin1-bytes": {"X-GitHub-Event": b"check_run\xff"},
+    "event-high-bytes-only": {"X-GitHub-Event": bytes(range(0x80, 0x100))},
+    "event-utf8-surrogate-bytes": {"X-GitHub-Event": b"check_\xed\xa0\x80run"},
+    "delivery-high-bytes": {"X-GitHub-Delivery": b"\x80\x81\xfe\xff"},
+    "delivery-surrogate-bytes": {"X-GitHub-Delivery": b"72d3162e-\xed\xb2\x80"},
+    "delivery-too-long": {"X-GitHub-Delivery": "a" * 5000},
+    "delivery-with-space": {"X-GitHub-Delivery": "a b"},
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_HEADERS))
+def test_signed_delivery_with_malformed_headers_is_a_4xx_and_nothing_stored(idle, case):
+    """SECURITY 45: bytes 0x80-0xff and surrogate-encoding bytes in X-GitHub-* headers."""
+    missions = mission_count(idle)
+    before = idle.db("SELECT count(*) FROM deliveries")
+    answer = _signed(idle, _check_run_text(idle).encode(), **MALFORMED_HEADERS[case])
+    assert answer.status_code == 400, answer.text
+    assert "must be printable ASCII" in answer.json()["error"]
+    assert idle.db("SELECT count(*) FROM deliveries") == before
+    assert mission_count(idle) == missions
+
+
+@pytest.mark.parametrize("signature", [b"sha256=\xff\xfe", ("sha256=" + "é" * 64).encode()])
+def test_non_ascii_signature_is_401_not_500(idle, signature):
+    body = _check_run_text(idle).encode()
+    before = idle.db("SELECT count(*) FROM deliveries")
+    answer = _signed(idle, body, **{"X-Hub-Signature-256": signature})
+    assert answer.status_code == 401, answer.text
+    assert "X-Hub-Signature-256" in answer.json()["error"]
+    assert idle.db("SELECT count(*) FROM deliveries") == before
+
+
+def test_a_well_formed_delivery_next_to_them_is_still_accepted(idle):
+    """The control: the same helper with a plain payload is 2xx and recorded."""
+    delivery = str(uuid.uuid4())
+    answer = _signed(idle, _nested(60), **{"X-GitHub-Delivery": delivery, "X-GitHub-Event": "ping"})
+    assert answer.status_code == 200, answer.text
+    assert delivery_row(idle, delivery) is not None
+
+
+@pytest.fixture(scope="module")
+def finished_mission(idle: World) -> str:
+    answer = idle.deliver("check_run", idle.check_run_payload())
+    assert answer.status_code == 202, answer.text
+    mission_id = str(answer.json()["mission"])
+    idle.wait(mission_id)
+    # The mission ended `ignored` (auto_fix is off) before writing a log; give it one to
+    # resume from.
+    store = Store(database_url(idle.settings))
+    try:
+        for seq in (1, 2, 3):
+            store.append_event(Event(seq, time.time(), mission_id, "stage", "prepare"))
+    finally:
+        store.close()
+    return mission_id
+
+
+def _sse_event_ids(world: World, url: str, headers: dict[str, str] | None = None) -> list[int]:
+    with world.client.stream("GET", url, headers=headers or {}, timeout=15) as answer:
+        assert answer.status_code == 200, answer.read()
+        text = "".join(answer.iter_text())
+    assert "event: end" in text
+    return [int(line[4:]) for line in text.splitlines() if line.startswith("id: ")]
+
+
+CURSORS = [str(2**64), str(2**63), str(10**30), "-1", "abc", "9" * 5000, "1e3", ""]
+
+
+@pytest.mark.parametrize("cursor", CURSORS, ids=[c[:12] or "<empty>" for c in CURSORS])
+def test_out_of_range_last_event_id_is_clamped_not_a_500(idle, finished_mission, cursor):
+    """SECURITY 45: Last-Event-ID beyond 64 bits, negative or not a number."""
+    url = f"/missions/{finished_mission}/events"
+    everything = _sse_event_ids(idle, url)
+    assert everything, "the mission has events to resume from"
+    ids = _sse_event_ids(idle, url, {"Last-Event-ID": cursor})
+    huge = cursor.isdigit() and (len(cursor) > 19 or int(cursor) >= 2**63)
+    assert ids == ([] if huge else everything)
+
+
+@pytest.mark.parametrize("after", [2**64, 10**30, -1, -(2**70)])
+def test_out_of_range_after_is_clamped_on_sse_and_json_api(idle, finished_mission, after):
+    everything = idle.client.get(f"/api/missions/{finished_mission}/events").json()
+    answer = idle.client.get(f"/api/missions/{finished_mission}/events", params={"after": after})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == ([] if after > 0 else everything)
+    ids = _sse_event_ids(idle, f"/missions/{finished_mission}/events?after={after}")
+    assert ids == ([] if after > 0 else [e["seq"] for e in everything])
+
+
+@pytest.mark.parametrize(
+    ("url", "status"),
+    [
+        ("/api/missions/{id}/events?after=abc", 400),
+        ("/missions/{id}/events?after=abc", 400),
+        ("/api/missions?limit=abc", 400),
+        ("/api/missions?status=bogus", 400),
+        ("/api/missions?status=%ED%A0%80", 400),
+        ("/api/missions?repo=%00", 400),
+        ("/api/missions?repo=%ED%A0%80", 400),
+        ("/missions/stream?status=bogus", 400),
+        ("/missions/stream?repo=a%00/b", 400),
+        ("/api/missions/%00", 404),
+        ("/api/missions/%ED%A0%80", 404),
+        ("/api/missions/%ff/events", 404),
+        ("/api/missions/" + "a" * 5000, 404),
+        ("/missions/%ED%A0%80/events", 404),
+        ("/missions/%00", 404),
+        ("/missions/..%2F..%2Fetc/screenshot.png", 404),
+        ("/missions/%C3%A9/screenshot.png", 404),
+    ],
+)
+def test_every_api_parameter_out_of_range_is_a_4xx(idle, finished_mission, url, status):
+    answer = idle.client.get(url.replace("{id}", finished_mission))
+    assert answer.status_code == status, answer.text
+
+
+@pytest.mark.parametrize("limit", [10**30, -(10**30), 0])
+def test_limits_out_of_range_are_clamped(idle, finished_mission, limit):
+    answer = idle.client.get("/api/missions", params={"limit": limit})
+    assert answer.status_code == 200, answer.text
+    assert 1 <= len(answer.json()) <= 500
+
+
+def test_dashboard_filters_with_odd_values_render(idle, finished_mission):
+    answer = idle.client.get("/?status=%ED%A0%80&repo=a%00b")
+    assert answer.status_code == 200, answer.text
+
+
+# -- 46. model prose on GitHub cannot close issues, mention anyone or break out of its quote ---
+
+HOSTILE_SUMMARY = (
+    "Fixes #1, closes octo/other#2, RESOLVED https://github.com/acme/invoice/issues/3\r"
+    "# Approved by @acme/security\n"
+    "cc @octocat\n\n"
+    "| a | b |\n| --- | --- |\n"
+    "```\n</details><img src=x onerror=alert(1)>\n```"
+)
+HOSTILE_PLAN = tool(
+    "update_plan",
+    items=[
+        {"step": "fix the discount, Closes GH-4 @maintainer", "status": "done"},
+        {"step": "### fixed https://github.com/acme/invoice/pull/5", "status": "done"},
+    ],
+)
+LIVE_CLOSING = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b[\s:]*"
+    r"(?:#\d|GH-\d|[\w.-]+/[\w.-]+#\d|https?://\S+/(?:issues|pull)/\d)",
+    re.IGNORECASE,
+)
+LIVE_MENTION = re.compile(r"(?<![\w`])@[A-Za-z0-9][\w-]*(?:/[\w-]+)?")
+
+
+def test_model_prose_in_the_pr_and_commit_cannot_close_mention_or_escape(tmp_path):
+    """SECURITY 46, through the App and the OpenAPI-checked fake GitHub."""
+    hostile = [
+        step(HOSTILE_PLAN),
+        step(EDIT),
+        step(tool("run_command", command="python -m pytest -q")),
+        step(tool("finish", summary=HOSTILE_SUMMARY)),
+    ]
+    with app_world(tmp_path, hostile) as world:
+        answer = world.deliver("check_run", world.check_run_payload())
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "verified", mission
+        (created,) = world.github.requests_for("pulls/create")
+        title, body = created.body["title"], created.body["body"]
+        commit = subprocess.run(
+            ["git", "-C", str(world.bare), "log", "-1", "--format=%B", "loopwright/fix-1"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        comments = [c["body"] for c in world.github.comments(REPO, world.pr_number)]
+        for name, text in {"title": title, "body": body, "commit": commit}.items():
+            assert LIVE_CLOSING.search(text) is None, (name, text)
+            assert LIVE_MENTION.search(text) is None, (name, text)
+        for text in comments:
+            assert LIVE_CLOSING.search(text) is None, text
+        assert "\n" not in title and title.startswith("Loopwright: F")
+        lines = body.splitlines()
+        # Only Loopwright's own headings; the model's `#` and `###` lines stay quoted.
+        headings = [line for line in lines if line.startswith("#")]
+        assert all(
+            h.startswith(("## ✅", "### Plan", "### Verification", "### Cost")) for h in headings
+        )
+        assert not any(line.startswith(("|", "```", "<")) and "Approved" in line for line in lines)
+        start = lines.index("The model's summary, as it wrote it:") + 2
+        quoted = lines[start : lines.index("", start)]
+        assert any("Approved by" in line for line in quoted)
+        assert all(line.startswith(">") for line in quoted)
+        assert "<img" not in body and "</details>" not in body

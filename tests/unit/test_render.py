@@ -20,6 +20,7 @@ from loopwright.github.render import (
     fenced,
     fork_patch_comment,
     pr_body,
+    pr_title,
     prose,
     refusal_comment,
     truncate,
@@ -105,7 +106,7 @@ def test_pr_body_has_every_section() -> None:
     text = body()
     assert text.startswith("## ✅ Verified fix\n")
     assert "Fixed the sign in add\\(\\)" not in text  # parentheses are left alone
-    assert "Fixed the sign in add(): it subtracted instead of adding." in text
+    assert "> Fixed the sign in add(): it subtracted instead of adding." in text
     assert "- [x] Reproduce the failure" in text
     assert "- [ ] Run the suite" in text
     assert "| test | before | after | status |" in text
@@ -240,7 +241,7 @@ INJECTIONS = [
     ("markdown-image", "![x](https://evil.example/p.png)", ["![x]("], ["\\!\\[x\\]"]),
     ("markdown-link", "[click](javascript:alert(1))", ["[click]("], ["\\[click\\]"]),
     ("reference-link", "[a]: https://evil.example", ["[a]:"], ["\\[a\\]:"]),
-    ("autolink", "<https://evil.example>", ["<https://"], ["&lt;https://evil.example&gt;"]),
+    ("autolink", "<https://evil.example>", ["<https://"], [f"&lt;https:{ZWJ}//evil.example&gt;"]),
     ("emphasis", "**bold** _it_", ["**bold**"], ["\\*\\*bold\\*\\*"]),
     ("table-pipe", "a | b", ["a | b"], ["a \\| b"]),
     ("github-token", "token ghp_abcdefghijklmnop1234 leaked", ["ghp_abcdefghijklmnop1234"], []),
@@ -441,3 +442,139 @@ def test_truncate(text: str, limit: int, expected: str) -> None:
     out = truncate(text, limit, "[…]")
     assert out == expected
     assert len(out) <= limit
+
+
+# -- SECURITY 46: model prose cannot close, mention or break out of its quote ---------------
+
+KEYWORDS = ["close", "closes", "closed", "fix", "fixes", "fixed", "resolve", "resolves", "resolved"]
+REFERENCES = [
+    "#1",
+    ": #1",
+    "GH-1",
+    "gh-1",
+    "octo/repo#1",
+    "https://github.com/octo/repo/issues/1",
+    "https://github.com/octo/repo/pull/1",
+    "http://github.com/octo/repo/issues/1",
+]
+# What GitHub acts on: a closing keyword, optional colon and spaces, then a reference.
+LIVE_CLOSING = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b[\s:]*"
+    r"(?:#\d|GH-\d|[\w.-]+/[\w.-]+#\d|https?://\S+/(?:issues|pull)/\d)",
+    re.IGNORECASE,
+)
+LIVE_MENTION = re.compile(r"(?<![\w`])@[A-Za-z0-9][\w-]*(?:/[\w-]+)?")
+LIVE_URL = re.compile(r"\b(?:https?://|www\.)", re.IGNORECASE)
+
+
+def _case_forms(word: str) -> list[str]:
+    return [word, word.upper(), word.title()]
+
+
+CLOSING_CASES = [
+    f"{form} {ref}" for word in KEYWORDS for form in _case_forms(word) for ref in REFERENCES
+]
+
+
+def _model_outputs(text: str) -> dict[str, str]:
+    res = result(
+        summary=f"{text}\nsecond line {text}",
+        message="not verified",
+        status="unverified",
+        plan=[{"step": text, "status": "done"}],
+    )
+    return {
+        "pr_body": body(res),
+        "check_run.summary": check_run_output(res)["summary"],
+        "fork_patch_comment": fork_patch_comment(res, PATCH),
+        "pr_title": pr_title(text),
+    }
+
+
+@pytest.mark.parametrize("text", CLOSING_CASES)
+def test_no_closing_keyword_survives(text: str) -> None:
+    assert LIVE_CLOSING.search(text) is not None  # the input would close an issue
+    for name, output in _model_outputs(text).items():
+        assert LIVE_CLOSING.search(output) is None, (name, output)
+
+
+MENTIONS = ["@octocat", "@octo-org/security-team", "(@mona)", "cc:@a", "\n@bot", "@Octo_Cat"]
+
+
+@pytest.mark.parametrize("text", MENTIONS)
+def test_no_mention_survives(text: str) -> None:
+    assert LIVE_MENTION.search(text) is not None
+    for name, output in _model_outputs(text).items():
+        model_part = output.split("### Verification")[0]
+        assert LIVE_MENTION.search(model_part) is None, (name, output)
+
+
+@pytest.mark.parametrize("text", ["see https://evil.example/x", "www.evil.example", "HTTP://E.X"])
+def test_bare_urls_are_not_linked(text: str) -> None:
+    for name, output in _model_outputs(text).items():
+        model_part = output.split("### Verification")[0].split("[Watch the mission")[0]
+        assert LIVE_URL.search(model_part) is None, (name, output)
+
+
+BREAKOUTS = {
+    "heading-after-newline": "ok\n# Injected heading",
+    "heading-after-cr": "ok\r## Injected heading",
+    "heading-after-crlf": "ok\r\n### Injected heading",
+    "setext-heading": "Injected heading\n===",
+    "setext-dashes": "Injected heading\n---",
+    "blank-line-then-heading": "ok\n\n# Injected heading",
+    "html-block": "ok\n<div align=center><h1>Injected heading</h1></div>",
+    "raw-image": "ok\n![Injected heading](https://evil.example/p.png)",
+    "reference-definition": "ok\n[Injected heading]: https://evil.example",
+    "table": "| Injected heading | b |\n| --- | --- |\n| c | d |",
+    "fence-backticks": "```\n# Injected heading\n```",
+    "fence-tildes": "~~~\n# Injected heading\n~~~",
+    "indented-heading": "   # Injected heading",
+    "list-then-heading": "- a\n1. b\n+ c\n# Injected heading",
+    "quote-marker": "> quoted\n>\n# Injected heading",
+}
+
+
+@pytest.mark.parametrize("summary", list(BREAKOUTS.values()), ids=list(BREAKOUTS))
+def test_model_summary_cannot_leave_its_quote(summary: str) -> None:
+    res = result(summary=summary, plan=[{"step": summary, "status": "done"}])
+    for text in (body(res), check_run_output(res)["summary"], fork_patch_comment(res, PATCH)):
+        lines = re.split(r"\r\n|\r|\n", text)
+        start = lines.index("The model's summary, as it wrote it:") + 2
+        end = lines.index("", start)
+        quoted = lines[start:end]
+        assert quoted and all(line.startswith(">") for line in quoted), quoted
+        assert "Injected heading" in " ".join(quoted)
+        # Nothing outside the quotes mentions it, and inside no line is block syntax.
+        outside = [ln for ln in lines if not ln.startswith(">")]
+        assert not any("Injected heading" in ln for ln in outside), outside
+        for line in quoted:
+            inner = line[1:].lstrip(" ")
+            assert not re.match(
+                r"(?:#|=+$|-{3,}$|<|!\[|\[[^\]]*\]:|\||```|~~~|[-+] |\d+\. )", inner
+            )
+    # The plan is a quoted list, one item per step, whatever the step says.
+    plan = [ln for ln in body(res).splitlines() if ln.startswith("> - [x]")]
+    assert len(plan) == 1
+
+
+@pytest.mark.parametrize(
+    ("summary", "expected"),
+    [
+        ("Fix the discount", "Loopwright: Fix the discount"),
+        ("fixed: GH-2", f"Loopwright: f{ZWJ}ixed: GH-{ZWJ}2"),
+        ("", "Loopwright: Fix failing tests"),
+        ("\n\n  \nsecond", "Loopwright: second"),
+        ("Closes #7 and @octocat\nmore", f"Loopwright: C{ZWJ}loses #{ZWJ}7 and @{ZWJ}octocat"),
+        ("a\rb", "Loopwright: a"),
+        ("tab\tand\x1b[31mred", "Loopwright: tab and [31mred"),
+        ("x" * 200, "Loopwright: " + "x" * 89 + "…"),
+        (
+            "see https://github.com/o/r/issues/1",
+            f"Loopwright: see https:{ZWJ}//github.com/o/r/issues/1",
+        ),
+    ],
+)
+def test_pr_title_is_one_inert_line(summary: str, expected: str) -> None:
+    assert pr_title(summary) == expected
+    assert "\n" not in pr_title(summary) and "\r" not in pr_title(summary)
