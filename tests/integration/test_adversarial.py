@@ -880,6 +880,8 @@ def test_records_buried_in_a_flood_of_output_are_still_read_security_39(docker_r
     assert result.truncated and "LOOPWRIGHT1" not in result.output
     stream = parser.result()
     assert stream.started and [(r.id, r.outcome) for r in stream.results] == [("t", "failed")]
+
+
 # ---- protected paths in the tool layer (SECURITY 43, 20) ----
 #
 # A hostile repository plants symlinks into `.github`; a hostile model writes through them,
