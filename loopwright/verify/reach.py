@@ -1037,15 +1037,22 @@ def _javascript(path: str, text: str | None) -> list[Reach]:
             previous is not None and previous.value in (".", "?.") and (previous.kind == "punct")
         )
         if token.kind in ("str", "text", "regex"):
-            if _JS_CODE_IN_TEXT.search(token.value) or (
-                token.kind != "regex" and _SUSPICIOUS_TEXT.search(token.value)
-            ):
-                shown = token.value if len(token.value) <= 60 else token.value[:57] + "..."
-                report(
-                    token,
-                    f"text:{token.value}",
-                    f"holds the text {shown!r}, which names the test run's internals",
-                )
+            texts = [token.value]
+            starts_run = not (previous is not None and previous.value == "+" and index >= 2)
+            if token.kind == "str" and starts_run:
+                folded, _ = _fold_js(tokens, index)
+                if folded is not None and folded != token.value:
+                    texts.append(folded)
+            for value in texts:
+                if _JS_CODE_IN_TEXT.search(value) or (
+                    token.kind != "regex" and _SUSPICIOUS_TEXT.search(value)
+                ):
+                    shown = value if len(value) <= 60 else value[:57] + "..."
+                    report(
+                        token,
+                        f"text:{value}",
+                        f"holds the text {shown!r}, which names the test run's internals",
+                    )
             continue
         if token.kind != "id":
             continue

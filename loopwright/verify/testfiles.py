@@ -389,7 +389,7 @@ def _dig(data: Mapping[str, Any], key: tuple[str, ...]) -> Any:
 
 
 def _strip(data: Mapping[str, Any], keys: Iterable[tuple[str, ...]]) -> dict[str, Any]:
-    """A deep copy of `data` without the given key paths."""
+    """A deep copy of `data` without the given key paths (and the tables they emptied)."""
     copy: dict[str, Any] = json.loads(json.dumps(data, default=str))
     for key in keys:
         node: Any = copy
@@ -397,7 +397,18 @@ def _strip(data: Mapping[str, Any], keys: Iterable[tuple[str, ...]]) -> dict[str
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(key[-1], None)
-    return copy
+    return _prune(copy)
+
+
+def _prune(data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            value = _prune(value)
+            if not value:
+                continue
+        out[key] = value
+    return out
 
 
 # --- commands --------------------------------------------------------------------------------
