@@ -560,10 +560,10 @@ def plan_verification(
     """Route every file of `patch` (see `testfiles.route`) and collect the findings: test
     and test-configuration changes withheld, dependency changes not allowed, product code
     that reaches into the test run."""
-    known = _tree_files(base)
+    known = tree_files(base)
     config = read_base_config(
         known,
-        lambda rel: _read_text(base, rel),
+        lambda rel: read_text(base, rel),
         test_command=plan.command,
         setup_command=plan.setup,
         test_script=plan.script,
@@ -571,8 +571,8 @@ def plan_verification(
     named = {f.path for f in tamper}
     routed: list[Routed] = []
     findings: list[Finding] = []
-    for path, status in _changed(patch):
-        old, new = _read_text(base, path), _read_text(patched, path)
+    for path, status in changed_files(patch):
+        old, new = read_text(base, path), read_text(patched, path)
         change = classify(path, old, new, config)
         allowed = is_protected(path, allow_test_edits)
         where = route(
@@ -627,7 +627,8 @@ def plan_verification(
     return VerificationLayout(routed, findings, config)
 
 
-def _changed(patch: str) -> list[tuple[str, ChangeStatus]]:
+def changed_files(patch: str) -> list[tuple[str, ChangeStatus]]:
+    """Each path `patch` touches, with how (a rename is a deletion plus an addition)."""
     out: list[tuple[str, ChangeStatus]] = []
     for file in parse_patch(patch):
         if file.status == "renamed" and file.old_path and file.new_path:
@@ -638,7 +639,8 @@ def _changed(patch: str) -> list[tuple[str, ChangeStatus]]:
     return list(dict.fromkeys(out))
 
 
-def _tree_files(root: Path) -> list[str]:
+def tree_files(root: Path) -> list[str]:
+    """Every file under `root` outside `.git`, relative and slash-separated."""
     found: list[str] = []
     for directory, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d != ".git"]
@@ -647,7 +649,8 @@ def _tree_files(root: Path) -> list[str]:
     return found
 
 
-def _read_text(root: Path, rel: str) -> str | None:
+def read_text(root: Path, rel: str) -> str | None:
+    """The text of a regular file under `root` (never through a symlink), or None."""
     path = root / rel
     if path.is_symlink() or not path.is_file():
         return None
