@@ -324,6 +324,19 @@ class _PythonScan(ast.NodeVisitor):
 
     def target(self, target: ast.AST, node: ast.AST) -> None:
         """Assignments that patch another module, or define a pytest hook by name."""
+        value = getattr(node, "value", None)
+        if (
+            isinstance(target, ast.Name)
+            and target.id in _PY_COMPARISONS
+            and isinstance(value, ast.Lambda)
+            and isinstance(value.body, ast.Constant)
+        ):
+            self.add(
+                node,
+                f"always:{target.id}",
+                f"defines `{target.id}` to return a constant, so any comparison with the "
+                "value passes whatever it holds",
+            )
         if isinstance(target, ast.Name) and target.id.startswith("pytest"):
             self.add(
                 node,
@@ -354,6 +367,13 @@ class _PythonScan(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.defines(node, node.name)
+        if node.name in _PY_COMPARISONS and _returns_constant(node.body):
+            self.add(
+                node,
+                f"always:{node.name}",
+                f"defines `{node.name}` to return a constant, so any comparison with the "
+                "value passes whatever it holds",
+            )
         for decorator in node.decorator_list:
             self.visit(decorator)
         self.visit(node.args)
@@ -517,6 +537,31 @@ class _PythonScan(ast.NodeVisitor):
                 f"text:{value}",
                 f"builds the string {shown!r}, which names the test run's internals",
             )
+
+
+_PY_COMPARISONS = {
+    "__eq__",
+    "__ne__",
+    "__lt__",
+    "__le__",
+    "__gt__",
+    "__ge__",
+    "__bool__",
+    "__contains__",
+    "__instancecheck__",
+    "__subclasscheck__",
+}
+
+
+def _returns_constant(body: list[ast.stmt]) -> bool:
+    statements = [
+        s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
+    return (
+        len(statements) == 1
+        and isinstance(statements[0], ast.Return)
+        and isinstance(statements[0].value, ast.Constant)
+    )
 
 
 def _is_main_guard(test: ast.AST) -> bool:

@@ -70,6 +70,8 @@ PY_REACHES = [
     ("import importlib.util\n", "imports:importlib.util"),
     ("import sys\nsys.settrace(print)\n", "uses:sys.settrace"),
     ("import sys\nsys.path.insert(0, '/tmp/fake')\n", "uses:sys.path.insert"),
+    ("class Any(int):\n    def __eq__(self, other):\n        return True\n", "always:__eq__"),
+    ("class Any:\n    __eq__ = lambda self, other: True\n", "always:__eq__"),
 ]
 
 
@@ -90,6 +92,7 @@ PY_CLEAN = [
     "import json\n\ndef f(x):\n    return json.dumps(x, sort_keys=True)\n",
     "# import atexit; os._exit(0)\nx = 1\n",
     "from .totals import Line\n",
+    "class P:\n    def __eq__(self, other):\n        return self.x == other.x\n",
 ]
 
 
