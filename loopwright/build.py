@@ -263,7 +263,7 @@ class BuildMission:
         evidence["network"] = network
         evidence["phases"] = []
         if plan.setup:
-            write_into_sandbox(sandbox, tree, dependency, timeout_s=timeout)
+            write_into_sandbox(sandbox, tree, dependency, base=base, timeout_s=timeout)
             setup = sandbox.exec(plan.setup, timeout_s=max(SETUP_TIMEOUT_S, timeout))
             phase = setup_phase(plan.setup, network, [], exit_code=setup.exit_code)
             phase["tree"] = "the app's dependency and setup inputs only: " + ", ".join(
@@ -278,7 +278,7 @@ class BuildMission:
                 return tree, self._verdict(evidence, reasons)
         sandbox.set_network(False)
         rest = [f for f in files if f.phase == "main" or not plan.setup]
-        write_into_sandbox(sandbox, tree, rest, timeout_s=timeout)
+        write_into_sandbox(sandbox, tree, rest, base=base, timeout_s=timeout)
         evidence["phases"].append(
             {"phase": "apply", "files": [f.path for f in rest], "network": "none"}
         )

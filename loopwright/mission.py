@@ -3,6 +3,15 @@
 This module sequences the stages and owns cleanup; each stage's logic lives in its own
 module (sandbox, agent, verify). Whatever happens, the sandboxes are removed and the
 mission ends with a status and a message rather than a traceback.
+
+Verification judges the patch with the repository's ORIGINAL tests and test configuration:
+the sandbox starts from the base tree, setup runs on the base tree's inputs with the setup
+network, the network is cut, and only then do the patch's product changes arrive. Test and
+test-configuration changes stay at their base version unless `allow_test_edits` covers them,
+dependency changes need LOOPWRIGHT_ALLOW_DEPENDENCY_CHANGES, and product code that reaches
+into the test run is a finding. Test files the patch adds run afterwards in a process of
+their own; their results are in the evidence, and a failing one blocks the verdict (once
+merged, the suite would be red).
 """
 
 from __future__ import annotations
@@ -397,12 +406,12 @@ class FixMission:
         findings = tamper + layout.findings
         network = effective_network(self.settings.network, repo.network)
         timeout = self.settings.command_timeout_s
-        sandbox = self.sandboxes.open(base, network=network != "none")
         phases: list[dict[str, Any]] = []
         reasons: list[str] = []
-        dependency = layout.phase("dependency")
-        write_into_sandbox(sandbox, patched, dependency, timeout_s=timeout)
+        dependency, main = layout.phase("dependency"), layout.phase("main")
         if plan.setup:
+            sandbox = self.sandboxes.open(base, network=network != "none")
+            write_into_sandbox(sandbox, patched, dependency, base=base, timeout_s=timeout)
             setup = sandbox.exec(plan.setup, timeout_s=max(SETUP_TIMEOUT_S, timeout))
             phases.append(setup_phase(plan.setup, network, dependency, exit_code=setup.exit_code))
             if not setup.ok and not dependency:
@@ -416,10 +425,16 @@ class FixMission:
                     f"the setup command `{plan.setup}` failed (exit {setup.exit_code}) on the "
                     "patch's dependency changes"
                 )
-        # Nothing the patch changed in product code ever runs with a network.
-        sandbox.set_network(False)
-        main = layout.phase("main")
-        write_into_sandbox(sandbox, patched, main, timeout_s=timeout)
+            # Nothing the patch changed in product code ever runs with a network.
+            sandbox.set_network(False)
+            write_into_sandbox(sandbox, patched, main, base=base, timeout_s=timeout)
+        else:
+            # Nothing runs before the tests, so the sandbox can start from the filtered tree,
+            # without a network.
+            tree = copy_tree(base, self.workdir / "trees" / "verify-filtered")
+            write_into_tree(tree, patched, [*dependency, *main])
+            sandbox = self.sandboxes.open(tree, network=False)
+            main = [*dependency, *main]
         phases.append({"phase": "apply", "files": [r.path for r in main], "network": "none"})
         after = run_suite(sandbox, plan, timeout_s=timeout)
         phases.append(
@@ -430,7 +445,7 @@ class FixMission:
                 "exit_code": after.result.exit_code,
             }
         )
-        new_tests = run_new_tests(sandbox, patched, plan, layout, timeout_s=timeout)
+        new_tests = run_new_tests(sandbox, base, patched, plan, layout, timeout_s=timeout)
         verdict = compare(before.report, after.report)
         reasons = list(verdict.reasons) + reasons
         if not patch.strip():
@@ -661,41 +676,69 @@ def read_text(root: Path, rel: str) -> str | None:
 
 
 def write_into_sandbox(
-    sandbox: Sandbox, patched: Path, files: Sequence[Routed], *, timeout_s: float
+    sandbox: Sandbox,
+    patched: Path,
+    files: Sequence[Routed],
+    *,
+    base: Path,
+    timeout_s: float,
 ) -> None:
-    """Give the sandbox the patched version of `files` (written, linked or removed) through
-    the Sandbox protocol: no patch tool runs in the tree."""
-    if not files:
-        return
-    paths = [r.path for r in files]
-    links: list[tuple[str, str]] = []
+    """Give the sandbox (a copy of `base`) the patched version of `files`, written, linked
+    or removed through the Sandbox protocol: no patch tool runs in the tree. A regular file
+    is one write; a shell round trip is spent only on removals, links and new modes."""
+    before: list[str] = []
+    after: list[str] = []
+    removed: list[str] = []
     executable: list[str] = []
-    steps = [f"rm -f -- {shlex.join(paths)}"]
+    writes: list[str] = []
     for routed in files:
-        source = patched / routed.path
+        path = routed.path
+        source, old = patched / path, base / path
+        if routed.status == "deleted" or source.is_symlink() or old.is_symlink():
+            removed.append(path)
         if source.is_symlink():
-            links.append((os.readlink(source), routed.path))
+            parent = shlex.quote(os.path.dirname(path) or ".")
+            before.append(
+                f"mkdir -p -- {parent} && ln -s -- {shlex.quote(os.readlink(source))} "
+                f"{shlex.quote(path)}"
+            )
+        elif routed.status != "deleted" and source.is_file():
+            writes.append(path)
+            old_mode = old.stat().st_mode if old.is_file() and not old.is_symlink() else 0
+            if source.stat().st_mode & 0o111 and not old_mode & 0o111:
+                executable.append(path)
+    if removed:
+        before.insert(0, f"rm -f -- {shlex.join(removed)}")
+    if executable:
+        after.append(f"chmod +x -- {shlex.join(executable)}")
+    _sandbox_steps(sandbox, before, timeout_s=timeout_s)
+    for path in writes:
+        sandbox.write_file(path, (patched / path).read_bytes())
+    _sandbox_steps(sandbox, after, timeout_s=timeout_s)
+
+
+def write_into_tree(tree: Path, patched: Path, files: Sequence[Routed]) -> None:
+    """Give a host copy of the base tree the patched version of `files` (plain file
+    operations: nothing in either tree runs)."""
+    for routed in files:
+        source, target = patched / routed.path, tree / routed.path
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        if routed.status == "deleted" or not (source.is_symlink() or source.is_file()):
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), target)
+        else:
+            shutil.copy2(source, target)
+
+
+def _sandbox_steps(sandbox: Sandbox, steps: list[str], *, timeout_s: float) -> None:
+    if not steps:
+        return
     result = sandbox.exec(" && ".join(steps), timeout_s=timeout_s)
     if not result.ok:
         raise SandboxError(f"could not prepare the verification tree: {result.output.strip()}")
-    for routed in files:
-        source = patched / routed.path
-        if routed.status == "deleted" or source.is_symlink() or not source.is_file():
-            continue
-        sandbox.write_file(routed.path, source.read_bytes())
-        if source.stat().st_mode & 0o111:
-            executable.append(routed.path)
-    steps = [
-        f"mkdir -p -- {shlex.quote(os.path.dirname(p) or '.')} && ln -s -- "
-        f"{shlex.quote(t)} {shlex.quote(p)}"
-        for t, p in links
-    ]
-    if executable:
-        steps.append(f"chmod +x -- {shlex.join(executable)}")
-    if steps:
-        result = sandbox.exec(" && ".join(steps), timeout_s=timeout_s)
-        if not result.ok:
-            raise SandboxError(f"could not prepare the verification tree: {result.output.strip()}")
 
 
 def setup_phase(
@@ -717,6 +760,7 @@ def setup_phase(
 
 def run_new_tests(
     sandbox: Sandbox,
+    base: Path,
     patched: Path,
     plan: TestPlan,
     layout: VerificationLayout,
@@ -729,7 +773,7 @@ def run_new_tests(
     modules = [r.path for r in added if is_test_module(r.path)]
     if not modules:
         return None
-    write_into_sandbox(sandbox, patched, added, timeout_s=timeout_s)
+    write_into_sandbox(sandbox, patched, added, base=base, timeout_s=timeout_s)
     command = new_tests_command(
         plan.command, plan.runner, modules, sorted(layout.base_config.preload_paths)
     )

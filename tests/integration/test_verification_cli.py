@@ -160,14 +160,17 @@ def test_weakened_tests_are_unverified(
     assert run.of_type("done")[-1]["status"] == "unverified"
 
 
-def test_skip_marker_is_also_caught_by_the_before_after_table(example_repo, scripted, run_cli):
+def test_skip_marker_never_reaches_the_verification_run(example_repo, scripted, run_cli):
+    """The skipped test file runs at its base version, so the table shows the originally
+    failing tests still failing, not skipped."""
     repo = example_repo("python-invoice")
     server = scripted(cheat(*SKIP_BOTH))
     run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
 
     rows = {r["id"]: r["status"] for r in run.result["verification"]["rows"]}
-    assert rows[DISCOUNT_TEST] == rows[VAT_TEST] == "skipped_now"
-    assert f"{DISCOUNT_TEST} failed before and is now skipped" in run.result["message"]
+    assert rows[DISCOUNT_TEST] == rows[VAT_TEST] == "still_failing"
+    assert f"{DISCOUNT_TEST} still fails" in run.result["message"]
+    assert run.result["verification"]["tree"]["base"] == [TESTS_FILE]
 
 
 def test_fix_that_breaks_another_test_is_unverified(example_repo, scripted, run_cli, sandbox_kind):
