@@ -559,7 +559,12 @@ def new_tests_command(
         return None
     if runner in ("node", "npm") and js:
         flags = [
-            w for p in preloads for w in ("--require", p if p.startswith((".", "/")) else "./" + p)
+            word
+            for p in preloads
+            for word in (
+                "--import" if p.endswith(".mjs") else "--require",
+                p if p.startswith("/") else "./" + p,
+            )
         ]
         return shlex.join(["node", "--test", *flags, *js])
     return None

@@ -366,8 +366,9 @@ def test_new_tests_command(command, runner, files, expected) -> None:
 
 
 def test_new_tests_command_keeps_the_base_preloads() -> None:
-    command = new_tests_command("npm test", "npm", ["test/b.test.js"], ["test/setup.js"])
-    assert command == "node --test --require ./test/setup.js test/b.test.js"
+    preloads = ["test/setup.js", "hooks.mjs"]
+    command = new_tests_command("npm test", "npm", ["test/b.test.js"], preloads)
+    assert command == "node --test --require ./test/setup.js --import ./hooks.mjs test/b.test.js"
 
 
 @pytest.mark.parametrize(
