@@ -25,7 +25,7 @@ from loopwright.agent.model import Model, ModelError
 from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
 from loopwright.agent.prompts import BUILD_SYSTEM, build_task
 from loopwright.agent.tools import Toolbox
-from loopwright.config import ConfigError, Settings, load_repo_config
+from loopwright.config import ConfigError, Settings, effective_network, load_repo_config
 from loopwright.events import EventBus
 from loopwright.mission import (
     SETUP_TIMEOUT_S,
@@ -33,7 +33,12 @@ from loopwright.mission import (
     MissionSandboxes,
     Status,
     announce_done,
+    changed_files,
     conclude,
+    read_text,
+    setup_phase,
+    tree_files,
+    write_into_sandbox,
 )
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import (
@@ -47,6 +52,7 @@ from loopwright.sandbox.workspace import (
 from loopwright.verify.compare import TestRow
 from loopwright.verify.detect import DetectionError, detect_tests
 from loopwright.verify.runner import run_suite
+from loopwright.verify.testfiles import Routed, classify, read_base_config
 from loopwright.verify.web import BOOT_TIMEOUT_S, find_app, screenshot_app
 
 Lang = Literal["node", "python"]
@@ -235,21 +241,47 @@ class BuildMission:
         except (ConfigError, DetectionError) as exc:
             reasons.append(str(exc))
             return tree, self._verdict(evidence, reasons)
-        network = plan.setup is not None and self.settings.network != "none"
-        sandbox = self.sandboxes.open(tree, network=network)
+        # As in a fix: the setup phase sees only the dependency and setup inputs, the
+        # network goes before the rest of the app arrives, and the tests run without one.
+        network = effective_network(self.settings.network, repo.network)
+        config = read_base_config(
+            tree_files(tree),
+            lambda rel: read_text(tree, rel),
+            test_command=plan.command,
+            setup_command=plan.setup,
+            test_script=plan.script,
+        )
+        files = [
+            Routed(path, status, change, "dependency" if change.dependency else "main")
+            for path, status in changed_files(patch)
+            for change in [classify(path, None, read_text(tree, path), config)]
+        ]
+        dependency = [f for f in files if f.phase == "dependency"]
+        timeout = self.settings.command_timeout_s
+        sandbox = self.sandboxes.open(base, network=plan.setup is not None and network != "none")
         prepare_sandbox_repo(sandbox, timeout_s=60)
+        evidence["network"] = network
+        evidence["phases"] = []
         if plan.setup:
-            setup = sandbox.exec(
-                plan.setup, timeout_s=max(SETUP_TIMEOUT_S, self.settings.command_timeout_s)
+            write_into_sandbox(sandbox, tree, dependency, base=base, timeout_s=timeout)
+            setup = sandbox.exec(plan.setup, timeout_s=max(SETUP_TIMEOUT_S, timeout))
+            phase = setup_phase(plan.setup, network, [], exit_code=setup.exit_code)
+            phase["tree"] = "the app's dependency and setup inputs only: " + ", ".join(
+                f.path for f in dependency
             )
+            evidence["phases"].append(phase)
             evidence["commands"].append(
                 {"phase": "setup", "command": plan.setup, "exit_code": setup.exit_code}
             )
             if not setup.ok:
                 reasons.append(f"the setup command `{plan.setup}` failed (exit {setup.exit_code})")
                 return tree, self._verdict(evidence, reasons)
-            if self.settings.network != "always":
-                sandbox.set_network(False)
+        sandbox.set_network(False)
+        rest = [f for f in files if f.phase == "main" or not plan.setup]
+        write_into_sandbox(sandbox, tree, rest, base=base, timeout_s=timeout)
+        evidence["phases"].append(
+            {"phase": "apply", "files": [f.path for f in rest], "network": "none"}
+        )
         run = run_suite(sandbox, plan, timeout_s=self.settings.command_timeout_s)
         results = run.report.results
         evidence["rows"] = [

@@ -24,6 +24,8 @@ DEFAULT_PRICES = {"nano": (0.07, 0.20), "super": (0.40, 1.20), "ultra": (0.60, 1
 
 SandboxKind = Literal["docker", "local"]
 NetworkMode = Literal["none", "setup", "always"]
+NETWORK_ORDER: tuple[NetworkMode, ...] = ("none", "setup", "always")
+"""Network modes from the narrowest to the widest."""
 
 
 class ConfigError(Exception):
@@ -185,6 +187,10 @@ class Settings:
     github: GitHubAppSettings = field(default_factory=lambda: GitHubAppSettings())
     dashboard_token: str | None = None
     """Bearer token required by the web views and API when set."""
+    allow_dependency_changes: bool = False
+    """Whether a patch that changes dependency or setup inputs (requirements, lock files,
+    package.json dependencies, the files the setup command runs) can be verified; those
+    inputs then run in the setup phase, with the setup network, before the rest of the patch."""
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with the given fields replaced (CLI flags win over the environment)."""
@@ -233,6 +239,7 @@ class Settings:
             ),
             github=GitHubAppSettings.from_env(env),
             dashboard_token=get("LOOPWRIGHT_DASHBOARD_TOKEN") or None,
+            allow_dependency_changes=_bool(env, "LOOPWRIGHT_ALLOW_DEPENDENCY_CHANGES", False),
         )
 
     def tier(self, name: str) -> Tier:
@@ -298,6 +305,25 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"{name}={raw!r} must be greater than 0")
     return value
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={env.get(name)!r} is not a boolean; set it to 1 or 0")
+
+
+def effective_network(operator: NetworkMode, repo: NetworkMode | None) -> NetworkMode:
+    """The sandbox network for a mission: the repository's `network` can only narrow the
+    operator's `LOOPWRIGHT_NETWORK` (none < setup < always), never widen it."""
+    if repo is None:
+        return operator
+    return min(operator, repo, key=NETWORK_ORDER.index)
 
 
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
@@ -377,6 +403,7 @@ class RepoConfig:
     max_cost_usd: float | None = None
     tiers: tuple[str, ...] | None = None
     network: NetworkMode | None = None
+    """The repository's wish; it can only narrow the operator's setting (`effective_network`)."""
     app: AppConfig | None = None
     source: str | None = None
 

@@ -3,16 +3,27 @@
 This module sequences the stages and owns cleanup; each stage's logic lives in its own
 module (sandbox, agent, verify). Whatever happens, the sandboxes are removed and the
 mission ends with a status and a message rather than a traceback.
+
+Verification judges the patch with the repository's ORIGINAL tests and test configuration:
+the sandbox starts from the base tree, setup runs on the base tree's inputs with the setup
+network, the network is cut, and only then do the patch's product changes arrive. Test and
+test-configuration changes stay at their base version unless `allow_test_edits` covers them,
+dependency changes need LOOPWRIGHT_ALLOW_DEPENDENCY_CHANGES, and product code that reaches
+into the test run is a finding. Test files the patch adds run afterwards in a process of
+their own; their results are in the evidence, and a failing one blocks the verdict (once
+merged, the suite would be red).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -20,10 +31,17 @@ from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation, truncate_middle
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.model import Model, ModelError
-from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
+from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS, is_protected
 from loopwright.agent.prompts import SYSTEM, fix_task
 from loopwright.agent.tools import Toolbox
-from loopwright.config import ConfigError, RepoConfig, Settings, load_repo_config
+from loopwright.config import (
+    ConfigError,
+    NetworkMode,
+    RepoConfig,
+    Settings,
+    effective_network,
+    load_repo_config,
+)
 from loopwright.events import EventBus
 from loopwright.sandbox.base import Sandbox, SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import (
@@ -40,8 +58,21 @@ from loopwright.sandbox.workspace import (
 )
 from loopwright.verify.compare import Verdict, compare
 from loopwright.verify.detect import DetectionError, TestPlan, detect_tests
+from loopwright.verify.reach import reach_findings
 from loopwright.verify.runner import SuiteRun, environment_problem, run_suite
-from loopwright.verify.tamper import Finding, tamper_findings
+from loopwright.verify.tamper import Finding, parse_patch, tamper_findings
+from loopwright.verify.testfiles import (
+    BaseConfig,
+    Routed,
+    classify,
+    is_test_module,
+    new_tests_command,
+    read_base_config,
+    route,
+)
+from loopwright.verify.testfiles import (
+    Status as ChangeStatus,
+)
 from loopwright.verify.web import BOOT_TIMEOUT_S, WebCheck, find_app, screenshot_app
 
 Status = Literal["verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error"]
@@ -255,7 +286,7 @@ class FixMission:
     def _open_sandbox(
         self, tree: Path, plan: TestPlan, repo: RepoConfig, *, exports_patch: bool = True
     ) -> Sandbox:
-        network = repo.network or self.settings.network
+        network = effective_network(self.settings.network, repo.network)
         sandbox = self.sandboxes.open(tree, network=network != "none")
         if exports_patch:
             prepare_sandbox_repo(sandbox, timeout_s=60)
@@ -352,29 +383,82 @@ class FixMission:
     def _verify(
         self, base: Path, plan: TestPlan, repo: RepoConfig, before: SuiteRun, patch: str
     ) -> None:
+        """Judge the patch with the ORIGINAL tests: a sandbox of the base tree runs setup on
+        the base tree's inputs, loses its network, and only then receives the patch's
+        product changes; test and test-configuration changes stay out unless the repository
+        allows them, and new test files run in a separate pass."""
         self.events.enter("verify")
         protected = (
             repo.protected_paths if repo.protected_paths is not None else DEFAULT_PROTECTED_PATHS
         )
-        findings = tamper_findings(
-            patch, allow_test_edits=repo.allow_test_edits, protected=protected
+        tamper = tamper_findings(patch, allow_test_edits=repo.allow_test_edits, protected=protected)
+        patched = copy_tree(base, self.workdir / "trees" / "verify")
+        apply_patch(patched, patch)
+        layout = plan_verification(
+            base,
+            patched,
+            patch,
+            plan,
+            allow_test_edits=repo.allow_test_edits,
+            allow_dependency_changes=self.settings.allow_dependency_changes,
+            tamper=tamper,
         )
-        tree = copy_tree(base, self.workdir / "trees" / "verify")
-        apply_patch(tree, patch)
-        sandbox = self._open_sandbox(tree, plan, repo, exports_patch=False)
-        after = run_suite(sandbox, plan, timeout_s=self.settings.command_timeout_s)
+        findings = tamper + layout.findings
+        network = effective_network(self.settings.network, repo.network)
+        timeout = self.settings.command_timeout_s
+        phases: list[dict[str, Any]] = []
+        reasons: list[str] = []
+        dependency, main = layout.phase("dependency"), layout.phase("main")
+        if plan.setup:
+            sandbox = self.sandboxes.open(base, network=network != "none")
+            write_into_sandbox(sandbox, patched, dependency, base=base, timeout_s=timeout)
+            setup = sandbox.exec(plan.setup, timeout_s=max(SETUP_TIMEOUT_S, timeout))
+            phases.append(setup_phase(plan.setup, network, dependency, exit_code=setup.exit_code))
+            if not setup.ok and not dependency:
+                raise MissionFailed(
+                    "error",
+                    f"environment problem: the setup command `{plan.setup}` failed "
+                    f"(exit {setup.exit_code}):\n{truncate_middle(setup.output, 3000)}",
+                )
+            if not setup.ok:
+                reasons.append(
+                    f"the setup command `{plan.setup}` failed (exit {setup.exit_code}) on the "
+                    "patch's dependency changes"
+                )
+            # Nothing the patch changed in product code ever runs with a network.
+            sandbox.set_network(False)
+            write_into_sandbox(sandbox, patched, main, base=base, timeout_s=timeout)
+        else:
+            # Nothing runs before the tests, so the sandbox can start from the filtered tree,
+            # without a network.
+            tree = copy_tree(base, self.workdir / "trees" / "verify-filtered")
+            write_into_tree(tree, patched, [*dependency, *main])
+            sandbox = self.sandboxes.open(tree, network=False)
+            main = [*dependency, *main]
+        phases.append({"phase": "apply", "files": [r.path for r in main], "network": "none"})
+        after = run_suite(sandbox, plan, timeout_s=timeout)
+        phases.append(
+            {
+                "phase": "tests",
+                "command": plan.command,
+                "network": "none",
+                "exit_code": after.result.exit_code,
+            }
+        )
+        new_tests = run_new_tests(sandbox, base, patched, plan, layout, timeout_s=timeout)
         verdict = compare(before.report, after.report)
-        reasons = list(verdict.reasons)
+        reasons = list(verdict.reasons) + reasons
         if not patch.strip():
             reasons.insert(0, "the model made no changes")
         reasons += [f"{f.path}: {f.detail}" for f in findings]
-        web = self._check_web(sandbox, tree, repo)
+        if new_tests is not None and new_tests["passed"] is False:
+            reasons.append(new_tests["reason"])
+        web = self._check_web(sandbox, patched, repo)
         if web is not None and not web.ok:
             reasons.append(web.reason)
-        verified = (
-            verdict.verified and not findings and bool(patch.strip()) and (web is None or web.ok)
-        )
+        verified = not reasons and verdict.verified and not findings and bool(patch.strip())
         evidence = _evidence(plan, before, after, verdict, findings, reasons, verified, web)
+        evidence.update(layout.evidence(network, phases, new_tests))
         self.result.verification = evidence
         self.events.emit("verification", **evidence)
         self.events.leave("verify", "verified" if verified else "unverified")
@@ -443,4 +527,286 @@ def _evidence(
         "report_source": {"before": before.report.source, "after": after.report.source},
         "after_output": truncate_middle(after.result.output, 4_000),
         "web": web.to_dict() if web is not None else None,
+    }
+
+
+# -- the verification tree -----------------------------------------------------------------
+
+NEW_TESTS_BLOCK = True
+"""A failing new test file blocks the verdict: once merged, the suite would be red."""
+
+
+@dataclass
+class VerificationLayout:
+    """Where each file the patch changed goes in verification, and what that finds."""
+
+    routed: list[Routed]
+    findings: list[Finding]
+    base_config: BaseConfig
+
+    def phase(self, phase: str) -> list[Routed]:
+        return [r for r in self.routed if r.phase == phase]
+
+    def evidence(
+        self, network: NetworkMode, phases: list[dict[str, Any]], new_tests: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        return {
+            "network": network,
+            "phases": phases,
+            "tree": {
+                phase: [r.path for r in self.phase(phase)]
+                for phase in ("main", "dependency", "new_tests", "base")
+            },
+            "dependency_changes": [r.path for r in self.routed if r.change.dependency],
+            "new_tests": new_tests,
+        }
+
+
+def plan_verification(
+    base: Path,
+    patched: Path,
+    patch: str,
+    plan: TestPlan,
+    *,
+    allow_test_edits: Sequence[str],
+    allow_dependency_changes: bool,
+    tamper: Sequence[Finding] = (),
+) -> VerificationLayout:
+    """Route every file of `patch` (see `testfiles.route`) and collect the findings: test
+    and test-configuration changes withheld, dependency changes not allowed, product code
+    that reaches into the test run."""
+    known = tree_files(base)
+    config = read_base_config(
+        known,
+        lambda rel: read_text(base, rel),
+        test_command=plan.command,
+        setup_command=plan.setup,
+        test_script=plan.script,
+    )
+    named = {f.path for f in tamper}
+    routed: list[Routed] = []
+    findings: list[Finding] = []
+    for path, status in changed_files(patch):
+        old, new = read_text(base, path), read_text(patched, path)
+        change = classify(path, old, new, config)
+        allowed = is_protected(path, allow_test_edits)
+        where = route(
+            path,
+            status,
+            change,
+            test_edit_allowed=allowed,
+            dependency_allowed=allow_dependency_changes,
+        )
+        routed.append(where)
+        if where.phase == "base" and change.test_config:
+            findings.append(
+                Finding(
+                    path,
+                    "test_config",
+                    f"the patch changes test configuration ({'; '.join(change.test_config)}); "
+                    "verification ran the tests with the base version instead "
+                    "(a repository can allow it with allow_test_edits in .loopwright.yml)",
+                )
+            )
+        elif where.phase == "base" and path not in named:
+            findings.append(
+                Finding(
+                    path,
+                    "changed_test_file",
+                    f"the patch {'deletes' if status == 'deleted' else 'changes'} the test "
+                    f"file {path}; verification ran the original tests instead "
+                    "(a repository can allow it with allow_test_edits in .loopwright.yml)",
+                )
+            )
+        if change.dependency and not allow_dependency_changes:
+            findings.append(
+                Finding(
+                    path,
+                    "dependency_change",
+                    f"the patch changes a dependency or setup input "
+                    f"({'; '.join(change.dependency)}); verification installed from the base "
+                    "version, so the change is untested (set "
+                    "LOOPWRIGHT_ALLOW_DEPENDENCY_CHANGES=1 to install from the patched inputs)",
+                )
+            )
+        if not change.touches_tests:
+            for reach in reach_findings(path, old, new):
+                findings.append(
+                    Finding(
+                        path,
+                        "reach",
+                        f"line {reach.line}: {reach.detail}; product code may not reach into "
+                        "the test run",
+                    )
+                )
+    return VerificationLayout(routed, findings, config)
+
+
+def changed_files(patch: str) -> list[tuple[str, ChangeStatus]]:
+    """Each path `patch` touches, with how (a rename is a deletion plus an addition)."""
+    out: list[tuple[str, ChangeStatus]] = []
+    for file in parse_patch(patch):
+        if file.status == "renamed" and file.old_path and file.new_path:
+            out += [(file.old_path, "deleted"), (file.new_path, "added")]
+        elif file.path:
+            status: ChangeStatus = "modified" if file.status == "renamed" else file.status
+            out.append((file.path, status))
+    return list(dict.fromkeys(out))
+
+
+def tree_files(root: Path) -> list[str]:
+    """Every file under `root` outside `.git`, relative and slash-separated."""
+    found: list[str] = []
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        rel = Path(directory).relative_to(root)
+        found += [(rel / name).as_posix() for name in files]
+    return found
+
+
+def read_text(root: Path, rel: str) -> str | None:
+    """The text of a regular file under `root` (never through a symlink), or None."""
+    path = root / rel
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def write_into_sandbox(
+    sandbox: Sandbox,
+    patched: Path,
+    files: Sequence[Routed],
+    *,
+    base: Path,
+    timeout_s: float,
+) -> None:
+    """Give the sandbox (a copy of `base`) the patched version of `files`, written, linked
+    or removed through the Sandbox protocol: no patch tool runs in the tree. A regular file
+    is one write; a shell round trip is spent only on removals, links and new modes."""
+    before: list[str] = []
+    after: list[str] = []
+    removed: list[str] = []
+    executable: list[str] = []
+    writes: list[str] = []
+    for routed in files:
+        path = routed.path
+        source, old = patched / path, base / path
+        if routed.status == "deleted" or source.is_symlink() or old.is_symlink():
+            removed.append(path)
+        if source.is_symlink():
+            parent = shlex.quote(os.path.dirname(path) or ".")
+            before.append(
+                f"mkdir -p -- {parent} && ln -s -- {shlex.quote(os.readlink(source))} "
+                f"{shlex.quote(path)}"
+            )
+        elif routed.status != "deleted" and source.is_file():
+            writes.append(path)
+            old_mode = old.stat().st_mode if old.is_file() and not old.is_symlink() else 0
+            if source.stat().st_mode & 0o111 and not old_mode & 0o111:
+                executable.append(path)
+    if removed:
+        before.insert(0, f"rm -f -- {shlex.join(removed)}")
+    if executable:
+        after.append(f"chmod +x -- {shlex.join(executable)}")
+    _sandbox_steps(sandbox, before, timeout_s=timeout_s)
+    for path in writes:
+        sandbox.write_file(path, (patched / path).read_bytes())
+    _sandbox_steps(sandbox, after, timeout_s=timeout_s)
+
+
+def write_into_tree(tree: Path, patched: Path, files: Sequence[Routed]) -> None:
+    """Give a host copy of the base tree the patched version of `files` (plain file
+    operations: nothing in either tree runs)."""
+    for routed in files:
+        source, target = patched / routed.path, tree / routed.path
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        if routed.status == "deleted" or not (source.is_symlink() or source.is_file()):
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), target)
+        else:
+            shutil.copy2(source, target)
+
+
+def _sandbox_steps(sandbox: Sandbox, steps: list[str], *, timeout_s: float) -> None:
+    if not steps:
+        return
+    result = sandbox.exec(" && ".join(steps), timeout_s=timeout_s)
+    if not result.ok:
+        raise SandboxError(f"could not prepare the verification tree: {result.output.strip()}")
+
+
+def setup_phase(
+    command: str, network: NetworkMode, dependency: Sequence[Routed], *, exit_code: int
+) -> dict[str, Any]:
+    """What the setup phase ran, on which tree, with which network."""
+    tree = "the base tree"
+    if dependency:
+        tree += " plus the patch's dependency changes (" + ", ".join(r.path for r in dependency)
+        tree += "), allowed by LOOPWRIGHT_ALLOW_DEPENDENCY_CHANGES"
+    return {
+        "phase": "setup",
+        "command": command,
+        "tree": tree,
+        "network": "none" if network == "none" else "setup",
+        "exit_code": exit_code,
+    }
+
+
+def run_new_tests(
+    sandbox: Sandbox,
+    base: Path,
+    patched: Path,
+    plan: TestPlan,
+    layout: VerificationLayout,
+    *,
+    timeout_s: float,
+) -> dict[str, Any] | None:
+    """Run the test files the patch adds in a process of their own, after the original
+    tests, and report them (None when the patch adds none)."""
+    added = layout.phase("new_tests")
+    modules = [r.path for r in added if is_test_module(r.path)]
+    if not modules:
+        return None
+    write_into_sandbox(sandbox, patched, added, base=base, timeout_s=timeout_s)
+    command = new_tests_command(
+        plan.command, plan.runner, modules, sorted(layout.base_config.preload_paths)
+    )
+    if command is None:
+        return {
+            "files": modules,
+            "command": None,
+            "passed": None,
+            "reason": f"the new test files were not run: the {plan.runner} runner cannot be "
+            "pointed at single files",
+        }
+    if plan.runner == "pytest":
+        new_plan = replace(plan, command=command)
+    else:
+        new_plan = replace(plan, command=command, runner="node", report="node-junit", script=None)
+    run = run_suite(sandbox, new_plan, timeout_s=timeout_s)
+    failing = sorted(run.report.failing())
+    ran = bool(run.report.results) if run.report.source != "exit-code" else True
+    passed = run.result.ok and not failing and ran
+    if passed:
+        reason = ""
+    elif failing:
+        reason = f"the new tests fail: {', '.join(failing)}"
+    else:
+        reason = f"the new test files {', '.join(modules)} fail (exit {run.result.exit_code})"
+    return {
+        "files": modules,
+        "command": command,
+        "exit_code": run.result.exit_code,
+        "report_source": run.report.source,
+        "rows": [{"id": r.id, "outcome": r.outcome} for r in run.report.results],
+        "passed": passed,
+        "blocks": NEW_TESTS_BLOCK,
+        "reason": reason,
+        "output": truncate_middle(run.result.output, 2_000),
     }

@@ -1,7 +1,10 @@
 """The tamper check: find the ways a patch can make tests pass without fixing anything.
 
 It reads a git-format unified diff and reports deleted, renamed or disabled tests, removed or
-weakened assertions, edited expected values and changes to protected paths.
+weakened assertions, edited expected values and changes to protected paths. Verification
+also withholds test and test-configuration changes the repository does not allow
+(`loopwright.verify.testfiles`); these findings say what the withheld change would have done,
+and still apply to the paths `allow_test_edits` lets through.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from difflib import SequenceMatcher
 from typing import Literal
 
 from loopwright.agent.policy import is_protected
+from loopwright.verify.testfiles import is_test_path
 
 FindingKind = Literal[
     "deleted_test_file",
@@ -24,6 +28,10 @@ FindingKind = Literal[
     "added_skip",
     "edited_expected_value",
     "protected_path",
+    "changed_test_file",
+    "test_config",
+    "dependency_change",
+    "reach",
 ]
 FileStatus = Literal["added", "deleted", "renamed", "modified"]
 
@@ -72,22 +80,11 @@ class FilePatch:
 
 # --- paths -----------------------------------------------------------------------------------
 
-_TEST_DIRS = {"tests", "test", "__tests__", "spec", "testdata"}
-_TEST_NAME = re.compile(
-    r"^(?:test_.*\.py|.*_test\.py|tests\.py|conftest\.py|.*_test\.go"
-    r"|.*\.(?:test|spec)\.(?:js|jsx|ts|tsx|mjs|cjs|mts|cts))$"
-)
 # Files that decide which tests run; additions to them are checked for deselection tricks.
 _TEST_CONFIG = re.compile(
     r"^(?:pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|conftest\.py|package\.json"
     r"|(?:jest|vitest|vite)\.config\.\w+|\.mocharc(?:\.\w+)?|Makefile)$"
 )
-
-
-def is_test_path(path: str) -> bool:
-    """Whether `path` (relative, slash-separated) holds tests or test fixtures."""
-    parts = path.strip("/").split("/")
-    return any(part in _TEST_DIRS for part in parts[:-1]) or bool(_TEST_NAME.match(parts[-1]))
 
 
 # --- parsing ---------------------------------------------------------------------------------

@@ -160,14 +160,17 @@ def test_weakened_tests_are_unverified(
     assert run.of_type("done")[-1]["status"] == "unverified"
 
 
-def test_skip_marker_is_also_caught_by_the_before_after_table(example_repo, scripted, run_cli):
+def test_skip_marker_never_reaches_the_verification_run(example_repo, scripted, run_cli):
+    """The skipped test file runs at its base version, so the table shows the originally
+    failing tests still failing, not skipped."""
     repo = example_repo("python-invoice")
     server = scripted(cheat(*SKIP_BOTH))
     run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
 
     rows = {r["id"]: r["status"] for r in run.result["verification"]["rows"]}
-    assert rows[DISCOUNT_TEST] == rows[VAT_TEST] == "skipped_now"
-    assert f"{DISCOUNT_TEST} failed before and is now skipped" in run.result["message"]
+    assert rows[DISCOUNT_TEST] == rows[VAT_TEST] == "still_failing"
+    assert f"{DISCOUNT_TEST} still fails" in run.result["message"]
+    assert run.result["verification"]["tree"]["base"] == [TESTS_FILE]
 
 
 def test_fix_that_breaks_another_test_is_unverified(example_repo, scripted, run_cli, sandbox_kind):
@@ -322,3 +325,126 @@ def test_recorded_scripted_run_replays_to_the_identical_verified_patch(
     assert replayed.result["steps"] == recorded.result["steps"]
     assert replayed.result["verification"]["rows"] == recorded.result["verification"]["rows"]
     assert FIX_NEW in (second_repo / "invoice/totals.py").read_text()
+
+
+# --- the original tests judge; new tests run apart (SECURITY 37, 40) ----------------------
+
+REGRESSION_TEST = (
+    "from invoice import Line, line_total\n\n\n"
+    "def test_half_price():\n"
+    '    assert line_total(Line("mug", 1000, discount_percent=50)) == 500\n'
+)
+NODE_REGRESSION_TEST = (
+    "'use strict';\n\nconst test = require('node:test');\n"
+    "const assert = require('node:assert/strict');\n"
+    "const { slugify } = require('../src/slugify');\n\n"
+    "test('one hyphen for a run of spaces', () => {\n"
+    "  assert.equal(slugify('a   b'), 'a-b');\n});\n"
+)
+
+
+def test_real_fix_with_a_new_regression_test_is_verified(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    repo = example_repo("python-invoice")
+    server = scripted(
+        cheat(EDIT, tool("write_file", path="tests/test_regression.py", content=REGRESSION_TEST))
+    )
+    run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
+
+    assert run.exit_code == 0, run.result["message"]
+    evidence = run.result["verification"]
+    assert evidence["tree"]["main"] == ["invoice/totals.py"]
+    assert evidence["tree"]["new_tests"] == ["tests/test_regression.py"]
+    new = evidence["new_tests"]
+    assert new["passed"] is True and new["blocks"] is True
+    assert new["rows"] == [{"id": "tests/test_regression.py::test_half_price", "outcome": "passed"}]
+    assert new["command"].endswith("-m pytest tests/test_regression.py")
+    # The original run never saw the new file.
+    assert "tests/test_regression.py::test_half_price" not in {r["id"] for r in evidence["rows"]}
+    assert (repo / "tests/test_regression.py").read_text() == REGRESSION_TEST
+
+
+def test_node_fix_with_a_new_regression_test_is_verified(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    repo = example_repo("node-slugify")
+    server = scripted(
+        [
+            step(PLAN),
+            step(tool("edit_file", path="src/slugify.js", old="/[^a-z0-9]/g", new="/[^a-z0-9]+/g")),
+            step(tool("write_file", path="test/regression.test.js", content=NODE_REGRESSION_TEST)),
+            step(tool("run_command", command="npm test")),
+            step(FINISH),
+        ]
+    )
+    run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
+
+    assert run.exit_code == 0, run.result["message"]
+    evidence = run.result["verification"]
+    assert evidence["report_source"] == {"before": "junit", "after": "junit"}
+    assert len(evidence["rows"]) == len(NODE_TESTS)
+    new = evidence["new_tests"]
+    assert new["command"] == "node --test test/regression.test.js"
+    assert new["passed"] is True
+    assert [r["outcome"] for r in new["rows"]] == ["passed"]
+    assert NODE_FIXED in (repo / "src/slugify.js").read_text()
+
+
+def test_failing_new_test_blocks_the_verdict(example_repo, scripted, run_cli):
+    repo = example_repo("python-invoice")
+    wrong = REGRESSION_TEST.replace("== 500", "== 499")
+    server = scripted(
+        cheat(EDIT, tool("write_file", path="tests/test_regression.py", content=wrong))
+    )
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+
+    assert run.result["status"] == "unverified", run.result["message"]
+    rows = {r["id"]: r["status"] for r in run.result["verification"]["rows"]}
+    assert rows[DISCOUNT_TEST] == rows[VAT_TEST] == "fixed"
+    new = run.result["verification"]["new_tests"]
+    assert new["passed"] is False
+    assert "the new tests fail: tests/test_regression.py::test_half_price" in run.result["message"]
+    assert_untouched(repo)
+
+
+def test_allowed_dependency_change_runs_in_the_setup_phase(example_repo, scripted, run_cli):
+    setup = "#!/bin/sh\necho base setup\n"
+    repo = example_repo(
+        "python-invoice",
+        {"scripts/setup.sh": setup, ".loopwright.yml": "setup_cmd: sh scripts/setup.sh\n"},
+    )
+    changed = "#!/bin/sh\necho patched setup > .setup-ran\n"
+    server = scripted(cheat(EDIT, tool("write_file", path="scripts/setup.sh", content=changed)))
+    run = run_cli(
+        "fix",
+        str(repo),
+        "--sandbox",
+        "local",
+        env=model_env(server, LOOPWRIGHT_ALLOW_DEPENDENCY_CHANGES="1"),
+    )
+
+    assert run.result["status"] == "verified", run.result["message"]
+    evidence = run.result["verification"]
+    assert evidence["tree"]["dependency"] == ["scripts/setup.sh"]
+    assert evidence["dependency_changes"] == ["scripts/setup.sh"]
+    [phase] = [p for p in evidence["phases"] if p["phase"] == "setup"]
+    assert "plus the patch's dependency changes (scripts/setup.sh)" in phase["tree"]
+    assert phase["network"] == "setup" and phase["exit_code"] == 0
+    assert [p["network"] for p in evidence["phases"] if p["phase"] != "setup"] == ["none", "none"]
+
+
+def test_test_file_helper_changed_without_allowance_runs_at_its_base_version(
+    example_repo, scripted, run_cli
+):
+    repo = example_repo("python-invoice", {"tests/helpers.py": "QUANTITY = 4\n"})
+    server = scripted(
+        cheat(EDIT, tool("write_file", path="tests/helpers.py", content="QUANTITY = 5\n"))
+    )
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+
+    assert run.result["status"] == "unverified", run.result["message"]
+    findings = run.result["verification"]["tamper"]
+    assert [(f["kind"], f["path"]) for f in findings] == [("changed_test_file", "tests/helpers.py")]
+    assert run.result["verification"]["tree"]["base"] == ["tests/helpers.py"]
+    assert_untouched(repo)

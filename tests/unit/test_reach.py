@@ -1,0 +1,190 @@
+"""Product-code changes that reach into the test run (SECURITY 38), Python and JavaScript."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopwright.verify.reach import reach_findings
+
+PY_REACHES = [
+    ("import pytest\n", "imports:pytest"),
+    ("from _pytest import runner\n", "imports:_pytest"),
+    ("import unittest.mock as m\nm.patch('x').start()\n", "imports:unittest.mock"),
+    ("import atexit\natexit.register(print)\n", "imports:atexit"),
+    ("import atexit as a\na.register(print)\n", "uses:atexit.register"),
+    ("from atexit import register as r\nr(print)\n", "imports:atexit"),
+    ("import os\nos._exit(0)\n", "uses:os._exit"),
+    ("from os import _exit\n\ndef f():\n    _exit(0)\n", "imports:os._exit"),
+    ("from os import _exit as q\n\ndef f():\n    q(0)\n", "uses:os._exit"),
+    ("from os import *\n\ndef f():\n    _exit(0)\n", "uses:os._exit"),
+    ("import os\n\ndef f():\n    getattr(os, '_e' + 'xit')(0)\n", "uses:os._exit"),
+    ("import os\n\ndef f():\n    getattr(os, 'tixe_'[::-1])(0)\n", "uses:os._exit"),
+    ("import os\n\ndef f():\n    getattr(os, chr(95) + 'exit')(0)\n", "uses:os._exit"),
+    ("import os\n\ndef f():\n    getattr(os, ''.join(['_', 'exit']))(0)\n", "uses:os._exit"),
+    ("import os\n\ndef f(n):\n    getattr(os, n)(0)\n", "dynamic-attribute:os"),
+    ("import os\ne = os._exit\n\ndef f():\n    e(0)\n", "uses:os._exit"),
+    ("m = __import__('ate' + 'xit')\n", "imports:atexit"),
+    ("def f(n):\n    return __import__(n)\n", "dynamic-import:__import__"),
+    (
+        "import importlib\n\ndef f(name):\n    importlib.import_module(name)\n",
+        "dynamic-import:importlib.import_module",
+    ),
+    ("from importlib import import_module as im\nim('_pytest.runner')\n", "imports:_pytest.runner"),
+    ("import sys\nsys.exit(0)\n", "module-exit:sys.exit"),
+    ("raise SystemExit(0)\n", "module-exit:SystemExit"),
+    ("exit(0)\n", "module-exit:exit"),
+    ("import sys\nsys.modules['shop'] = None\n", "uses:sys.modules"),
+    ("import sys as s\nm = s.modules\n", "uses:sys.modules"),
+    ("import sys\ngetattr(sys, 'modu' + 'les')['x'] = 1\n", "uses:sys.modules"),
+    ("import sys\nsys.meta_path.insert(0, object())\n", "uses:sys.meta_path.insert"),
+    ("import sys\nf = sys._getframe(1)\n", "uses:sys._getframe"),
+    ("import inspect\nf = inspect.currentframe()\n", "uses:inspect.currentframe"),
+    ("def f(frame):\n    return frame.f_back.f_globals\n", "introspects:f_globals"),
+    ("def f(fn):\n    return fn.__globals__\n", "introspects:__globals__"),
+    ("x = ().__class__.__base__.__subclasses__()\n", "introspects:__subclasses__"),
+    ("import gc\nobjs = gc.get_objects()\n", "uses:gc.get_objects"),
+    ("import ctypes\n", "imports:ctypes"),
+    ("import builtins\nbuiltins.len = lambda x: 0\n", "patches:builtins.len"),
+    ("import builtins as b\nsetattr(b, 'int', str)\n", "patches:builtins.int"),
+    ("__builtins__['len'] = None\n", "uses:__builtins__"),
+    (
+        "import shop.totals as t\nt.line_total = lambda line: 900\n",
+        "patches:shop.totals.line_total",
+    ),
+    (
+        "from shop import totals\nsetattr(totals, 'line_total', None)\n",
+        "patches:shop.totals.line_total",
+    ),
+    ("import json\n\ndef f():\n    json.dumps = repr\n", "patches:json.dumps"),
+    ("globals()['pytest_runtest_' + 'makereport'] = print\n", "text:pytest_runtest_makereport"),
+    ("globals()['x'] = 1\n", "uses:globals"),
+    ("def pytest_runtest_makereport(item, call):\n    pass\n", "defines:pytest_runtest_makereport"),
+    ("pytest_plugins = ['shop.forge']\n", "defines:pytest_plugins"),
+    ("PATH = '.loop' + 'wright/report'\n", "text:.loopwright/report"),
+    ("open(f'.loopwright/{1}', 'w')\n", "text:.loopwright/"),
+    ("import signal\nsignal.signal(15, print)\n", "uses:signal.signal"),
+    ("import os\nos.execv('/bin/true', ['true'])\n", "uses:os.execv"),
+    ("import os\n\ndef f(m):\n    return m\nf(os)\n", "module-value:os"),
+    ("g = getattr\n", "passes:getattr"),
+    ("eval('1')\n", "uses:eval"),
+    ("import importlib.util\n", "imports:importlib.util"),
+    ("import sys\nsys.settrace(print)\n", "uses:sys.settrace"),
+    ("import sys\nsys.path.insert(0, '/tmp/fake')\n", "uses:sys.path.insert"),
+    ("class Any(int):\n    def __eq__(self, other):\n        return True\n", "always:__eq__"),
+    ("class Any:\n    __eq__ = lambda self, other: True\n", "always:__eq__"),
+]
+
+
+@pytest.mark.parametrize(("code", "key"), PY_REACHES, ids=[k for _, k in PY_REACHES])
+def test_python_reach_is_found(code: str, key: str) -> None:
+    keys = {r.key for r in reach_findings("shop/mod.py", None, code)}
+    assert key in keys, keys
+
+
+PY_CLEAN = [
+    "def line_total(line):\n    return int(line.gross * (1 - line.discount_percent / 100) + 0.5)\n",
+    '"""Totals, tested with pytest and unittest."""\n\ndef f():\n    """Never calls os._exit."""\n',
+    "import os\n\ndef f():\n    return os.path.join('a', 'b'), os.environ.get('X')\n",
+    "import sys\n\nif __name__ == '__main__':\n    sys.exit(main())\n",
+    "import sys\n\ndef main():\n    sys.exit(1)\n",
+    "def f(self, name):\n    return getattr(self, name)\n",
+    "class A:\n    def __init__(self):\n        self.__dict__.update({})\n",
+    "import json\n\ndef f(x):\n    return json.dumps(x, sort_keys=True)\n",
+    "# import atexit; os._exit(0)\nx = 1\n",
+    "from .totals import Line\n",
+    "class P:\n    def __eq__(self, other):\n        return self.x == other.x\n",
+]
+
+
+@pytest.mark.parametrize("code", PY_CLEAN)
+def test_python_without_reach_is_clean(code: str) -> None:
+    assert reach_findings("shop/mod.py", None, code) == []
+
+
+def test_only_constructs_the_patch_adds_count() -> None:
+    old = "import atexit\n\natexit.register(print)\n"
+    assert reach_findings("shop/mod.py", old, old + "\nX = 1\n") == []
+    [found] = reach_findings("shop/mod.py", old, old + "atexit.register(repr)\n")
+    assert (found.key, found.line) == ("uses:atexit.register", 4)
+    assert "exit handler" in found.detail
+
+
+def test_unparsable_python_is_a_finding() -> None:
+    [found] = reach_findings("shop/mod.py", "x = 1\n", "def (:\n")
+    assert found.key == "unparsable"
+    assert "does not parse as Python" in found.detail
+
+
+def test_other_files_are_not_scanned() -> None:
+    assert reach_findings("README.md", None, "import atexit\nprocess.exit(0)\n") == []
+    assert reach_findings("shop/mod.py", "import atexit\n", None) == []
+
+
+JS_REACHES = [
+    ("process.exit(0);\n", "process:exit"),
+    ("process.exitCode = 0;\n", "process:exitCode"),
+    ("process.reallyExit(0);\n", "process:reallyExit"),
+    ("process['ex' + 'it'](0);\n", "process:exit"),
+    ('process["\\x65xit"](0);\n', "process:exit"),
+    ("process.\\u0065xit(0);\n", "process:exit"),
+    ("process.on('exit', () => {});\n", "process:on:exit"),
+    ("process.once('beforeExit', f);\n", "process:once:beforeExit"),
+    ("process.on(name, f);\n", "process:on:an event computed at run time"),
+    ("const p = process; p.exit(0);\n", "value:process"),
+    ("const { exit } = process;\n", "value:process"),
+    ("globalThis.process.exit(0);\n", "process:exit"),
+    ("globalThis['proc' + 'ess'].exit(0);\n", "process:exit"),
+    ("globalThis[name].exit(0);\n", "dynamic:globalThis"),
+    ("process[key](0);\n", "dynamic:process"),
+    ("const x = 'fs'; require(x);\n", "dynamic-import:require"),
+    ("require('no' + 'de:test');\n", "imports:node:test"),
+    ("const assert = require('node:assert'); assert.equal = () => {};\n", "imports:assert"),
+    ("const { mock } = require('node:test');\n", "imports:node:test"),
+    ("import test from 'node:test';\n", "imports:node:test"),
+    ("import * as a from 'assert/strict';\n", "imports:assert/strict"),
+    ("const m = await import(name);\n", "dynamic-import:import"),
+    ("const Module = require('module'); Module._load = f;\n", "imports:module"),
+    ("require.cache[k] = fake;\n", "loader:require.cache"),
+    ("String.prototype.includes = () => true;\n", "patches:String.prototype.includes"),
+    ("Object.prototype['x'] = 1;\n", "patches:Object.prototype.x"),
+    ("JSON.stringify = () => '{}';\n", "patches:JSON.stringify"),
+    ("Object.defineProperty(Array.prototype, 'x', {});\n", "patches:Object.defineProperty:Array"),
+    ("eval('1');\n", "uses:eval"),
+    ("new Function('return 1')();\n", "uses:Function"),
+    ("x.constructor.constructor('return this')();\n", "uses:constructor.constructor"),
+    ("const f = '.loop' + 'wright/report';\n", "text:.loopwright/report"),
+    ("const s = `a ${process.exit(0)} b`;\n", "process:exit"),
+    # A regex after a block; a scanner that read it as division would see a string here.
+    ("if (x) { y(); }\n/'/.test(z); process.exit(0); //'\n", "process:exit"),
+]
+
+
+@pytest.mark.parametrize(("code", "key"), JS_REACHES, ids=[k for _, k in JS_REACHES])
+def test_javascript_reach_is_found(code: str, key: str) -> None:
+    keys = {r.key for r in reach_findings("src/mod.js", None, code)}
+    assert key in keys, keys
+
+
+JS_CLEAN = [
+    "function slugify(t) {\n  return t.replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '');\n}\n",
+    "// process.exit(0)\n/* require(x) */\nconst a = 1;\n",
+    "const debug = process.env.DEBUG;\nconst args = process.argv.slice(2);\n",
+    "if (typeof process !== 'undefined') { a(); }\n",
+    "const fs = require('fs');\nconst path = require('node:path');\n",
+    "child.on('exit', done);\n",
+    "const ratio = a / b / c;\n",
+    "module.exports = { slugify };\n",
+    "const s = `total: ${a + b}`;\n",
+]
+
+
+@pytest.mark.parametrize("code", JS_CLEAN)
+def test_javascript_without_reach_is_clean(code: str) -> None:
+    assert reach_findings("src/mod.js", None, code) == []
+
+
+def test_javascript_counts_only_what_the_patch_adds() -> None:
+    old = "function stop() { process.exit(1); }\n"
+    assert reach_findings("src/cli.js", old, old + "const a = 1;\n") == []
+    [found] = reach_findings("src/cli.js", old, old + "process.exit(0);\n")
+    assert (found.key, found.line) == ("process:exit", 2)
