@@ -938,6 +938,8 @@ def _pp_assert_refused(
         assert "protected" in result["output"] and "fix the code instead" in result["output"]
     patch = run.result.get("patch") or ""
     assert not any(name in patch for name in PP_PROTECTED), patch
+
+
 # ---- verification tree, reach, setup ordering and network (SECURITY 23, 37, 38, 40, 41) ----
 
 import socket  # noqa: E402
@@ -1437,6 +1439,8 @@ def test_refused_protected_write_next_to_a_real_fix_keeps_the_patch_clean(
     assert FIX_NEW.strip() in patch
     assert not any(name in patch for name in (*PP_PROTECTED, "ok.txt", "site/"))
     assert tree_digest(repo) == before  # --dry-run: nothing applied
+
+
 def test_plugin_named_by_pytest_plugins_in_an_existing_conftest(
     docker_ready, example_repo, scripted, run_cli
 ):
