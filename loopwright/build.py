@@ -49,7 +49,7 @@ from loopwright.sandbox.workspace import (
     git,
     prepare_sandbox_repo,
 )
-from loopwright.verify.compare import TestRow
+from loopwright.verify.compare import TestRow, run_reasons
 from loopwright.verify.detect import DetectionError, detect_tests
 from loopwright.verify.runner import run_suite
 from loopwright.verify.testfiles import Routed, classify, read_base_config
@@ -295,10 +295,14 @@ class BuildMission:
         )
         evidence["report_source"] = {"after": run.report.source}
         evidence["after_output"] = truncate_middle(run.result.output, 4_000)
+        untrusted = run_reasons(run.report)
         if not run.result.ok or run.report.failing():
             reasons.append(
                 f"`{plan.command}` fails in a fresh sandbox (exit {run.result.exit_code})"
             )
+        if untrusted:
+            # The same stream, report-file and exit-code rules as a fix's verdict.
+            reasons += [r for r in untrusted if r not in reasons]
         elif run.report.source != "exit-code" and not run.report.passing():
             reasons.append(f"`{plan.command}` ran no tests")
         app = find_app(tree, repo)

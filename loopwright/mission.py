@@ -445,17 +445,19 @@ class FixMission:
                 "exit_code": after.result.exit_code,
             }
         )
-        new_tests = run_new_tests(sandbox, base, patched, plan, layout, timeout_s=timeout)
         verdict = compare(before.report, after.report)
         reasons = list(verdict.reasons) + reasons
         if not patch.strip():
             reasons.insert(0, "the model made no changes")
         reasons += [f"{f.path}: {f.detail}" for f in findings]
-        if new_tests is not None and new_tests["passed"] is False:
-            reasons.append(new_tests["reason"])
         web = self._check_web(sandbox, patched, repo)
         if web is not None and not web.ok:
             reasons.append(web.reason)
+        # Last: the new tests' code runs after everything the verdict reads from this
+        # sandbox, so it cannot change what the original tests or the web check saw.
+        new_tests = run_new_tests(sandbox, base, patched, plan, layout, timeout_s=timeout)
+        if new_tests is not None and new_tests["passed"] is False:
+            reasons.append(new_tests["reason"])
         verified = not reasons and verdict.verified and not findings and bool(patch.strip())
         evidence = _evidence(plan, before, after, verdict, findings, reasons, verified, web)
         evidence.update(layout.evidence(network, phases, new_tests))
@@ -525,6 +527,7 @@ def _evidence(
             {"phase": "after", "command": plan.command, "exit_code": after.result.exit_code},
         ],
         "report_source": {"before": before.report.source, "after": after.report.source},
+        "basis": verdict.basis,
         "after_output": truncate_middle(after.result.output, 4_000),
         "web": web.to_dict() if web is not None else None,
     }

@@ -282,7 +282,7 @@ def fix_mission_script(screenshot: Path | None) -> list[Step]:
                     {"phase": "before", "command": "python -m pytest", "exit_code": 1},
                     {"phase": "after", "command": "python -m pytest", "exit_code": 0},
                 ],
-                "report_source": {"before": "junit", "after": "junit"},
+                "report_source": {"before": "stream", "after": "stream"},
                 "after_output": GREEN_PYTEST,
                 "web": None,
             },

@@ -97,7 +97,7 @@ def test_correct_fix_is_verified_with_a_before_after_table(
     evidence = run.result["verification"]
     assert evidence["verified"] is True
     assert evidence["reasons"] == [] and evidence["tamper"] == []
-    assert evidence["report_source"] == {"before": "junit", "after": "junit"}
+    assert evidence["report_source"] == {"before": "stream", "after": "stream"}
     rows = {r["id"]: (r["before"], r["after"], r["status"]) for r in evidence["rows"]}
     assert rows == {
         PLAIN_TEST: ("passed", "passed", "ok"),
@@ -205,8 +205,12 @@ def test_protected_path_written_by_a_command_is_refused(
     server = scripted(
         cheat(
             EDIT,
-            # write_file refuses this path; a shell command can still create the file.
-            tool("run_command", command=f"mkdir -p .github/workflows && echo x > {workflow}"),
+            # write_file and visible shell writes are refused; a program can still create it.
+            tool(
+                "run_command",
+                command="python -c \"import os; os.makedirs('.github/workflows', exist_ok=True); "
+                f"open('{workflow}', 'w').write('x')\"",
+            ),
         )
     )
     run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
@@ -284,7 +288,7 @@ def test_node_recording_replays_to_a_verified_fix_with_junit_ids(
     assert run.exit_code == 0, run.stderr
     assert run.result["status"] == "verified"
     evidence = run.result["verification"]
-    assert evidence["report_source"] == {"before": "junit", "after": "junit"}
+    assert evidence["report_source"] == {"before": "stream", "after": "stream"}
     statuses = {r["id"]: r["status"] for r in evidence["rows"]}
     # Per-test ids from node's junit reporter, one per test() in the file.
     assert len(statuses) == len(NODE_TESTS)
@@ -382,7 +386,7 @@ def test_node_fix_with_a_new_regression_test_is_verified(
 
     assert run.exit_code == 0, run.result["message"]
     evidence = run.result["verification"]
-    assert evidence["report_source"] == {"before": "junit", "after": "junit"}
+    assert evidence["report_source"] == {"before": "stream", "after": "stream"}
     assert len(evidence["rows"]) == len(NODE_TESTS)
     new = evidence["new_tests"]
     assert new["command"] == "node --test test/regression.test.js"
