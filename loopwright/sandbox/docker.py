@@ -55,7 +55,7 @@ SANDBOX_ENV = {
     "LANG": "C.UTF-8",
     "CI": "true",
 }
-EXEC_TOKEN_VAR = "LOOPWRIGHT_EXEC_ID"  # noqa: S105 - a name, not a secret
+SERVICE_TOKEN_VAR = "LOOPWRIGHT_SERVICE_ID"  # noqa: S105 - a name, not a secret
 # The wrapper travels in the environment (and is unset before the command runs) so that `ps`
 # inside the sandbox shows the command, not a page of bash.
 WRAPPER_VAR = "LOOPWRIGHT_WRAPPER"
@@ -64,19 +64,23 @@ MAX_FILE_BYTES = 10_000_000
 BUILD_HINT = "build it with `loopwright sandbox build`"
 
 # Bash functions shared by the command wrapper and the timeout killer. Builtins only: when a
-# fork bomb has used up the pids limit, a reaper that needs to fork could never run.
+# fork bomb has used up the pids limit, a sweep that needs to fork could never run.
 #
-# A command's processes are found two ways, so that neither a new session nor a scrubbed
-# environment alone lets one escape: every process started for the command inherits the
-# random token in EXEC_TOKEN_VAR, and every process in a session led by a token holder counts
-# (runc makes each exec a session leader, so the command's session is its own).
-_REAP_FUNCTIONS = r"""
-lw_reap() {
-    local token="LOOPWRIGHT_EXEC_ID=$1" spare=" 1 $2 " round d pid line rest killed
-    local -a f envs
-    local -A sids=()
+# No process may outlive the command that started it, and a process can leave its session,
+# clear its environment, rename itself and be reparented to init, so the sweep does not try
+# to recognise the command's processes: it kills every process in the container except
+# init (PID 1), the keeper (init's oldest child, `sleep infinity`), the pids it is told to
+# spare (itself), and the processes of open services (verification's web app): those hold
+# a service token in their environment, or share a session a token holder leads.
+_SWEEP_FUNCTIONS = r"""
+lw_sweep() {
+    local spare=" 1 $1 " round d pid line rest keeper kstart killed tok envline
+    shift
+    local -a f envs seen
+    local -A sid_of holder lead
     for ((round = 0; round < 200; round++)); do
-        killed=0
+        keeper= kstart= killed=0
+        seen=() sid_of=() holder=() lead=()
         for d in /proc/[0-9]*; do
             pid=${d#/proc/}
             [[ $spare == *" $pid "* ]] && continue
@@ -84,14 +88,27 @@ lw_reap() {
             rest=${line##*) }
             f=($rest)
             [[ ${f[0]} == Z ]] && continue
-            envs=()
-            mapfile -d '' -t envs 2>/dev/null < "$d/environ"
-            if [[ " ${envs[*]} " == *" $token "* ]]; then
-                # Only sessions a token holder leads: never the container's own (init's).
-                [[ ${f[3]} == "$pid" ]] && sids[$pid]=1
-            elif [[ -z ${sids[${f[3]}]:-} ]]; then
-                continue
+            if ((f[1] == 1)) && [[ -z $kstart || ${f[19]} -lt $kstart ]]; then
+                keeper=$pid kstart=${f[19]}
             fi
+            seen+=("$pid")
+            sid_of[$pid]=${f[3]}
+            if (($#)); then
+                envs=()
+                mapfile -d '' -t envs 2>/dev/null < "$d/environ"
+                envline=" ${envs[*]} "
+                for tok; do
+                    if [[ $envline == *" LOOPWRIGHT_SERVICE_ID=$tok "* ]]; then
+                        holder[$pid]=1
+                        [[ ${f[3]} == "$pid" ]] && lead[$pid]=1
+                        break
+                    fi
+                done
+            fi
+        done
+        for pid in "${seen[@]}"; do
+            [[ $pid == "$keeper" || -n ${holder[$pid]:-} ]] && continue
+            [[ -n ${lead[${sid_of[$pid]}]:-} ]] && continue
             kill -KILL "$pid" 2>/dev/null && killed=1
         done
         ((killed)) || return 0
@@ -114,32 +131,35 @@ lw_counter() {
 _OOM_FILES = "/sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control"
 _PIDS_FILES = "/sys/fs/cgroup/pids.events /sys/fs/cgroup/pids/pids.events"
 
-# Run as `bash -c 'eval "$LOOPWRIGHT_WRAPPER"'` with $1 the command, $2 the token, $3 the
-# memory limit (MB), $4 the pids limit.
+# Run as `bash -c 'eval "$LOOPWRIGHT_WRAPPER"'` with $1 the command, $2 the memory limit (MB),
+# $3 the pids limit, and $4... the tokens of the services open in this sandbox.
 _EXEC_WRAPPER = (
-    _REAP_FUNCTIONS
+    _SWEEP_FUNCTIONS
     + rf"""
 unset LOOPWRIGHT_WRAPPER
 exec 2>&1 </dev/null
+# Leftovers of a file tool, or of a command whose wrapper was killed before it swept.
+lw_sweep "$$" "${{@:4}}"
 lw_counter oom_kill {_OOM_FILES}; oom_before=$LW_COUNT
 lw_counter max {_PIDS_FILES}; pids_before=$LW_COUNT
 /bin/bash -c "$1"
 rc=$?
-# Background jobs die with the command that started them.
-lw_reap "$2" "$$ $PPID"
+# Nothing the command started outlives it: background jobs, new sessions, daemons.
+lw_sweep "$$" "${{@:4}}"
 lw_counter oom_kill {_OOM_FILES}
 if ((LW_COUNT > oom_before)); then
-    printf '\n[sandbox] a process was killed by the out-of-memory killer (limit %s MB)\n' "$3"
+    printf '\n[sandbox] a process was killed by the out-of-memory killer (limit %s MB)\n' "$2"
 fi
 lw_counter max {_PIDS_FILES}
 if ((LW_COUNT > pids_before)); then
-    printf '\n[sandbox] the process limit (%s) was reached: fork failed\n' "$4"
+    printf '\n[sandbox] the process limit (%s) was reached: fork failed\n' "$3"
 fi
 exit $rc
 """
 )
 
-_KILLER = _REAP_FUNCTIONS + '\nlw_reap "$1" "$$"\n'
+# argv after `bash -c`: $1... the tokens of the services to spare.
+_SWEEPER = _SWEEP_FUNCTIONS + '\nlw_sweep "$$" "$@"\n'
 
 # argv after `bash -c`: $1 the command, $2 the log file (its exit status goes to $2.exit).
 _SERVICE_SCRIPT = (
@@ -177,7 +197,7 @@ except OSError:
 
 # argv after `bash -c`: $1 resolver source, $2 path, $3 size limit.
 _READ_SCRIPT = r"""
-p=$(python3 -c "$1" /workspace "$2" read) || exit $?
+p=$(python3 -I -c "$1" /workspace "$2" read) || exit $?
 if [[ -d $p ]]; then echo "$2 is a directory, not a file" >&2; exit 4; fi
 if [[ ! -f $p ]]; then echo "$2 is not a regular file" >&2; exit 4; fi
 size=$(stat -c %s -- "$p") || exit 4
@@ -191,7 +211,7 @@ exec cat -- "$p"
 # argv after `bash -c`: $1 resolver source, $2 path. Prints the existing file's mode (or an
 # empty line) and then the resolved path, and creates the parent directories.
 _WRITE_SCRIPT = r"""
-p=$(python3 -c "$1" /workspace "$2" write) || exit $?
+p=$(python3 -I -c "$1" /workspace "$2" write) || exit $?
 if [[ -d $p ]]; then echo "$2 is a directory" >&2; exit 4; fi
 mkdir -p -- "$(dirname -- "$p")" || exit 4
 if [[ -f $p ]]; then stat -c %a -- "$p"; else echo; fi
@@ -317,6 +337,8 @@ class DockerSandbox:
         self._network = network
         self._closed = False
         self._close_lock = threading.Lock()
+        self._services: set[str] = set()
+        """Tokens of the services open now; their processes survive the sweeps."""
 
     # -- commands -------------------------------------------------------------------------
 
@@ -327,18 +349,23 @@ class DockerSandbox:
         timeout_s: float,
         on_output: OutputCallback | None = None,
     ) -> ExecResult:
-        """Run `command` with bash in /workspace; kill its whole process tree on timeout."""
+        """Run `command` with bash in /workspace; kill its whole process tree on timeout.
+
+        When the command ends, every process in the container but init and the keeper is
+        killed (those of an open `run_service` excepted), however it detached itself.
+        """
         limits = self._settings.sandbox_limits
         token = secrets.token_hex(16)
+        services = sorted(self._services)
         argv = [
             "/bin/bash",
             "-c",
             f'eval "${WRAPPER_VAR}"',
             "loopwright-exec",
             command,
-            token,
             str(limits.memory_mb),
             str(limits.pids),
+            *services,
         ]
         capture = _ExecCapture.new(limits.output_cap_bytes)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -352,7 +379,7 @@ class DockerSandbox:
                 stderr=True,
                 user=USER,
                 workdir=WORKSPACE,
-                environment={EXEC_TOKEN_VAR: token, WRAPPER_VAR: _EXEC_WRAPPER},
+                environment={WRAPPER_VAR: _EXEC_WRAPPER},
             )["Id"]
         )
         chunks = self._api(lambda: api.exec_start(exec_id, stream=True, demux=False))
@@ -368,7 +395,7 @@ class DockerSandbox:
                 item = inbox.get(timeout=max(deadline - time.monotonic(), 0.0))
             except queue.Empty:
                 timed_out = True
-                self._kill_command(token, reader)
+                self._kill_command(reader)
                 break
             if item is None:
                 break
@@ -397,11 +424,16 @@ class DockerSandbox:
                 truncated=capture.truncated,
                 duration_s=duration,
             )
+        exit_code = self._exit_code(exec_id)
+        if exit_code > 128:
+            # A signal ended the wrapper, possibly before its sweep (the command may kill
+            # its own parent); sweep again from outside.
+            self._sweep()
         return ExecResult(
             output=capture.text(),
-            exit_code=self._exit_code(exec_id),
+            exit_code=exit_code,
             truncated=capture.truncated,
-            duration_s=duration,
+            duration_s=time.monotonic() - started,
         )
 
     def _exit_code(self, exec_id: str) -> int:
@@ -416,26 +448,34 @@ class DockerSandbox:
             time.sleep(0.01)
         raise self._died("the command's exit status never arrived")
 
-    def _kill_command(self, token: str, reader: threading.Thread) -> None:
+    def _sweep(self) -> bool:
+        """Kill every process but init, the keeper and open services'; False if it could not
+        start (typically no pid is free: a fork bomb)."""
+        api = self._client.api
+        try:
+            api.exec_start(
+                api.exec_create(
+                    self.container_id,
+                    ["/bin/bash", "-c", _SWEEPER, "loopwright-sweep", *sorted(self._services)],
+                    user=USER,
+                )["Id"]
+            )
+        except docker.errors.NotFound as exc:
+            raise self._died(str(exc)) from exc
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                raise self._died(str(exc.explanation or exc)) from exc
+            return False
+        except requests.exceptions.ConnectionError as exc:
+            raise _engine_error(exc) from exc
+        return True
+
+    def _kill_command(self, reader: threading.Thread) -> None:
         """Kill every process of the timed-out command, restarting the container if need be."""
         for _ in range(20):
-            try:
-                result = self._client.api.exec_start(
-                    self._client.api.exec_create(
-                        self.container_id,
-                        ["/bin/bash", "-c", _KILLER, "loopwright-kill", token],
-                        user=USER,
-                    )["Id"]
-                )
-                del result
-            except docker.errors.NotFound as exc:
-                raise self._died(str(exc)) from exc
-            except docker.errors.APIError:
-                # Typically no pid is free (a fork bomb): wait for the reaper's next chance.
-                time.sleep(0.1)
+            if not self._sweep():
+                time.sleep(0.1)  # wait for the sweep's next chance at a free pid
                 continue
-            except requests.exceptions.ConnectionError as exc:
-                raise _engine_error(exc) from exc
             reader.join(timeout=5)
             if not reader.is_alive():
                 return
@@ -517,8 +557,9 @@ class DockerSandbox:
     ) -> Iterator[str]:
         """Run `command` detached while the context is open; yield a loopback URL reaching `port`.
 
-        The service and its relays carry a token of their own, so the reaper of an ordinary
-        command leaves them alone, and leaving the context kills exactly them.
+        The service and its relays carry a token of their own, so the sweep after each
+        command spares them while the context is open; leaving it kills them and everything
+        else but init and the keeper.
         """
         token = secrets.token_hex(16)
         argv = ["/bin/bash", "-c", _SERVICE_SCRIPT, "loopwright-service", command]
@@ -531,25 +572,26 @@ class DockerSandbox:
                 argv,
                 user=USER,
                 workdir=WORKSPACE,
-                environment={**env, EXEC_TOKEN_VAR: token},
+                environment={**env, SERVICE_TOKEN_VAR: token},
             )["Id"]
         )
-        self._api(lambda: api.exec_start(exec_id, detach=True))
-        relay = _PortRelay(self, port, token)
+        self._services.add(token)
+        try:
+            self._api(lambda: api.exec_start(exec_id, detach=True))
+            relay = _PortRelay(self, port, token)
+        except BaseException:
+            self._services.discard(token)
+            raise
         try:
             yield relay.url
         finally:
             relay.close()
+            self._services.discard(token)
             if not self._closed:
-                self._api(
-                    lambda: api.exec_start(
-                        api.exec_create(
-                            self.container_id,
-                            ["/bin/bash", "-c", _KILLER, "loopwright-kill", token],
-                            user=USER,
-                        )["Id"]
-                    )
-                )
+                for _ in range(20):
+                    if self._sweep():
+                        break
+                    time.sleep(0.1)
 
     def _attached_networks(self, container: Any) -> list[str]:
         self._api(container.reload)
@@ -644,12 +686,12 @@ class _PortRelay:
         try:
             exec_id = api.exec_create(
                 self._sandbox.container_id,
-                ["python3", "-c", _RELAY_SCRIPT, str(self._port)],
+                ["python3", "-I", "-c", _RELAY_SCRIPT, str(self._port)],
                 stdin=True,
                 stdout=True,
                 stderr=False,
                 user=USER,
-                environment={EXEC_TOKEN_VAR: self._token},
+                environment={SERVICE_TOKEN_VAR: self._token},
             )["Id"]
             response: Any = api.exec_start(exec_id, socket=True)
         except (docker.errors.APIError, requests.exceptions.ConnectionError):
