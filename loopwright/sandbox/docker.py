@@ -13,7 +13,9 @@ import io
 import os
 import queue
 import secrets
+import shutil
 import socket
+import subprocess
 import tarfile
 import tempfile
 import threading
@@ -776,21 +778,151 @@ def _pump(chunks: Iterator[bytes], inbox: queue.Queue[bytes | BaseException | No
 
 
 def _sandbox_network(client: docker.DockerClient) -> Any:
-    """The bridge sandboxes use while they may reach the network; ICC off, so not each other."""
+    """The bridge sandboxes use while they may reach the network; ICC off, so not each other.
+
+    Its firewall (see `ensure_setup_firewall`) is checked and completed every time.
+    """
     try:
-        return client.networks.get(NETWORK_NAME)
+        network = client.networks.get(NETWORK_NAME)
     except docker.errors.NotFound:
-        pass
+        try:
+            network = client.networks.create(
+                NETWORK_NAME,
+                driver="bridge",
+                options={"com.docker.network.bridge.enable_icc": "false"},
+                labels={"loopwright.network": "sandbox"},
+            )
+        except docker.errors.APIError:
+            # Another process created it between our lookup and create.
+            network = client.networks.get(NETWORK_NAME)
+    except requests.exceptions.ConnectionError as exc:
+        raise _engine_error(exc) from exc
+    ensure_setup_firewall(network.attrs)
+    return network
+
+
+# -- the setup network's firewall -------------------------------------------------------------
+
+FIREWALL_TAG = "loopwright-sandbox"
+"""The comment on every rule Loopwright installs; only rules carrying it are ever removed."""
+METADATA_NET = "169.254.0.0/16"
+_FIREWALL_HINT = (
+    "run Loopwright as root on the Docker host (with iptables and Docker's DOCKER-USER chain), "
+    "or set LOOPWRIGHT_NETWORK=none to run setup without a network"
+)
+
+
+def bridge_interface(attrs: Mapping[str, Any]) -> str:
+    """The host interface of a Docker bridge network (Docker names it br-<id> by default)."""
+    options = attrs.get("Options") or {}
+    return str(options.get("com.docker.network.bridge.name") or f"br-{str(attrs['Id'])[:12]}")
+
+
+def _subnets(attrs: Mapping[str, Any]) -> set[str]:
+    configs = (attrs.get("IPAM") or {}).get("Config") or []
+    return {str(c["Subnet"]) for c in configs if c.get("Subnet")}
+
+
+def host_networks(route_table: str | None = None) -> list[str]:
+    """The IPv4 networks this host routes to directly or through a gateway (not the default
+    route), from /proc/net/route: the host's own local and private networks."""
+    if route_table is None:
+        try:
+            route_table = Path("/proc/net/route").read_text()
+        except OSError:
+            return []
+    nets: set[str] = set()
+    for line in route_table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        dest, mask = int(fields[1], 16), int(fields[7], 16)
+        if mask == 0:
+            continue  # the default route: the internet, which setup may reach
+        addr = socket.inet_ntoa(dest.to_bytes(4, "little"))
+        prefix = bin(mask).count("1")
+        nets.add(f"{addr}/{prefix}")
+    return sorted(nets)
+
+
+def firewall_rules(interface: str, own_subnets: set[str], networks: list[str]) -> list[list[str]]:
+    """`iptables` rule specs (chain first) for the setup bridge `interface`, in order.
+
+    INPUT: nothing from the bridge reaches any address of the host (replies to connections
+    the host opened excepted). Docker's embedded DNS answers inside each container's own
+    namespace, so setup needs nothing on the host. DOCKER-USER (forwarded traffic): nothing
+    from the bridge reaches the metadata range or the host's other networks.
+    """
+    tag = ["-m", "comment", "--comment", FIREWALL_TAG]
+    rules = [
+        ["INPUT", "-i", interface, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED",
+         *tag, "-j", "ACCEPT"],
+        ["INPUT", "-i", interface, *tag, "-j", "DROP"],
+    ]  # fmt: skip
+    for net in [METADATA_NET, *networks]:
+        if net not in own_subnets:
+            rules.append(["DOCKER-USER", "-i", interface, "-d", net, *tag, "-j", "DROP"])
+    return rules
+
+
+def _iptables(binary: str, *args: str) -> subprocess.CompletedProcess[str]:
     try:
-        return client.networks.create(
-            NETWORK_NAME,
-            driver="bridge",
-            options={"com.docker.network.bridge.enable_icc": "false"},
-            labels={"loopwright.network": "sandbox"},
+        return subprocess.run(
+            [binary, "-w", "5", *args], capture_output=True, text=True, timeout=30, check=False
         )
-    except docker.errors.APIError:
-        # Another process created it between our lookup and create.
-        return client.networks.get(NETWORK_NAME)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxError(
+            f"cannot install the setup network's firewall ({binary}: {exc}); {_FIREWALL_HINT}"
+        ) from exc
+
+
+def _install(binary: str, interface: str, rules: list[list[str]]) -> None:
+    """Add the missing `rules` (top of their chain, keeping their order) and remove rules of
+    ours for other interfaces (a sandbox network that was removed and made again)."""
+    chains = sorted({rule[0] for rule in rules})
+    for chain in chains:
+        listed = _iptables(binary, "-S", chain)
+        if listed.returncode != 0:
+            raise SandboxError(
+                f"cannot install the setup network's firewall: `{binary} -S {chain}` failed "
+                f"({listed.stderr.strip()}); {_FIREWALL_HINT}"
+            )
+        for line in listed.stdout.splitlines():
+            words = line.split()
+            if FIREWALL_TAG in words and interface not in words and words[:1] == ["-A"]:
+                _iptables(binary, "-D", *words[1:])
+    for chain in chains:
+        position = 1
+        for rule in (r for r in rules if r[0] == chain):
+            if _iptables(binary, "-C", *rule).returncode != 0:
+                added = _iptables(binary, "-I", chain, str(position), *rule[1:])
+                if added.returncode != 0:
+                    raise SandboxError(
+                        f"cannot install the setup network's firewall: `{binary} -I "
+                        f"{' '.join(rule)}` failed ({added.stderr.strip()}); {_FIREWALL_HINT}"
+                    )
+            position += 1
+
+
+def ensure_setup_firewall(attrs: Mapping[str, Any]) -> list[str]:
+    """Install (idempotently) the rules that keep the setup bridge off the host's own
+    addresses, the metadata range and the host's other networks; return the rules as
+    `iptables -S` would print them. Raises `SandboxError` saying what to do when it cannot."""
+    interface = bridge_interface(attrs)
+    if not Path("/sys/class/net", interface).exists():
+        raise SandboxError(
+            f"the setup network's bridge {interface} is not on this host (is DOCKER_HOST a "
+            f"remote engine?), so Loopwright cannot firewall it; {_FIREWALL_HINT}"
+        )
+    binary = shutil.which("iptables") or "/usr/sbin/iptables"
+    rules = firewall_rules(interface, _subnets(attrs), host_networks())
+    _install(binary, interface, rules)
+    ip6tables = shutil.which("ip6tables")
+    if ip6tables and Path("/proc/net/if_inet6").exists():
+        # IPv6 link-local addresses of the host are on the bridge too.
+        tag = ["-m", "comment", "--comment", FIREWALL_TAG]
+        _install(ip6tables, interface, [["INPUT", "-i", interface, *tag, "-j", "DROP"]])
+    return ["-A " + " ".join(rule) for rule in rules]
 
 
 def _remove_container(client: docker.DockerClient, container_id: str, volume: str | None) -> None:
@@ -1182,4 +1314,13 @@ def owner_alive(owner: str) -> bool:
     return _process_start(int(pid_text)) == start
 
 
-__all__ = ["DockerProvider", "DockerSandbox", "connect", "owner_alive", "owner_id"]
+__all__ = [
+    "DockerProvider",
+    "DockerSandbox",
+    "connect",
+    "ensure_setup_firewall",
+    "firewall_rules",
+    "host_networks",
+    "owner_alive",
+    "owner_id",
+]
