@@ -62,6 +62,8 @@ SERVICE_TOKEN_VAR = "LOOPWRIGHT_SERVICE_ID"  # noqa: S105 - a name, not a secret
 # inside the sandbox shows the command, not a page of bash.
 WRAPPER_VAR = "LOOPWRIGHT_WRAPPER"
 TIMEOUT_EXIT = 124
+WRAPPER_CHECK_S = 0.5
+"""While a command's output is open, how often to check that its wrapper still runs."""
 MAX_FILE_BYTES = 10_000_000
 BUILD_HINT = "build it with `loopwright sandbox build`"
 
@@ -392,13 +394,22 @@ class DockerSandbox:
         reader.start()
         deadline = started + timeout_s
         timed_out = False
+        orphaned = False
         while True:
+            wait = deadline - time.monotonic()
             try:
-                item = inbox.get(timeout=max(deadline - time.monotonic(), 0.0))
+                item = inbox.get(timeout=max(min(wait, WRAPPER_CHECK_S), 0.0))
             except queue.Empty:
-                timed_out = True
-                self._kill_command(reader)
-                break
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    self._kill_command(reader)
+                    break
+                if not orphaned and not self._api(lambda: api.exec_inspect(exec_id)["Running"]):
+                    # The wrapper is gone (the command killed it) but something it left still
+                    # holds the output open: sweep now rather than when that ends.
+                    orphaned = True
+                    self._sweep()
+                continue
             if item is None:
                 break
             if isinstance(item, BaseException):
