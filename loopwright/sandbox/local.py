@@ -422,7 +422,6 @@ class LocalSandbox:
                 _stop(proc)
             reader.stop()
             proc.wait()
-            _kill_group(proc.pid)
         for chunk in reader.drain():
             output.add(chunk)
             _emit(on_output, decoder.decode(chunk))
@@ -459,8 +458,8 @@ class LocalSandbox:
                     if timed_out:
                         _stop(proc)
                     # The launcher has killed its descendants; this catches any left in its
-                    # group if it was killed first. It is still unreaped here, so its pid
-                    # (the group id) cannot be reused yet.
+                    # group if it was killed first. It is still unreaped here (WNOWAIT), so
+                    # its pid, the group id, cannot have been reused.
                     _kill_group(proc.pid)
                     stop_by = time.monotonic() + _DRAIN_GRACE_S
             if stop_by is not None and (eof or now >= stop_by):
@@ -563,7 +562,6 @@ class LocalSandbox:
         finally:
             _stop(proc)
             proc.wait()
-            _kill_group(proc.pid)
 
     def close(self) -> None:
         """Remove the sandbox directory. Safe to call twice."""
@@ -679,11 +677,15 @@ def _has_exited(pid: int) -> bool:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Tell the launcher to kill everything its command started, and give it a moment."""
+    """Tell the launcher to kill everything its command started, give it a moment, then
+    kill its process group. The launcher is never reaped here (its pid stays reserved), so
+    neither signal can reach a process that reused the pid."""
     with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=_STOP_GRACE_S)
+        os.kill(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_S
+    while not _has_exited(proc.pid) and time.monotonic() < deadline:
+        time.sleep(_POLL_S / 4)
+    _kill_group(proc.pid)
 
 
 def _print_notice(text: str) -> None:
