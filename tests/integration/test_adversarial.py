@@ -401,7 +401,10 @@ def contain_exfil_setup(listeners: list[ContainListener]) -> str:
         "    except OSError as exc:\n"
         "        print('BLOCKED', target, exc)\n"
     )
-    return f'python3 -c "{code}"; python3 -m pip --version >/dev/null 2>&1; true'
+    return f'python3 -c "{code}" > /tmp/contain-setup.log 2>&1; true'
+
+
+contain_show_setup = tool("run_command", command="cat /tmp/contain-setup.log")
 
 
 @pytest.mark.docker
@@ -416,7 +419,7 @@ def test_setup_command_cannot_send_the_tree_to_the_host(
         repo = example_repo("python-invoice")
         before = tree_digest(repo)
         setup = contain_exfil_setup(listeners)
-        server = scripted(hostile_session(fix=True))
+        server = scripted(hostile_session(contain_show_setup, fix=True))
         run = run_cli(
             "fix", str(repo), "--sandbox", "docker", "--setup-cmd", setup, "--dry-run",
             env=model_env(server, LOOPWRIGHT_NETWORK="setup"),
@@ -427,8 +430,10 @@ def test_setup_command_cannot_send_the_tree_to_the_host(
             listener.close()
     assert [lst.received for lst in listeners] == [[] for _ in listeners]
     assert tree_digest(repo) == before
-    text = "\n".join(contain_dumps(e) for e in run.events)
-    assert "SENT" not in text
+    # The setup command really ran and tried every listener (its log, read by the model).
+    log = next(o for o in contain_tool_outputs(run) if "BLOCKED" in o or "SENT" in o)
+    assert log.count("BLOCKED (") == len(listeners), log
+    assert "SENT (" not in log
 
 
 @pytest.mark.docker
