@@ -56,20 +56,22 @@ TOOLCHAIN = ("bash", "sh", "python3", "python", "node", "npm", "npx", "git", "go
 RunAs = Literal["user", "nocaps", "same"]
 
 # The launcher every command runs under (`python -I -S -c`, argv: run-as mode, uid, gid,
-# then the command's argv). It is a child subreaper, so whatever the command starts stays
-# its descendant even after a double fork or `setsid`, and it is non-dumpable, so a command
+# the program's absolute path, then the command's argv). It is a child subreaper, so
+# whatever the command starts stays its descendant even after a double fork or `setsid`, and
+# it is non-dumpable, so a command
 # of the same user cannot ptrace it. When the command's main process ends, or the launcher
 # gets SIGTERM (the timeout), it kills every descendant, reaps them, and exits with the
 # command's status (128+N for signal N). When the command runs as capability-less root, the
 # launcher moves to the sandbox uid keeping only CAP_KILL, so the command cannot kill it.
 _LAUNCHER = r"""
-import ctypes, os, signal, sys, time, warnings  # warnings: os.execvp needs it after the drop
+import ctypes, os, signal, sys, time
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
 libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: Loopwright gone, stop too
-mode, uid, gid, argv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+mode, uid, gid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+program, argv = sys.argv[4], sys.argv[5:]
 me = os.getpid()
 
 
@@ -128,19 +130,27 @@ def kill_descendants():
                     tree.add(pid)
                     grew = True
         tree.discard(me)
+        pinned = []
         for pid in tree:
             try:
                 fd = os.pidfd_open(pid)
             except OSError:
                 continue
-            try:
-                # The pidfd pins the process: it is still ours if its parent is.
-                if ppid_of(pid) in tree or ppid_of(pid) == me:
-                    signal.pidfd_send_signal(fd, signal.SIGKILL)
-            except OSError:
-                pass
-            finally:
+            # The pidfd pins the process: it is still ours if its parent is.
+            if ppid_of(pid) in tree or ppid_of(pid) == me:
+                pinned.append(fd)
+            else:
                 os.close(fd)
+        # Freeze them all first, so none runs again to see another die (a shell whose
+        # `sleep` is killed would go on to its next command).
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for fd in pinned:
+                try:
+                    signal.pidfd_send_signal(fd, sig)
+                except OSError:
+                    pass
+        for fd in pinned:
+            os.close(fd)
         time.sleep(0.002)
 
 
@@ -172,17 +182,18 @@ if child == 0:
             os._exit(125)
         os.close(ready_r)
         drop()
-        os.execvp(argv[0], argv)
+        os.execv(program, argv)  # an absolute path: no PATH search after the drop
     except BaseException as exc:
         os.write(2, f"[sandbox] could not start the command: {exc}\n".encode())
     os._exit(126)
-os.close(ready_r)
-if mode == "nocaps":
-    guard()
-os.write(ready_w, b"1")
-os.close(ready_w)
 code = 125
 try:
+    # Whatever happens from here on (a stop at any moment included), the descendants die.
+    os.close(ready_r)
+    if mode == "nocaps":
+        guard()
+    os.write(ready_w, b"1")
+    os.close(ready_w)
     while True:
         pid, status = os.waitpid(-1, 0)
         if pid == child:
@@ -191,10 +202,13 @@ try:
             break
 except (Stop, ChildProcessError):
     pass
+except BaseException as exc:
+    os.write(2, f"[sandbox] the command launcher failed: {exc}\n".encode())
+    code = 126
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
 kill_descendants()
-sys.exit(code)
+os._exit(code)
 """
 
 
@@ -377,8 +391,9 @@ class LocalSandbox:
     def _launch(self, argv: list[str]) -> list[str]:
         """`argv` under the launcher (see `_LAUNCHER`), as the user `isolation` names."""
         iso = self.isolation
+        program = shutil.which(argv[0], path=self._env.get("PATH")) or argv[0]
         launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, iso.run_as]
-        return [*launcher, str(iso.uid), str(iso.gid), *argv]
+        return [*launcher, str(iso.uid), str(iso.gid), program, *argv]
 
     def exec(
         self,
