@@ -78,12 +78,12 @@ BUILD_HINT = "build it with `loopwright sandbox build`"
 # a service token in their environment, or share a session a token holder leads.
 _SWEEP_FUNCTIONS = r"""
 lw_sweep() {
-    local spare=" 1 $1 " round d pid line rest keeper kstart killed tok envline
+    local spare=" 1 $1 " round d pid line rest keeper kstart tok envline
     shift
-    local -a f envs seen
+    local -a f envs seen victims
     local -A sid_of holder lead
     for ((round = 0; round < 200; round++)); do
-        keeper= kstart= killed=0
+        keeper= kstart=
         seen=() sid_of=() holder=() lead=()
         for d in /proc/[0-9]*; do
             pid=${d#/proc/}
@@ -110,12 +110,17 @@ lw_sweep() {
                 done
             fi
         done
+        victims=()
         for pid in "${seen[@]}"; do
             [[ $pid == "$keeper" || -n ${holder[$pid]:-} ]] && continue
             [[ -n ${lead[${sid_of[$pid]}]:-} ]] && continue
-            kill -KILL "$pid" 2>/dev/null && killed=1
+            victims+=("$pid")
         done
-        ((killed)) || return 0
+        ((${#victims[@]})) || return 0
+        # Frozen first, so that none runs again to see another die (a shell whose `sleep`
+        # is killed would go on to its next command).
+        kill -STOP "${victims[@]}" 2>/dev/null
+        kill -KILL "${victims[@]}" 2>/dev/null
     done
 }
 lw_counter() {
