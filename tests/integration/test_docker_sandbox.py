@@ -711,7 +711,7 @@ def test_a_survivor_marker_is_written_when_the_container_command_waits(
     sandbox: DockerSandbox,
 ) -> None:
     tag = survivor_tag()
-    command = SURVIVORS["setsid-env-i"].format(dir="/tmp", tag=tag) + "; sleep 1.5"
+    command = SURVIVORS["setsid-env-i"].format(dir="/tmp", tag=tag) + "; sleep 2.5"
     assert sandbox.exec(command, timeout_s=30).exit_code == 0
     assert run(sandbox, f"cat /tmp/{tag}").strip() == "survived"  # the probe itself works
 

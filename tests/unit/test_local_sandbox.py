@@ -260,9 +260,9 @@ def test_create_from_a_missing_tree_fails(provider: LocalProvider, tmp_path: Pat
 
 # -- no survivors (SECURITY 42) ------------------------------------------------------------
 
-SURVIVOR_DELAY_S = 1.0
+SURVIVOR_DELAY_S = 1.5
 """How long a survivor waits before it writes its marker; the tests wait longer than that."""
-_BODY = "sleep 1; echo survived > {dir}/{tag}"
+_BODY = "sleep 1.5; echo survived > {dir}/{tag}"
 SURVIVORS = {
     "setsid-env-i": f"setsid env -i /bin/sh -c '{_BODY}' {{tag}} & echo started",
     "double-fork": f"( ( /bin/sh -c '{_BODY}' {{tag}} & ) & ); echo started",
@@ -276,7 +276,7 @@ SURVIVORS = {
         "if os.fork():\n    os._exit(0)\n"
         "os.chdir('/')\n"
         "os.closerange(0, 3)\n"
-        "time.sleep(1)\n"
+        "time.sleep(1.5)\n"
         "open(sys.argv[1], 'w').write('survived')\n"
         "PY\n"
         "echo started"
@@ -288,11 +288,11 @@ SURVIVORS = {
     "exit-trap": f"trap 'setsid /bin/sh -c \"{_BODY}\" {{tag}} &' EXIT; echo started",
     "fork-storm": (
         "setsid /bin/sh -c 'while :; do (" + _BODY + ") & sleep 0.05; done' {tag} "
-        "> /dev/null 2>&1 & sleep 0.3; echo started"
+        "> /dev/null 2>&1 & echo started"
     ),
     "kills-its-parent": f"setsid /bin/sh -c '{_BODY}' {{tag}} & kill -9 $PPID; echo started",
 }
-"""Ways a command's process could try to outlive it; each writes {dir}/{tag} a second later."""
+"""Ways a command's process could try to outlive it; each writes {dir}/{tag} 1.5 s later."""
 
 
 def survivor_tag() -> str:
@@ -324,7 +324,7 @@ def test_a_survivor_marker_is_written_when_the_command_waits_for_it(
     box = any_provider.create("control", tree, network=False)
     tag = survivor_tag()
     where = box.root / "tmp"
-    command = SURVIVORS["setsid-env-i"].format(dir=where, tag=tag) + "; sleep 1.5"
+    command = SURVIVORS["setsid-env-i"].format(dir=where, tag=tag) + "; sleep 2.5"
     result = box.exec(command, timeout_s=30)
     assert result.exit_code == 0, result.output
     assert (where / tag).read_text().strip() == "survived"  # the probe itself works
