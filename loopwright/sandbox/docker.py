@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -861,13 +861,37 @@ def host_networks(route_table: str | None = None) -> list[str]:
     return sorted(nets)
 
 
-def firewall_rules(interface: str, own_subnets: set[str], networks: list[str]) -> list[list[str]]:
+def nameservers(resolv_conf: str | None = None) -> list[str]:
+    """The host's IPv4 resolvers (not loopback ones), which Docker's embedded DNS forwards to
+    from inside each container's namespace."""
+    if resolv_conf is None:
+        try:
+            resolv_conf = Path("/etc/resolv.conf").read_text()
+        except OSError:
+            return []
+    found = []
+    for line in resolv_conf.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "nameserver":
+            try:
+                socket.inet_aton(words[1])
+            except OSError:
+                continue  # IPv6 or malformed
+            if not words[1].startswith("127.") and words[1].count(".") == 3:
+                found.append(words[1])
+    return found
+
+
+def firewall_rules(
+    interface: str, own_subnets: set[str], networks: list[str], resolvers: Sequence[str] = ()
+) -> list[list[str]]:
     """`iptables` rule specs (chain first) for the setup bridge `interface`, in order.
 
     INPUT: nothing from the bridge reaches any address of the host (replies to connections
     the host opened excepted). Docker's embedded DNS answers inside each container's own
     namespace, so setup needs nothing on the host. DOCKER-USER (forwarded traffic): nothing
-    from the bridge reaches the metadata range or the host's other networks.
+    from the bridge reaches the metadata range or the host's other networks, except DNS to
+    the host's own resolvers (which may sit on one of those networks).
     """
     tag = ["-m", "comment", "--comment", FIREWALL_TAG]
     rules = [
@@ -875,6 +899,12 @@ def firewall_rules(interface: str, own_subnets: set[str], networks: list[str]) -
          *tag, "-j", "ACCEPT"],
         ["INPUT", "-i", interface, *tag, "-j", "DROP"],
     ]  # fmt: skip
+    for resolver in resolvers:
+        for proto in ("udp", "tcp"):
+            rules.append(
+                ["DOCKER-USER", "-i", interface, "-d", f"{resolver}/32", "-p", proto,
+                 "--dport", "53", *tag, "-j", "ACCEPT"]
+            )  # fmt: skip
     for net in [METADATA_NET, *networks]:
         if net not in own_subnets:
             rules.append(["DOCKER-USER", "-i", interface, "-d", net, *tag, "-j", "DROP"])
@@ -931,7 +961,7 @@ def ensure_setup_firewall(attrs: Mapping[str, Any]) -> list[str]:
             f"remote engine?), so Loopwright cannot firewall it; {_FIREWALL_HINT}"
         )
     binary = shutil.which("iptables") or "/usr/sbin/iptables"
-    rules = firewall_rules(interface, _subnets(attrs), host_networks())
+    rules = firewall_rules(interface, _subnets(attrs), host_networks(), nameservers())
     _install(binary, interface, rules)
     ip6tables = shutil.which("ip6tables")
     if ip6tables and Path("/proc/net/if_inet6").exists():
@@ -1337,6 +1367,7 @@ __all__ = [
     "ensure_setup_firewall",
     "firewall_rules",
     "host_networks",
+    "nameservers",
     "owner_alive",
     "owner_id",
 ]

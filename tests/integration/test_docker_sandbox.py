@@ -664,7 +664,7 @@ def test_doctor_reports_the_setup_network_firewall(settings: Settings) -> None:
 
 
 def test_firewall_rules_cover_the_host_networks_in_a_route_table() -> None:
-    from loopwright.sandbox.docker import firewall_rules, host_networks
+    from loopwright.sandbox.docker import firewall_rules, host_networks, nameservers
 
     table = (
         "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n"
@@ -679,6 +679,17 @@ def test_firewall_rules_cover_the_host_networks_in_a_route_table() -> None:
     dropped = [r[r.index("-d") + 1] for r in rules if r[0] == "DOCKER-USER"]
     assert dropped == ["169.254.0.0/16", "10.0.0.0/8", "192.0.2.0/24"]
     assert [r[0] for r in rules[:2]] == ["INPUT", "INPUT"]
+    # DNS to the host's own resolvers is let through before the drops (a resolver on the LAN).
+    resolvers = nameservers("nameserver 127.0.0.53\nnameserver 192.0.2.53\nnameserver ::1\n")
+    assert resolvers == ["192.0.2.53"]
+    with_dns = firewall_rules("br-x", {"172.18.0.0/16"}, nets, resolvers)
+    forward = [r for r in with_dns if r[0] == "DOCKER-USER"]
+    assert [(r[r.index("-d") + 1], r[-1]) for r in forward[:2]] == [
+        ("192.0.2.53/32", "ACCEPT"),
+        ("192.0.2.53/32", "ACCEPT"),
+    ]
+    assert {r[r.index("-p") + 1] for r in forward[:2]} == {"udp", "tcp"}
+    assert all(r[-1] == "DROP" for r in forward[2:])
 
 
 # -- no survivors (SECURITY 42) ------------------------------------------------------------
