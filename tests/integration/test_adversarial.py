@@ -95,10 +95,10 @@ def contain_marker() -> str:
     return f"/tmp/lw-contain-{uuid.uuid4().hex[:12]}"
 
 
-def contain_survivor_script(marker: str, detach: str) -> str:
+def contain_survivor_script(marker: str, detach: str, delay_s: float = 1) -> str:
     """A script that writes `marker.control` now and starts `detach` (a shell snippet that
-    runs BODY detached), whose BODY writes `marker` one second later."""
-    body = f"sleep 1; echo survived > {marker}"
+    runs BODY detached), whose BODY writes `marker` `delay_s` seconds later."""
+    body = f"sleep {delay_s:g}; echo survived > {marker}"
     return f"#!/bin/bash\necho control > {marker}.control\n" + detach.replace("BODY", body) + "\n"
 
 
@@ -202,12 +202,14 @@ def test_a_timed_out_model_script_leaves_no_detached_survivor(
     """SECURITY 42 (and 16): the timeout kills the command and what it detached."""
     repo = example_repo("python-invoice")
     marker = contain_marker()
-    script = contain_survivor_script(marker, CONTAIN_DETACH["setsid-env-i"]) + "sleep 600\n"
+    # The survivor's delay outlasts the timeout and the kill that follows it.
+    detach = CONTAIN_DETACH["setsid-env-i"]
+    script = contain_survivor_script(marker, detach, delay_s=3) + "sleep 600\n"
     steps = [
         step(PLAN),
         step(tool("write_file", path="tools/slow.sh", content=script)),
         step(tool("run_command", command="bash tools/slow.sh", timeout_s=1)),
-        step(contain_check(marker), delay_s=CONTAIN_DELAY_S),
+        step(contain_check(marker), delay_s=CONTAIN_DELAY_S + 2),
         step(FINISH),
     ]
     run, _ = contain_run(run_cli, scripted, repo, sandbox_kind, steps)
@@ -278,7 +280,10 @@ def test_local_model_command_cannot_read_loopwrights_process(
         held.close()
     probe = next(o for o in contain_tool_outputs(run) if "probed" in o)
     assert "environ ->" in probe and ("Permission denied" in probe or "not permitted" in probe)
-    assert "mem ->" in probe and "fds ->" in probe
+    assert "mem ->" in probe
+    # The descriptor list may be readable (a capability-less root owns it), their files not.
+    fd_lines = [line for line in probe.splitlines() if line.startswith("fd")]
+    assert fd_lines and all("->" in line for line in fd_lines), fd_lines
     assert "CANARY" not in probe
     assert "CANARY" not in contain_dumps(server.requests)
     assert "CANARY" not in "\n".join(contain_dumps(e) for e in run.events)
