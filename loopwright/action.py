@@ -30,7 +30,7 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,7 +60,8 @@ from loopwright.secret_env import SECRET_VARIABLES, HandoffError, restart_withou
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DELIVERY_MODES: tuple[DeliveryMode, ...] = ("pull-request", "commit", "comment")
-SANDBOXES = ("local", "docker")
+SANDBOXES = ("auto", "docker", "local")
+"""`auto`: the Docker sandbox when an engine is reachable on the runner, else `local`."""
 TOOLCHAIN_VARIABLES = (
     "JAVA_HOME",
     "GOROOT",
@@ -80,7 +81,6 @@ _INPUT_SETTINGS = {
     "INPUT_MODEL_API_KEY": "LOOPWRIGHT_MODEL_API_KEY",
     "INPUT_MODEL_TIERS": "LOOPWRIGHT_MODEL_TIERS",
     "INPUT_MAX_COST_USD": "LOOPWRIGHT_MAX_COST_USD",
-    "INPUT_SANDBOX": "LOOPWRIGHT_SANDBOX",
 }
 _PRIVILEGED_EVENTS = frozenset({"pull_request_target", "workflow_run"})
 """Events whose token can write and whose secrets are present, whoever wrote the code."""
@@ -163,7 +163,7 @@ class ActionEnv:
         deliver = (env.get("INPUT_DELIVER") or "pull-request").strip()
         if deliver not in DELIVERY_MODES:
             raise UsageError(f"deliver: {deliver!r} is not one of {', '.join(DELIVERY_MODES)}")
-        sandbox = (env.get("INPUT_SANDBOX") or "local").strip()
+        sandbox = (env.get("INPUT_SANDBOX") or "auto").strip()
         if sandbox not in SANDBOXES:
             raise UsageError(f"sandbox: {sandbox!r} is not one of {', '.join(SANDBOXES)}")
         runner_temp = Path(env.get("RUNNER_TEMP") or "/tmp")
@@ -339,15 +339,56 @@ def main(environ: Mapping[str, str] | None = None) -> int:
     return outcome.exit_code
 
 
+def docker_engine_problem() -> str | None:
+    """Why no Docker engine is usable on this runner, or None when one answers."""
+    try:
+        import docker
+        import requests.exceptions
+    except ImportError as exc:
+        return f"the docker package is not installed: {exc}"
+    try:
+        client = docker.from_env(version="auto", timeout=5)
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        return str(exc) or type(exc).__name__
+    try:
+        client.ping()
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        return str(exc) or type(exc).__name__
+    finally:
+        client.close()
+    return None
+
+
+def choose_sandbox(choice: str, problem: Callable[[], str | None] = docker_engine_problem) -> str:
+    """`docker` or `local` for the `sandbox` input; `auto` picks Docker when it is reachable,
+    and says so on the job's log either way (a notice annotation when it falls back)."""
+    if choice != "auto":
+        return choice
+    why = problem()
+    if why is None:
+        print("loopwright: a Docker engine is reachable; model commands run in the Docker sandbox")
+        return "docker"
+    reason = " ".join(why.split())[:200]
+    print(
+        "::notice title=Loopwright sandbox::No Docker engine is reachable on this runner "
+        f"({reason}), so model commands run in the local sandbox: on the runner itself, "
+        "with a scrubbed environment. Start Docker on the runner (or set sandbox: docker to "
+        "require it) for the isolated sandbox.",
+        flush=True,
+    )
+    return "local"
+
+
 def action_settings(env: Mapping[str, str], action: ActionEnv) -> Settings:
     """Settings from `LOOPWRIGHT_*` variables, overridden by the action's inputs."""
     values = {k: v for k, v in env.items() if k.startswith("LOOPWRIGHT_")}
     values.setdefault("LOOPWRIGHT_DATA_DIR", str(action.runner_temp / "loopwright-data"))
-    values.setdefault("LOOPWRIGHT_SANDBOX", "local")
     for name, setting in _INPUT_SETTINGS.items():
         value = (env.get(name) or "").strip()
         if value:
             values[setting] = value
+    choice = (env.get("INPUT_SANDBOX") or "").strip() or values.get("LOOPWRIGHT_SANDBOX", "auto")
+    values["LOOPWRIGHT_SANDBOX"] = choose_sandbox(choice.strip())
     settings = Settings.from_env(values)
     if settings.model_api_key is None and "tokenfactory.nebius.com" in settings.model_base_url:
         raise UsageError(

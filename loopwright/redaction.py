@@ -1,12 +1,19 @@
 """Removes secrets and token-shaped strings from text before it leaves the process.
 
 Everything that is written somewhere a person or a model can read (events, logs, pull
-request bodies, comments, commit messages) goes through `Redactor.text` first.
+request bodies, comments, commit messages) goes through `Redactor.text` first. Each
+configured secret is masked as it is and in the encodings a command could print it in to
+get it past a plain match: base64 (standard and URL-safe, at any of the three byte offsets a
+longer encoded stream can put it at, padded or not), hex (lower and upper case) and URL
+encoding.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
@@ -14,17 +21,61 @@ TOKEN_PATTERN = re.compile(
     r"(?:gh[pousr]_[A-Za-z0-9_]{8,}|github_pat_[A-Za-z0-9_]{8,}|sk-[A-Za-z0-9_\-]{8,})"
 )
 MASK = "[REDACTED]"
+MIN_SECRET = 4
+MIN_ENCODED = 6
+"""Shorter encoded fragments would mask ordinary text by chance."""
+
+
+def _base64_cores(data: bytes, encode: Any) -> set[str]:
+    """The base64 characters that depend only on `data`, wherever it sits in a stream.
+
+    With `k` bytes before it (k = 0, 1, 2 modulo 3), character i of the encoding covers bits
+    6i..6i+5 of the stream; those wholly inside `data` are the same for any surrounding bytes.
+    """
+    cores = set()
+    for k in range(3):
+        encoded = encode(b"\0" * k + data).decode("ascii").rstrip("=")
+        first = -(-8 * k // 6)
+        last = (8 * (k + len(data))) // 6
+        core = encoded[first:last]
+        if len(core) >= MIN_ENCODED:
+            cores.add(core)
+    return cores
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """`secret` and every encoded form of it that `Redactor` masks."""
+    data = secret.encode("utf-8")
+    forms = {secret}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(data).decode("ascii")
+        forms.update({whole, whole.rstrip("=")})
+        forms.update(_base64_cores(data, encode))
+    hexed = binascii.hexlify(data).decode("ascii")
+    forms.update({hexed, hexed.upper()})
+    for quoted in (urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)):
+        forms.add(quoted)
+        # Percent escapes are case-insensitive: %2f is %2F.
+        forms.add(re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quoted))
+    return {form for form in forms if len(form) >= MIN_SECRET}
 
 
 class Redactor:
-    """Masks known secret values and anything shaped like a GitHub or model API token."""
+    """Masks known secret values (and their encodings) and anything shaped like a GitHub or
+    model API token."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        self._secrets = sorted({s for s in secrets if s and len(s) >= MIN_SECRET}, key=len)
+        forms: set[str] = set()
+        for secret in self._secrets:
+            forms |= encoded_forms(secret)
+        # Longest first, so a whole encoding is masked rather than the core inside it.
+        ordered = sorted(forms, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
     def text(self, value: str) -> str:
-        for secret in self._secrets:
-            value = value.replace(secret, MASK)
+        if self._pattern is not None:
+            value = self._pattern.sub(MASK, value)
         return TOKEN_PATTERN.sub(MASK, value)
 
     def data(self, value: Any) -> Any:

@@ -13,14 +13,16 @@ import io
 import os
 import queue
 import secrets
+import shutil
 import socket
+import subprocess
 import tarfile
 import tempfile
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -56,28 +58,34 @@ SANDBOX_ENV = {
     "LANG": "C.UTF-8",
     "CI": "true",
 }
-EXEC_TOKEN_VAR = "LOOPWRIGHT_EXEC_ID"  # noqa: S105 - a name, not a secret
+SERVICE_TOKEN_VAR = "LOOPWRIGHT_SERVICE_ID"  # noqa: S105 - a name, not a secret
 # The wrapper travels in the environment (and is unset before the command runs) so that `ps`
 # inside the sandbox shows the command, not a page of bash.
 WRAPPER_VAR = "LOOPWRIGHT_WRAPPER"
 TIMEOUT_EXIT = 124
+WRAPPER_CHECK_S = 0.5
+"""While a command's output is open, how often to check that its wrapper still runs."""
 MAX_FILE_BYTES = 10_000_000
 BUILD_HINT = "build it with `loopwright sandbox build`"
 
 # Bash functions shared by the command wrapper and the timeout killer. Builtins only: when a
-# fork bomb has used up the pids limit, a reaper that needs to fork could never run.
+# fork bomb has used up the pids limit, a sweep that needs to fork could never run.
 #
-# A command's processes are found two ways, so that neither a new session nor a scrubbed
-# environment alone lets one escape: every process started for the command inherits the
-# random token in EXEC_TOKEN_VAR, and every process in a session led by a token holder counts
-# (runc makes each exec a session leader, so the command's session is its own).
-_REAP_FUNCTIONS = r"""
-lw_reap() {
-    local token="LOOPWRIGHT_EXEC_ID=$1" spare=" 1 $2 " round d pid line rest killed
-    local -a f envs
-    local -A sids=()
+# No process may outlive the command that started it, and a process can leave its session,
+# clear its environment, rename itself and be reparented to init, so the sweep does not try
+# to recognise the command's processes: it kills every process in the container except
+# init (PID 1), the keeper (init's oldest child, `sleep infinity`), the pids it is told to
+# spare (itself), and the processes of open services (verification's web app): those hold
+# a service token in their environment, or share a session a token holder leads.
+_SWEEP_FUNCTIONS = r"""
+lw_sweep() {
+    local spare=" 1 $1 " round d pid line rest keeper kstart tok envline
+    shift
+    local -a f envs seen victims
+    local -A sid_of holder lead
     for ((round = 0; round < 200; round++)); do
-        killed=0
+        keeper= kstart=
+        seen=() sid_of=() holder=() lead=()
         for d in /proc/[0-9]*; do
             pid=${d#/proc/}
             [[ $spare == *" $pid "* ]] && continue
@@ -85,17 +93,35 @@ lw_reap() {
             rest=${line##*) }
             f=($rest)
             [[ ${f[0]} == Z ]] && continue
-            envs=()
-            mapfile -d '' -t envs 2>/dev/null < "$d/environ"
-            if [[ " ${envs[*]} " == *" $token "* ]]; then
-                # Only sessions a token holder leads: never the container's own (init's).
-                [[ ${f[3]} == "$pid" ]] && sids[$pid]=1
-            elif [[ -z ${sids[${f[3]}]:-} ]]; then
-                continue
+            if ((f[1] == 1)) && [[ -z $kstart || ${f[19]} -lt $kstart ]]; then
+                keeper=$pid kstart=${f[19]}
             fi
-            kill -KILL "$pid" 2>/dev/null && killed=1
+            seen+=("$pid")
+            sid_of[$pid]=${f[3]}
+            if (($#)); then
+                envs=()
+                mapfile -d '' -t envs 2>/dev/null < "$d/environ"
+                envline=" ${envs[*]} "
+                for tok; do
+                    if [[ $envline == *" LOOPWRIGHT_SERVICE_ID=$tok "* ]]; then
+                        holder[$pid]=1
+                        [[ ${f[3]} == "$pid" ]] && lead[$pid]=1
+                        break
+                    fi
+                done
+            fi
         done
-        ((killed)) || return 0
+        victims=()
+        for pid in "${seen[@]}"; do
+            [[ $pid == "$keeper" || -n ${holder[$pid]:-} ]] && continue
+            [[ -n ${lead[${sid_of[$pid]}]:-} ]] && continue
+            victims+=("$pid")
+        done
+        ((${#victims[@]})) || return 0
+        # Frozen first, so that none runs again to see another die (a shell whose `sleep`
+        # is killed would go on to its next command).
+        kill -STOP "${victims[@]}" 2>/dev/null
+        kill -KILL "${victims[@]}" 2>/dev/null
     done
 }
 lw_counter() {
@@ -115,32 +141,35 @@ lw_counter() {
 _OOM_FILES = "/sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control"
 _PIDS_FILES = "/sys/fs/cgroup/pids.events /sys/fs/cgroup/pids/pids.events"
 
-# Run as `bash -c 'eval "$LOOPWRIGHT_WRAPPER"'` with $1 the command, $2 the token, $3 the
-# memory limit (MB), $4 the pids limit.
+# Run as `bash -c 'eval "$LOOPWRIGHT_WRAPPER"'` with $1 the command, $2 the memory limit (MB),
+# $3 the pids limit, and $4... the tokens of the services open in this sandbox.
 _EXEC_WRAPPER = (
-    _REAP_FUNCTIONS
+    _SWEEP_FUNCTIONS
     + rf"""
 unset LOOPWRIGHT_WRAPPER
 exec 2>&1 </dev/null
+# Leftovers of a file tool, or of a command whose wrapper was killed before it swept.
+lw_sweep "$$" "${{@:4}}"
 lw_counter oom_kill {_OOM_FILES}; oom_before=$LW_COUNT
 lw_counter max {_PIDS_FILES}; pids_before=$LW_COUNT
 /bin/bash -c "$1"
 rc=$?
-# Background jobs die with the command that started them.
-lw_reap "$2" "$$ $PPID"
+# Nothing the command started outlives it: background jobs, new sessions, daemons.
+lw_sweep "$$" "${{@:4}}"
 lw_counter oom_kill {_OOM_FILES}
 if ((LW_COUNT > oom_before)); then
-    printf '\n[sandbox] a process was killed by the out-of-memory killer (limit %s MB)\n' "$3"
+    printf '\n[sandbox] a process was killed by the out-of-memory killer (limit %s MB)\n' "$2"
 fi
 lw_counter max {_PIDS_FILES}
 if ((LW_COUNT > pids_before)); then
-    printf '\n[sandbox] the process limit (%s) was reached: fork failed\n' "$4"
+    printf '\n[sandbox] the process limit (%s) was reached: fork failed\n' "$3"
 fi
 exit $rc
 """
 )
 
-_KILLER = _REAP_FUNCTIONS + '\nlw_reap "$1" "$$"\n'
+# argv after `bash -c`: $1... the tokens of the services to spare.
+_SWEEPER = _SWEEP_FUNCTIONS + '\nlw_sweep "$$" "$@"\n'
 
 # argv after `bash -c`: $1 the command, $2 the log file (its exit status goes to $2.exit).
 _SERVICE_SCRIPT = (
@@ -178,7 +207,7 @@ except OSError:
 
 # argv after `bash -c`: $1 resolver source, $2 path, $3 size limit.
 _READ_SCRIPT = r"""
-p=$(python3 -c "$1" /workspace "$2" read) || exit $?
+p=$(python3 -I -c "$1" /workspace "$2" read) || exit $?
 if [[ -d $p ]]; then echo "$2 is a directory, not a file" >&2; exit 4; fi
 if [[ ! -f $p ]]; then echo "$2 is not a regular file" >&2; exit 4; fi
 size=$(stat -c %s -- "$p") || exit 4
@@ -192,7 +221,7 @@ exec cat -- "$p"
 # argv after `bash -c`: $1 resolver source, $2 path. Prints the existing file's mode (or an
 # empty line) and then the resolved path, and creates the parent directories.
 _WRITE_SCRIPT = r"""
-p=$(python3 -c "$1" /workspace "$2" write) || exit $?
+p=$(python3 -I -c "$1" /workspace "$2" write) || exit $?
 if [[ -d $p ]]; then echo "$2 is a directory" >&2; exit 4; fi
 mkdir -p -- "$(dirname -- "$p")" || exit 4
 if [[ -f $p ]]; then stat -c %a -- "$p"; else echo; fi
@@ -318,6 +347,8 @@ class DockerSandbox:
         self._network = network
         self._closed = False
         self._close_lock = threading.Lock()
+        self._services: set[str] = set()
+        """Tokens of the services open now; their processes survive the sweeps."""
 
     # -- commands -------------------------------------------------------------------------
 
@@ -329,18 +360,23 @@ class DockerSandbox:
         on_output: OutputCallback | None = None,
         on_raw: RawCallback | None = None,
     ) -> ExecResult:
-        """Run `command` with bash in /workspace; kill its whole process tree on timeout."""
+        """Run `command` with bash in /workspace; kill its whole process tree on timeout.
+
+        When the command ends, every process in the container but init and the keeper is
+        killed (those of an open `run_service` excepted), however it detached itself.
+        """
         limits = self._settings.sandbox_limits
         token = secrets.token_hex(16)
+        services = sorted(self._services)
         argv = [
             "/bin/bash",
             "-c",
             f'eval "${WRAPPER_VAR}"',
             "loopwright-exec",
             command,
-            token,
             str(limits.memory_mb),
             str(limits.pids),
+            *services,
         ]
         capture = _ExecCapture.new(limits.output_cap_bytes)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -354,7 +390,7 @@ class DockerSandbox:
                 stderr=True,
                 user=USER,
                 workdir=WORKSPACE,
-                environment={EXEC_TOKEN_VAR: token, WRAPPER_VAR: _EXEC_WRAPPER},
+                environment={WRAPPER_VAR: _EXEC_WRAPPER},
             )["Id"]
         )
         chunks = self._api(lambda: api.exec_start(exec_id, stream=True, demux=False))
@@ -365,13 +401,22 @@ class DockerSandbox:
         reader.start()
         deadline = started + timeout_s
         timed_out = False
+        orphaned = False
         while True:
+            wait = deadline - time.monotonic()
             try:
-                item = inbox.get(timeout=max(deadline - time.monotonic(), 0.0))
+                item = inbox.get(timeout=max(min(wait, WRAPPER_CHECK_S), 0.0))
             except queue.Empty:
-                timed_out = True
-                self._kill_command(token, reader)
-                break
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    self._kill_command(reader)
+                    break
+                if not orphaned and not self._api(lambda: api.exec_inspect(exec_id)["Running"]):
+                    # The wrapper is gone (the command killed it) but something it left still
+                    # holds the output open: sweep now rather than when that ends.
+                    orphaned = True
+                    self._sweep()
+                continue
             if item is None:
                 break
             if isinstance(item, BaseException):
@@ -403,11 +448,16 @@ class DockerSandbox:
                 truncated=capture.truncated,
                 duration_s=duration,
             )
+        exit_code = self._exit_code(exec_id)
+        if exit_code > 128:
+            # A signal ended the wrapper, possibly before its sweep (the command may kill
+            # its own parent); sweep again from outside.
+            self._sweep()
         return ExecResult(
             output=capture.text(),
-            exit_code=self._exit_code(exec_id),
+            exit_code=exit_code,
             truncated=capture.truncated,
-            duration_s=duration,
+            duration_s=time.monotonic() - started,
         )
 
     def _exit_code(self, exec_id: str) -> int:
@@ -422,26 +472,34 @@ class DockerSandbox:
             time.sleep(0.01)
         raise self._died("the command's exit status never arrived")
 
-    def _kill_command(self, token: str, reader: threading.Thread) -> None:
+    def _sweep(self) -> bool:
+        """Kill every process but init, the keeper and open services'; False if it could not
+        start (typically no pid is free: a fork bomb)."""
+        api = self._client.api
+        try:
+            api.exec_start(
+                api.exec_create(
+                    self.container_id,
+                    ["/bin/bash", "-c", _SWEEPER, "loopwright-sweep", *sorted(self._services)],
+                    user=USER,
+                )["Id"]
+            )
+        except docker.errors.NotFound as exc:
+            raise self._died(str(exc)) from exc
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                raise self._died(str(exc.explanation or exc)) from exc
+            return False
+        except requests.exceptions.ConnectionError as exc:
+            raise _engine_error(exc) from exc
+        return True
+
+    def _kill_command(self, reader: threading.Thread) -> None:
         """Kill every process of the timed-out command, restarting the container if need be."""
         for _ in range(20):
-            try:
-                result = self._client.api.exec_start(
-                    self._client.api.exec_create(
-                        self.container_id,
-                        ["/bin/bash", "-c", _KILLER, "loopwright-kill", token],
-                        user=USER,
-                    )["Id"]
-                )
-                del result
-            except docker.errors.NotFound as exc:
-                raise self._died(str(exc)) from exc
-            except docker.errors.APIError:
-                # Typically no pid is free (a fork bomb): wait for the reaper's next chance.
-                time.sleep(0.1)
+            if not self._sweep():
+                time.sleep(0.1)  # wait for the sweep's next chance at a free pid
                 continue
-            except requests.exceptions.ConnectionError as exc:
-                raise _engine_error(exc) from exc
             reader.join(timeout=5)
             if not reader.is_alive():
                 return
@@ -523,8 +581,9 @@ class DockerSandbox:
     ) -> Iterator[str]:
         """Run `command` detached while the context is open; yield a loopback URL reaching `port`.
 
-        The service and its relays carry a token of their own, so the reaper of an ordinary
-        command leaves them alone, and leaving the context kills exactly them.
+        The service and its relays carry a token of their own, so the sweep after each
+        command spares them while the context is open; leaving it kills them and everything
+        else but init and the keeper.
         """
         token = secrets.token_hex(16)
         argv = ["/bin/bash", "-c", _SERVICE_SCRIPT, "loopwright-service", command]
@@ -537,25 +596,26 @@ class DockerSandbox:
                 argv,
                 user=USER,
                 workdir=WORKSPACE,
-                environment={**env, EXEC_TOKEN_VAR: token},
+                environment={**env, SERVICE_TOKEN_VAR: token},
             )["Id"]
         )
-        self._api(lambda: api.exec_start(exec_id, detach=True))
-        relay = _PortRelay(self, port, token)
+        self._services.add(token)
+        try:
+            self._api(lambda: api.exec_start(exec_id, detach=True))
+            relay = _PortRelay(self, port, token)
+        except BaseException:
+            self._services.discard(token)
+            raise
         try:
             yield relay.url
         finally:
             relay.close()
+            self._services.discard(token)
             if not self._closed:
-                self._api(
-                    lambda: api.exec_start(
-                        api.exec_create(
-                            self.container_id,
-                            ["/bin/bash", "-c", _KILLER, "loopwright-kill", token],
-                            user=USER,
-                        )["Id"]
-                    )
-                )
+                for _ in range(20):
+                    if self._sweep():
+                        break
+                    time.sleep(0.1)
 
     def _attached_networks(self, container: Any) -> list[str]:
         self._api(container.reload)
@@ -672,12 +732,12 @@ class _PortRelay:
         try:
             exec_id = api.exec_create(
                 self._sandbox.container_id,
-                ["python3", "-c", _RELAY_SCRIPT, str(self._port)],
+                ["python3", "-I", "-c", _RELAY_SCRIPT, str(self._port)],
                 stdin=True,
                 stdout=True,
                 stderr=False,
                 user=USER,
-                environment={EXEC_TOKEN_VAR: self._token},
+                environment={SERVICE_TOKEN_VAR: self._token},
             )["Id"]
             response: Any = api.exec_start(exec_id, socket=True)
         except (docker.errors.APIError, requests.exceptions.ConnectionError):
@@ -762,21 +822,181 @@ def _pump(chunks: Iterator[bytes], inbox: queue.Queue[bytes | BaseException | No
 
 
 def _sandbox_network(client: docker.DockerClient) -> Any:
-    """The bridge sandboxes use while they may reach the network; ICC off, so not each other."""
+    """The bridge sandboxes use while they may reach the network; ICC off, so not each other.
+
+    Its firewall (see `ensure_setup_firewall`) is checked and completed every time.
+    """
     try:
-        return client.networks.get(NETWORK_NAME)
+        network = client.networks.get(NETWORK_NAME)
     except docker.errors.NotFound:
-        pass
+        try:
+            network = client.networks.create(
+                NETWORK_NAME,
+                driver="bridge",
+                options={"com.docker.network.bridge.enable_icc": "false"},
+                labels={"loopwright.network": "sandbox"},
+            )
+        except docker.errors.APIError:
+            # Another process created it between our lookup and create.
+            network = client.networks.get(NETWORK_NAME)
+    except requests.exceptions.ConnectionError as exc:
+        raise _engine_error(exc) from exc
+    ensure_setup_firewall(network.attrs)
+    return network
+
+
+# -- the setup network's firewall -------------------------------------------------------------
+
+FIREWALL_TAG = "loopwright-sandbox"
+"""The comment on every rule Loopwright installs; only rules carrying it are ever removed."""
+METADATA_NET = "169.254.0.0/16"
+_FIREWALL_HINT = (
+    "run Loopwright as root on the Docker host (with iptables and Docker's DOCKER-USER chain), "
+    "or set LOOPWRIGHT_NETWORK=none to run setup without a network"
+)
+
+
+def bridge_interface(attrs: Mapping[str, Any]) -> str:
+    """The host interface of a Docker bridge network (Docker names it br-<id> by default)."""
+    options = attrs.get("Options") or {}
+    return str(options.get("com.docker.network.bridge.name") or f"br-{str(attrs['Id'])[:12]}")
+
+
+def _subnets(attrs: Mapping[str, Any]) -> set[str]:
+    configs = (attrs.get("IPAM") or {}).get("Config") or []
+    return {str(c["Subnet"]) for c in configs if c.get("Subnet")}
+
+
+def host_networks(route_table: str | None = None) -> list[str]:
+    """The IPv4 networks this host routes to directly or through a gateway (not the default
+    route), from /proc/net/route: the host's own local and private networks."""
+    if route_table is None:
+        try:
+            route_table = Path("/proc/net/route").read_text()
+        except OSError:
+            return []
+    nets: set[str] = set()
+    for line in route_table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        dest, mask = int(fields[1], 16), int(fields[7], 16)
+        if mask == 0:
+            continue  # the default route: the internet, which setup may reach
+        addr = socket.inet_ntoa(dest.to_bytes(4, "little"))
+        prefix = bin(mask).count("1")
+        nets.add(f"{addr}/{prefix}")
+    return sorted(nets)
+
+
+def nameservers(resolv_conf: str | None = None) -> list[str]:
+    """The host's IPv4 resolvers (not loopback ones), which Docker's embedded DNS forwards to
+    from inside each container's namespace."""
+    if resolv_conf is None:
+        try:
+            resolv_conf = Path("/etc/resolv.conf").read_text()
+        except OSError:
+            return []
+    found = []
+    for line in resolv_conf.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "nameserver":
+            try:
+                socket.inet_aton(words[1])
+            except OSError:
+                continue  # IPv6 or malformed
+            if not words[1].startswith("127.") and words[1].count(".") == 3:
+                found.append(words[1])
+    return found
+
+
+def firewall_rules(
+    interface: str, own_subnets: set[str], networks: list[str], resolvers: Sequence[str] = ()
+) -> list[list[str]]:
+    """`iptables` rule specs (chain first) for the setup bridge `interface`, in order.
+
+    INPUT: nothing from the bridge reaches any address of the host (replies to connections
+    the host opened excepted). Docker's embedded DNS answers inside each container's own
+    namespace, so setup needs nothing on the host. DOCKER-USER (forwarded traffic): nothing
+    from the bridge reaches the metadata range or the host's other networks, except DNS to
+    the host's own resolvers (which may sit on one of those networks).
+    """
+    tag = ["-m", "comment", "--comment", FIREWALL_TAG]
+    rules = [
+        ["INPUT", "-i", interface, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED",
+         *tag, "-j", "ACCEPT"],
+        ["INPUT", "-i", interface, *tag, "-j", "DROP"],
+    ]  # fmt: skip
+    for resolver in resolvers:
+        for proto in ("udp", "tcp"):
+            rules.append(
+                ["DOCKER-USER", "-i", interface, "-d", f"{resolver}/32", "-p", proto,
+                 "--dport", "53", *tag, "-j", "ACCEPT"]
+            )  # fmt: skip
+    for net in [METADATA_NET, *networks]:
+        if net not in own_subnets:
+            rules.append(["DOCKER-USER", "-i", interface, "-d", net, *tag, "-j", "DROP"])
+    return rules
+
+
+def _iptables(binary: str, *args: str) -> subprocess.CompletedProcess[str]:
     try:
-        return client.networks.create(
-            NETWORK_NAME,
-            driver="bridge",
-            options={"com.docker.network.bridge.enable_icc": "false"},
-            labels={"loopwright.network": "sandbox"},
+        return subprocess.run(
+            [binary, "-w", "5", *args], capture_output=True, text=True, timeout=30, check=False
         )
-    except docker.errors.APIError:
-        # Another process created it between our lookup and create.
-        return client.networks.get(NETWORK_NAME)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxError(
+            f"cannot install the setup network's firewall ({binary}: {exc}); {_FIREWALL_HINT}"
+        ) from exc
+
+
+def _install(binary: str, interface: str, rules: list[list[str]]) -> None:
+    """Add the missing `rules` (top of their chain, keeping their order) and remove rules of
+    ours for other interfaces (a sandbox network that was removed and made again)."""
+    chains = sorted({rule[0] for rule in rules})
+    for chain in chains:
+        listed = _iptables(binary, "-S", chain)
+        if listed.returncode != 0:
+            raise SandboxError(
+                f"cannot install the setup network's firewall: `{binary} -S {chain}` failed "
+                f"({listed.stderr.strip()}); {_FIREWALL_HINT}"
+            )
+        for line in listed.stdout.splitlines():
+            words = line.split()
+            if FIREWALL_TAG in words and interface not in words and words[:1] == ["-A"]:
+                _iptables(binary, "-D", *words[1:])
+    for chain in chains:
+        position = 1
+        for rule in (r for r in rules if r[0] == chain):
+            if _iptables(binary, "-C", *rule).returncode != 0:
+                added = _iptables(binary, "-I", chain, str(position), *rule[1:])
+                if added.returncode != 0:
+                    raise SandboxError(
+                        f"cannot install the setup network's firewall: `{binary} -I "
+                        f"{' '.join(rule)}` failed ({added.stderr.strip()}); {_FIREWALL_HINT}"
+                    )
+            position += 1
+
+
+def ensure_setup_firewall(attrs: Mapping[str, Any]) -> list[str]:
+    """Install (idempotently) the rules that keep the setup bridge off the host's own
+    addresses, the metadata range and the host's other networks; return the rules as
+    `iptables -S` would print them. Raises `SandboxError` saying what to do when it cannot."""
+    interface = bridge_interface(attrs)
+    if not Path("/sys/class/net", interface).exists():
+        raise SandboxError(
+            f"the setup network's bridge {interface} is not on this host (is DOCKER_HOST a "
+            f"remote engine?), so Loopwright cannot firewall it; {_FIREWALL_HINT}"
+        )
+    binary = shutil.which("iptables") or "/usr/sbin/iptables"
+    rules = firewall_rules(interface, _subnets(attrs), host_networks(), nameservers())
+    _install(binary, interface, rules)
+    ip6tables = shutil.which("ip6tables")
+    if ip6tables and Path("/proc/net/if_inet6").exists():
+        # IPv6 link-local addresses of the host are on the bridge too.
+        tag = ["-m", "comment", "--comment", FIREWALL_TAG]
+        _install(ip6tables, interface, [["INPUT", "-i", interface, *tag, "-j", "DROP"]])
+    return ["-A " + " ".join(rule) for rule in rules]
 
 
 def _remove_container(client: docker.DockerClient, container_id: str, volume: str | None) -> None:
@@ -1168,4 +1388,14 @@ def owner_alive(owner: str) -> bool:
     return _process_start(int(pid_text)) == start
 
 
-__all__ = ["DockerProvider", "DockerSandbox", "connect", "owner_alive", "owner_id"]
+__all__ = [
+    "DockerProvider",
+    "DockerSandbox",
+    "connect",
+    "ensure_setup_firewall",
+    "firewall_rules",
+    "host_networks",
+    "nameservers",
+    "owner_alive",
+    "owner_id",
+]

@@ -321,6 +321,43 @@ def _host_checks(settings: Settings, client: Any) -> Iterable[DoctorCheck]:
         None if CHROMIUM.exists() else "apt-get install -y chromium",
     )
     yield _disk_check(settings, client)
+    if settings.network != "none":
+        yield _firewall_check(client)
+
+
+def _firewall_check(client: Any) -> DoctorCheck:
+    """Whether the setup network's firewall is (or can be) in place on this host."""
+    import docker.errors
+
+    from loopwright.sandbox.docker import NETWORK_NAME, ensure_setup_firewall
+
+    name = "setup network firewall"
+    fix = "run Loopwright as root on the Docker host, or set LOOPWRIGHT_NETWORK=none"
+    iptables = shutil.which("iptables")
+    if iptables is None:
+        return DoctorCheck(name, False, "iptables is missing", "apt-get install -y iptables")
+    if client is None:
+        return DoctorCheck(name, False, "cannot tell without the engine", None)
+    try:
+        network = client.networks.get(NETWORK_NAME)
+    except docker.errors.NotFound:
+        listed = subprocess.run(
+            [iptables, "-w", "5", "-S", "DOCKER-USER"], capture_output=True, text=True, check=False
+        )
+        if listed.returncode != 0:
+            return DoctorCheck(
+                name, False, f"cannot read the DOCKER-USER chain: {listed.stderr.strip()}", fix
+            )
+        return DoctorCheck(name, True, f"installed when {NETWORK_NAME} is first created")
+    except docker.errors.DockerException as exc:
+        return DoctorCheck(name, False, f"cannot inspect {NETWORK_NAME}: {exc}", None)
+    try:
+        rules = ensure_setup_firewall(network.attrs)
+    except SandboxError as exc:
+        return DoctorCheck(name, False, str(exc), fix)
+    return DoctorCheck(
+        name, True, f"{len(rules)} rules keep {NETWORK_NAME} off the host, metadata and LAN"
+    )
 
 
 def _disk_check(settings: Settings, client: Any) -> DoctorCheck:

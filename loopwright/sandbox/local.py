@@ -1,15 +1,21 @@
 """A sandbox that is a temporary directory on the host, for development and tests.
 
-The local backend has NO isolation: commands run as the current user, with the host's
-network and filesystem. What it does keep is everything that does not need a container: a
-scrubbed environment (no host secrets), a private HOME and TMPDIR, a process group per
-command that is killed on timeout, and the file tools' path rules.
+The local backend has NO container isolation: commands use the host's network and
+filesystem. What it does keep is everything that does not need a container: a scrubbed
+environment (no host secrets), a private HOME and TMPDIR, the file tools' path rules, and a
+launcher per command that is a child subreaper, so every process the command starts (in a
+new session or not) is killed when it ends or times out. Loopwright's own process is made
+non-dumpable, so commands cannot read its environment, memory or open files through /proc;
+when Loopwright runs as root, commands run as the unprivileged sandbox user (uid 10001,
+owning the workspace copy), or, where that user cannot reach the workspace or the
+toolchain, as root without any capability.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import ctypes
 import os
 import queue
 import re
@@ -18,15 +24,18 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 from loopwright.config import SandboxLimits
 from loopwright.sandbox.base import (
+    SANDBOX_UID,
     ExecResult,
     FileToolError,
     OutputCallback,
@@ -39,6 +48,241 @@ _READ_CHUNK = 65536
 _POLL_S = 0.02
 _DRAIN_GRACE_S = 1.0
 """After the command ends, how long to wait for output still in flight before returning."""
+_STOP_GRACE_S = 5.0
+"""How long a launcher told to stop gets to kill its command's processes."""
+PR_SET_DUMPABLE = 4
+TOOLCHAIN = ("bash", "sh", "python3", "python", "node", "npm", "npx", "git", "go", "java")
+"""Programs a command is likely to need; the sandbox user must reach those on PATH."""
+
+RunAs = Literal["user", "nocaps", "same"]
+
+# The launcher every command runs under (`python -I -S -c`, argv: run-as mode, uid, gid,
+# the program's absolute path, then the command's argv). It is a child subreaper, so
+# whatever the command starts stays its descendant even after a double fork or `setsid`, and
+# it is non-dumpable, so a command
+# of the same user cannot ptrace it. When the command's main process ends, or the launcher
+# gets SIGTERM (the timeout), it kills every descendant, reaps them, and exits with the
+# command's status (128+N for signal N). When the command runs as capability-less root, the
+# launcher moves to the sandbox uid keeping only CAP_KILL, so the command cannot kill it.
+_LAUNCHER = r"""
+import ctypes, os, signal, sys, time
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: Loopwright gone, stop too
+mode, uid, gid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+program, argv = sys.argv[4], sys.argv[5:]
+me = os.getpid()
+
+
+class Stop(Exception):
+    pass
+
+
+def stop(signum, frame):
+    raise Stop
+
+
+def drop():
+    if mode == "user":
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    elif mode == "nocaps":
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+        for cap in range(last + 1):
+            libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+        if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
+            raise OSError(ctypes.get_errno(), "capset failed")
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "no_new_privs failed")
+
+
+def ppid_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kill_descendants():
+    for _ in range(2000):
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return  # no child left, so no descendant either
+        parents = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                parent = ppid_of(name)
+                if parent is not None:
+                    parents[int(name)] = parent
+        tree = {me}
+        grew = True
+        while grew:
+            grew = False
+            for pid, parent in parents.items():
+                if parent in tree and pid not in tree:
+                    tree.add(pid)
+                    grew = True
+        tree.discard(me)
+        pinned = []
+        for pid in tree:
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            # The pidfd pins the process: it is still ours if its parent is.
+            if ppid_of(pid) in tree or ppid_of(pid) == me:
+                pinned.append(fd)
+            else:
+                os.close(fd)
+        # Freeze them all first, so none runs again to see another die (a shell whose
+        # `sleep` is killed would go on to its next command).
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for fd in pinned:
+                try:
+                    signal.pidfd_send_signal(fd, sig)
+                except OSError:
+                    pass
+        for fd in pinned:
+            os.close(fd)
+        time.sleep(0.002)
+
+
+def guard():
+    # Another uid than the command's, with only CAP_KILL: beyond the reach of its signals.
+    libc.prctl(8, 1, 0, 0, 0)  # PR_SET_KEEPCAPS
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    kill = 1 << 5  # CAP_KILL
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    if libc.capset(header, (ctypes.c_uint32 * 6)(kill, kill, 0, 0, 0, 0)) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE (setuid reset both of these)
+    libc.prctl(1, signal.SIGTERM, 0, 0, 0)
+
+
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGHUP, stop)
+if os.getppid() == 1:
+    sys.exit(125)
+ready_r, ready_w = os.pipe()
+child = os.fork()
+if child == 0:
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        os.close(ready_w)
+        if os.read(ready_r, 1) != b"1":
+            os._exit(125)
+        os.close(ready_r)
+        drop()
+        os.execv(program, argv)  # an absolute path: no PATH search after the drop
+    except BaseException as exc:
+        os.write(2, f"[sandbox] could not start the command: {exc}\n".encode())
+    os._exit(126)
+code = 125
+try:
+    # Whatever happens from here on (a stop at any moment included), the descendants die.
+    os.close(ready_r)
+    if mode == "nocaps":
+        guard()
+    os.write(ready_w, b"1")
+    os.close(ready_w)
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            code = 128 - code if code < 0 else code
+            break
+except (Stop, ChildProcessError):
+    pass
+except BaseException as exc:
+    os.write(2, f"[sandbox] the command launcher failed: {exc}\n".encode())
+    code = 126
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+kill_descendants()
+os._exit(code)
+"""
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Who the local sandbox's commands run as, and why."""
+
+    run_as: RunAs
+    uid: int
+    gid: int
+    note: str
+    """Empty when commands run as the unprivileged sandbox user or Loopwright is not root."""
+
+
+def make_undumpable() -> bool:
+    """Make this process non-dumpable: a command of the same user can no longer read its
+    /proc environ, mem or fds, nor ptrace it. False where the platform has no prctl."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+
+
+def reachable_by(path: Path, uid: int, gid: int, *, execute: bool) -> bool:
+    """Whether `uid`/`gid` (no supplementary groups) can reach `path` following symlinks:
+    search permission on every directory on the way, and execute (or read) on the end."""
+    try:
+        real = Path(os.path.realpath(path))
+        end_need = 5 if execute else 4  # read and execute: scripts are read by their interpreter
+        for index, part in enumerate([real, *real.parents]):
+            info = part.stat()
+            need = end_need if index == 0 and not stat.S_ISDIR(info.st_mode) else 1
+            if info.st_uid == uid:
+                bits = (info.st_mode >> 6) & 7
+            elif info.st_gid == gid:
+                bits = (info.st_mode >> 3) & 7
+            else:
+                bits = info.st_mode & 7
+            if not bits & need:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def choose_isolation(path: str, base_dir: Path | None) -> Isolation:
+    """Commands run as uid 10001 when Loopwright is root and that user can reach the
+    sandbox directory and the toolchain on PATH; as capability-less root when it cannot."""
+    uid = gid = SANDBOX_UID
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return Isolation("same", os.getuid(), os.getgid(), "")
+    where = base_dir if base_dir is not None else Path(tempfile.gettempdir())
+    while not where.exists() and where != where.parent:
+        where = where.parent  # created later with the default mode, searchable by all
+    blocked: list[str] = []
+    if not reachable_by(where, uid, gid, execute=True):
+        blocked.append(str(where))
+    for name in TOOLCHAIN:
+        found = shutil.which(name, path=path)
+        if found and not reachable_by(Path(found), uid, gid, execute=True):
+            real = os.path.realpath(found)
+            blocked.append(found if real == found else f"{found} (-> {real})")
+    if not blocked:
+        return Isolation("user", uid, gid, "")
+    # uid and gid are the launcher's own here (see `_LAUNCHER`); the command stays root.
+    return Isolation(
+        "nocaps",
+        uid,
+        gid,
+        f"[sandbox] local commands run as root without capabilities, not as the unprivileged "
+        f"uid {uid}: it cannot reach {', '.join(blocked)}. Make those world-readable, run "
+        "Loopwright as an unprivileged user, or use the Docker sandbox.",
+    )
 
 
 class LocalProvider:
@@ -64,6 +308,9 @@ class LocalProvider:
         self._extra_env = dict(extra_env or {})
         self._path = path if path is not None else os.environ.get("PATH", os.defpath)
         self._open: list[LocalSandbox] = []
+        self.undumpable = make_undumpable()
+        self.isolation = choose_isolation(self._path, base_dir)
+        self._notice: Callable[[str], None] | None = _print_notice if self.isolation.note else None
 
     def create(self, mission_id: str, tree: Path, *, network: bool) -> LocalSandbox:
         """A new sandbox holding a copy of `tree`; `network` is ignored (no isolation)."""
@@ -78,14 +325,21 @@ class LocalProvider:
             (root / "tmp").mkdir()
             # symlinks=True copies links as links, so none is followed out of the tree.
             shutil.copytree(tree, root / "workspace", symlinks=True)
+            if self.isolation.run_as == "user":
+                _chown_tree(root, self.isolation.uid, self.isolation.gid)
         except (OSError, shutil.Error) as exc:
             _remove_tree(root)
             raise SandboxError(f"could not copy {tree} into a local sandbox: {exc}") from exc
+        if self._notice is not None:
+            # Once per provider: where commands cannot run as the unprivileged user.
+            self._notice(self.isolation.note)
+            self._notice = None
         sandbox = LocalSandbox(
             mission_id,
             root,
             env=self._environment(root),
             output_cap_bytes=self._limits.output_cap_bytes,
+            isolation=self.isolation,
         )
         self._open = [s for s in self._open if not s.closed]
         self._open.append(sandbox)
@@ -118,7 +372,13 @@ class LocalSandbox:
     """A workspace directory on the host; see the module docstring for what it does not isolate."""
 
     def __init__(
-        self, mission_id: str, root: Path, *, env: Mapping[str, str], output_cap_bytes: int
+        self,
+        mission_id: str,
+        root: Path,
+        *,
+        env: Mapping[str, str],
+        output_cap_bytes: int,
+        isolation: Isolation | None = None,
     ) -> None:
         self.mission_id = mission_id
         self.root = root
@@ -126,7 +386,15 @@ class LocalSandbox:
         self.workspace = root / "workspace"
         self._env = dict(env)
         self._cap = max(output_cap_bytes, 0)
+        self.isolation = isolation or Isolation("same", os.getuid(), os.getgid(), "")
         self.closed = False
+
+    def _launch(self, argv: list[str]) -> list[str]:
+        """`argv` under the launcher (see `_LAUNCHER`), as the user `isolation` names."""
+        iso = self.isolation
+        program = shutil.which(argv[0], path=self._env.get("PATH")) or argv[0]
+        launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, iso.run_as]
+        return [*launcher, str(iso.uid), str(iso.gid), program, *argv]
 
     def exec(
         self,
@@ -136,16 +404,16 @@ class LocalSandbox:
         on_output: OutputCallback | None = None,
         on_raw: RawCallback | None = None,
     ) -> ExecResult:
-        """Run `command` with bash in the workspace; kill its process group on timeout.
+        """Run `command` with bash in the workspace; kill all it started on timeout.
 
-        `on_output` is called on the caller's thread with decoded text as it arrives. Any
-        process the command leaves behind in its group is killed when it returns.
+        `on_output` is called on the caller's thread with decoded text as it arrives. Every
+        process the command leaves behind (in a new session or not) is killed when it ends.
         """
         self._require_open()
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
-                ["bash", "-c", command],
+                self._launch(["bash", "-c", command]),
                 cwd=self.workspace,
                 env=self._env,
                 stdin=subprocess.DEVNULL,
@@ -170,7 +438,7 @@ class LocalSandbox:
             ended = True
         finally:
             if not ended:  # on_output raised, or the caller was interrupted
-                _kill_group(proc.pid)
+                _stop(proc)
             reader.stop()
             proc.wait()
         for chunk in reader.drain():
@@ -209,10 +477,13 @@ class LocalSandbox:
                 exited = _has_exited(proc.pid)
                 if exited or now >= deadline:
                     timed_out = not exited
-                    # Leftovers of the command would hold the pipe open and outlive it. bash
-                    # is still unreaped here, so its pid (the group id) cannot be reused yet.
+                    if timed_out:
+                        _stop(proc)
+                    # The launcher has killed its descendants; this catches any left in its
+                    # group if it was killed first. It is still unreaped here (WNOWAIT), so
+                    # its pid, the group id, cannot have been reused.
                     _kill_group(proc.pid)
-                    stop_by = now + _DRAIN_GRACE_S
+                    stop_by = time.monotonic() + _DRAIN_GRACE_S
             if stop_by is not None and (eof or now >= stop_by):
                 return timed_out
             if eof:
@@ -247,12 +518,17 @@ class LocalSandbox:
         self._require_open()
         target = resolve_inside(self.workspace, path, for_write=True)
         rel = normalize_relative(path)
+        missing = [d for d in (target.parent, *target.parent.parents) if not d.exists()]
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
             raise FileToolError(
                 f"cannot write {rel}: one of its parent directories is a file"
             ) from None
+        owner = self._owner()
+        if owner is not None:
+            for directory in missing:
+                os.chown(directory, *owner, follow_symlinks=False)
         try:
             mode = stat.S_IMODE(target.stat().st_mode)
         except FileNotFoundError:
@@ -264,6 +540,8 @@ class LocalSandbox:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.chmod(tmp_name, mode)
+            if owner is not None:
+                os.chown(tmp_name, *owner)
             os.replace(tmp_name, target)
         except OSError as exc:
             with contextlib.suppress(FileNotFoundError):
@@ -287,9 +565,12 @@ class LocalSandbox:
         wrapper = '/bin/bash -c "$1"; echo $? > "$2"'
         argv = ["bash", "-c", wrapper, "loopwright-service", command, f"{log_path}.exit"]
         with log_path.open("wb") as out:
+            owner = self._owner()
+            if owner is not None:
+                os.chown(log_path, *owner)
             try:
                 proc = subprocess.Popen(
-                    argv,
+                    self._launch(argv),
                     cwd=self.workspace,
                     env={**self._env, **env},
                     stdin=subprocess.DEVNULL,
@@ -303,7 +584,7 @@ class LocalSandbox:
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
-            _kill_group(proc.pid)
+            _stop(proc)
             proc.wait()
 
     def close(self) -> None:
@@ -312,6 +593,12 @@ class LocalSandbox:
             return
         self.closed = True
         _remove_tree(self.root)
+
+    def _owner(self) -> tuple[int, int] | None:
+        """The uid and gid new workspace files need, when commands run as another user."""
+        if self.isolation.run_as != "user":
+            return None
+        return self.isolation.uid, self.isolation.gid
 
     def _require_open(self) -> None:
         if self.closed:
@@ -424,6 +711,29 @@ def _has_exited(pid: int) -> bool:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Tell the launcher to kill everything its command started, give it a moment, then
+    kill its process group. The launcher is never reaped here (its pid stays reserved), so
+    neither signal can reach a process that reused the pid."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_S
+    while not _has_exited(proc.pid) and time.monotonic() < deadline:
+        time.sleep(_POLL_S / 4)
+    _kill_group(proc.pid)
+
+
+def _print_notice(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    os.chown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root):  # does not follow symlinks
+        for name in (*dirnames, *filenames):
+            os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
 
 
 def _kill_group(pgid: int) -> None:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +26,7 @@ docker = pytest.importorskip("docker")
 
 from loopwright.sandbox.docker import DockerProvider, DockerSandbox  # noqa: E402
 from loopwright.sandbox.image import doctor, ensure_image  # noqa: E402
+from tests.unit.test_local_sandbox import SURVIVOR_DELAY_S, SURVIVORS, survivor_tag  # noqa: E402
 
 pytestmark = pytest.mark.docker
 
@@ -68,7 +72,9 @@ def client() -> Iterator[docker.DockerClient]:
 
 @pytest.fixture(scope="session")
 def settings(client: docker.DockerClient) -> Settings:
-    base = Settings(sandbox_limits=LIMITS, network="none")
+    # An image built under another tag (tests/conftest.py's KEPT_SETTINGS) is honoured here too.
+    image = os.environ.get("LOOPWRIGHT_SANDBOX_IMAGE") or Settings().sandbox_image
+    base = Settings(sandbox_limits=LIMITS, network="none", sandbox_image=image)
     ensure_image(client, base, lambda line: None)
     return base
 
@@ -232,14 +238,33 @@ def test_no_egress_while_the_network_is_off(sandbox: DockerSandbox) -> None:
     _no_egress(sandbox)
 
 
+def apt_mirror() -> tuple[str, int]:
+    """Host and port of the Debian mirror this host's apt is configured with (read the same
+    way the offline image bootstrap reads it): the setup phase must reach what the operator
+    configured, so that is what the reachability probe connects to."""
+    script = Path(__file__).resolve().parents[2] / "deploy/sandbox/bootstrap-base.sh"
+    listed = subprocess.run(
+        ["bash", str(script), "--print-sources"], capture_output=True, text=True, check=False
+    )
+    if listed.returncode != 0:
+        pytest.skip(f"no Debian mirror in this host's apt configuration: {listed.stderr}")
+    uri = listed.stdout.split()[1]
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        pytest.skip(f"the configured mirror {uri} is not reached over the network")
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
 def test_setup_phase_has_a_network_and_turning_it_off_removes_it(
     provider: DockerProvider, tree: Path
 ) -> None:
+    host, port = apt_mirror()
     box = provider.create(f"test-net-{uuid.uuid4().hex[:8]}", tree, network=True)
     try:
         routes = run(box, "cat /proc/net/route")
         assert "00000000" in routes  # a default route exists while setting up
-        assert probe(box, "deb.debian.org").startswith("REACHED")
+        # Through the mirror the operator configured: DNS and a TCP connection both work.
+        assert probe(box, f"{host}:{port}").startswith("REACHED")
         box.set_network(False)
         _no_egress(box)
         box.set_network(True)
@@ -497,3 +522,229 @@ def test_reap_abandoned_removes_sandboxes_of_killed_processes_only(
     finally:
         live.close()
         survivor.close()
+
+
+# -- the setup network's firewall (SECURITY 41) ---------------------------------------------
+
+
+def _iptables_rules(chain: str) -> list[str]:
+    return subprocess.run(
+        ["iptables", "-w", "5", "-S", chain], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+
+
+class _Listener:
+    """A TCP listener of the test's own; records every connection it accepts."""
+
+    def __init__(self, host: str) -> None:
+        self.sock = socket.create_server((host, 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted: list[tuple[str, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, peer = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted.append(peer)
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+
+@pytest.fixture
+def setup_box(provider: DockerProvider, tree: Path) -> Iterator[DockerSandbox]:
+    box = provider.create(f"test-fw-{uuid.uuid4().hex[:8]}", tree, network=True)
+    try:
+        yield box
+    finally:
+        box.close()
+
+
+def _sandbox_bridge(client: docker.DockerClient) -> tuple[str, str, str]:
+    from loopwright.sandbox.docker import NETWORK_NAME, bridge_interface
+
+    attrs = client.networks.get(NETWORK_NAME).attrs
+    config = attrs["IPAM"]["Config"][0]
+    return bridge_interface(attrs), config["Gateway"], config["Subnet"]
+
+
+def test_setup_network_cannot_reach_a_listener_on_the_host_side_of_the_bridge(
+    setup_box: DockerSandbox, client: docker.DockerClient
+) -> None:
+    _, gateway, _ = _sandbox_bridge(client)
+    listener = _Listener(gateway)
+    try:
+        out = probe(setup_box, f"{gateway}:{listener.port}")
+        assert out.startswith("FAILED"), out
+        # The host's other addresses are the host too: the same listener port on any of them.
+        time.sleep(0.5)
+        assert listener.accepted == []
+    finally:
+        listener.close()
+    assert "00000000" in run(setup_box, "cat /proc/net/route")  # the network itself is up
+
+
+def test_setup_network_cannot_reach_a_host_service_on_another_host_address(
+    setup_box: DockerSandbox,
+) -> None:
+    """The host's other addresses (its LAN address, docker0) are the host too."""
+    hostname = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False)
+    addresses = [a for a in hostname.stdout.split() if ":" not in a]
+    assert addresses
+    for address in addresses:
+        listener = _Listener(address)
+        try:
+            out = probe(setup_box, f"{address}:{listener.port}")
+            assert out.startswith("FAILED"), (address, out)
+            time.sleep(0.3)
+            assert listener.accepted == [], address
+        finally:
+            listener.close()
+
+
+def test_sandboxes_on_the_setup_network_cannot_reach_each_other(
+    provider: DockerProvider, setup_box: DockerSandbox, tree: Path, client: docker.DockerClient
+) -> None:
+    other = provider.create(f"test-fw-peer-{uuid.uuid4().hex[:8]}", tree, network=True)
+    try:
+        from loopwright.sandbox.docker import NETWORK_NAME
+
+        info = client.api.inspect_container(other.container_id)
+        peer = info["NetworkSettings"]["Networks"][NETWORK_NAME]["IPAddress"]
+        with other.run_service(
+            "python3 -m http.server 8765", port=8765, env={}, log=".lw/peer.log"
+        ) as url:
+            # The service really listens (reached over the host relay) ...
+            run(other, "for i in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/8765) && break;"
+                       " sleep 0.1; done 2>/dev/null; echo up")  # fmt: skip
+            assert url.startswith("http://127.0.0.1:")
+            # ... but the other sandbox on the same bridge cannot connect to it.
+            assert probe(setup_box, f"{peer}:8765").startswith("FAILED")
+    finally:
+        other.close()
+
+
+def test_the_setup_firewall_rules_are_installed_once_and_scoped_to_the_bridge(
+    setup_box: DockerSandbox, client: docker.DockerClient
+) -> None:
+    from loopwright.sandbox.docker import FIREWALL_TAG, NETWORK_NAME, ensure_setup_firewall
+
+    interface, _, subnet = _sandbox_bridge(client)
+    ensure_setup_firewall(client.networks.get(NETWORK_NAME).attrs)  # a second time: no change
+    ensure_setup_firewall(client.networks.get(NETWORK_NAME).attrs)
+    forward = [r for r in _iptables_rules("DOCKER-USER") if FIREWALL_TAG in r]
+    inputs = [r for r in _iptables_rules("INPUT") if FIREWALL_TAG in r]
+    assert all(f"-i {interface} " in r for r in forward + inputs)
+    metadata = [r for r in forward if "-d 169.254.0.0/16" in r]
+    assert len(metadata) == 1 and metadata[0].endswith("-j DROP")
+    assert len(forward) == len(set(forward)) and len(inputs) == len(set(inputs))
+    assert inputs[-1].endswith("-j DROP") and len(inputs) == 2
+    assert "ESTABLISHED" in inputs[0] and inputs[0].endswith("-j ACCEPT")
+    # The bridge's own subnet is not dropped (ICC already keeps sandboxes apart).
+    assert not [r for r in forward if f"-d {subnet}" in r]
+
+
+def test_doctor_reports_the_setup_network_firewall(settings: Settings) -> None:
+    checks = {c.name: c for c in doctor(settings.with_overrides(network="setup"))}
+    assert checks["setup network firewall"].ok, checks["setup network firewall"]
+    assert "rules" in checks["setup network firewall"].detail or "installed" in (
+        checks["setup network firewall"].detail
+    )
+
+
+def test_firewall_rules_cover_the_host_networks_in_a_route_table() -> None:
+    from loopwright.sandbox.docker import firewall_rules, host_networks, nameservers
+
+    table = (
+        "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n"
+        "eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
+        "eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
+        "br-x\t000012AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n"
+        "wg0\t0000000A\t00000000\t0001\t0\t0\t0\t000000FF\t0\t0\t0\n"
+    )
+    nets = host_networks(table)
+    assert nets == ["10.0.0.0/8", "172.18.0.0/16", "192.0.2.0/24"]
+    rules = firewall_rules("br-x", {"172.18.0.0/16"}, nets)
+    dropped = [r[r.index("-d") + 1] for r in rules if r[0] == "DOCKER-USER"]
+    assert dropped == ["169.254.0.0/16", "10.0.0.0/8", "192.0.2.0/24"]
+    assert [r[0] for r in rules[:2]] == ["INPUT", "INPUT"]
+    # DNS to the host's own resolvers is let through before the drops (a resolver on the LAN).
+    resolvers = nameservers("nameserver 127.0.0.53\nnameserver 192.0.2.53\nnameserver ::1\n")
+    assert resolvers == ["192.0.2.53"]
+    with_dns = firewall_rules("br-x", {"172.18.0.0/16"}, nets, resolvers)
+    forward = [r for r in with_dns if r[0] == "DOCKER-USER"]
+    assert [(r[r.index("-d") + 1], r[-1]) for r in forward[:2]] == [
+        ("192.0.2.53/32", "ACCEPT"),
+        ("192.0.2.53/32", "ACCEPT"),
+    ]
+    assert {r[r.index("-p") + 1] for r in forward[:2]} == {"udp", "tcp"}
+    assert all(r[-1] == "DROP" for r in forward[2:])
+
+
+# -- no survivors (SECURITY 42) ------------------------------------------------------------
+
+
+def _container_processes(client: docker.DockerClient, box: DockerSandbox) -> list[str]:
+    """Every process in the container, as the engine sees it (no exec, so no sweep runs)."""
+    top = client.api.top(box.container_id, ps_args="-eo pid,args")
+    index = top["Titles"].index("COMMAND") if "COMMAND" in top["Titles"] else -1
+    return [row[index] for row in top["Processes"]]
+
+
+@pytest.mark.parametrize("way", sorted(SURVIVORS))
+def test_no_process_outlives_its_command_in_the_container(
+    sandbox: DockerSandbox, client: docker.DockerClient, way: str
+) -> None:
+    """SECURITY 42: after each command only init and the keeper are left."""
+    tag = survivor_tag()
+    result = sandbox.exec(SURVIVORS[way].format(dir="/tmp", tag=tag), timeout_s=30)
+    assert "started" in result.output, result.output
+    processes = _container_processes(client, sandbox)
+    assert not [p for p in processes if tag in p], processes
+    assert len(processes) == 2, processes  # docker-init and `sleep infinity`
+    time.sleep(SURVIVOR_DELAY_S + 1.5)
+    assert _container_processes(client, sandbox) == processes
+    assert tag not in run(sandbox, "ls -a /tmp")
+
+
+def test_a_survivor_marker_is_written_when_the_container_command_waits(
+    sandbox: DockerSandbox,
+) -> None:
+    tag = survivor_tag()
+    command = SURVIVORS["setsid-env-i"].format(dir="/tmp", tag=tag) + "; sleep 2.5"
+    assert sandbox.exec(command, timeout_s=30).exit_code == 0
+    assert run(sandbox, f"cat /tmp/{tag}").strip() == "survived"  # the probe itself works
+
+
+def test_a_service_survives_commands_while_open_and_is_killed_on_close(
+    sandbox: DockerSandbox, client: docker.DockerClient
+) -> None:
+    tag = survivor_tag()
+    # One child clears its environment (but stays in the service's session), one moves to a
+    # session of its own (keeping the environment the host gave the service).
+    service = (
+        f"env -i /bin/sh -c 'sleep 60' {tag}-service-quiet & "
+        f"setsid /bin/sh -c 'sleep 60' {tag}-service-session & wait"
+    )
+    with sandbox.run_service(service, port=1, env={}, log=".lw/svc.log"):
+        # A command's own survivor is still swept while a service is open ...
+        sandbox.exec(SURVIVORS["double-fork"].format(dir="/tmp", tag=tag), timeout_s=30)
+        processes = _container_processes(client, sandbox)
+        assert not [p for p in processes if tag in p and "service" not in p], processes
+        # ... but the service's own processes stay.
+        assert [p for p in processes if f"{tag}-service-quiet" in p], processes
+        assert [p for p in processes if f"{tag}-service-session" in p], processes
+    processes = _container_processes(client, sandbox)
+    assert not [p for p in processes if tag in p], processes
+    assert len(processes) == 2, processes

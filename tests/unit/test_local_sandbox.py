@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -253,3 +256,219 @@ def test_provider_close_removes_open_sandboxes(tmp_path: Path, tree: Path) -> No
 def test_create_from_a_missing_tree_fails(provider: LocalProvider, tmp_path: Path) -> None:
     with pytest.raises(SandboxError, match="not a directory"):
         provider.create("m", tmp_path / "missing", network=False)
+
+
+# -- no survivors (SECURITY 42) ------------------------------------------------------------
+
+SURVIVOR_DELAY_S = 1.5
+"""How long a survivor waits before it writes its marker; the tests wait longer than that."""
+_BODY = "sleep 1.5; echo survived > {dir}/{tag}"
+SURVIVORS = {
+    "setsid-env-i": f"setsid env -i /bin/sh -c '{_BODY}' {{tag}} & echo started",
+    "double-fork": f"( ( /bin/sh -c '{_BODY}' {{tag}} & ) & ); echo started",
+    "nohup": f"nohup /bin/sh -c '{_BODY}' {{tag}} > /dev/null 2>&1 & echo started",
+    "disown": f"/bin/sh -c '{_BODY}' {{tag}} & disown; echo started",
+    "python-daemon": (
+        "python3 - {dir}/{tag} {tag} <<'PY'\n"
+        "import os, sys, time\n"
+        "if os.fork():\n    sys.exit(0)\n"
+        "os.setsid()\n"
+        "if os.fork():\n    os._exit(0)\n"
+        "os.chdir('/')\n"
+        "os.closerange(0, 3)\n"
+        "time.sleep(1.5)\n"
+        "open(sys.argv[1], 'w').write('survived')\n"
+        "PY\n"
+        "echo started"
+    ),
+    "renamed-as-keeper": (
+        'setsid bash -c \'exec -a "sleep infinity" /bin/sh -c "' + _BODY + "\" {tag}' "
+        "> /dev/null 2>&1 & echo started"
+    ),
+    "exit-trap": f"trap 'setsid /bin/sh -c \"{_BODY}\" {{tag}} &' EXIT; echo started",
+    "fork-storm": (
+        "setsid /bin/sh -c 'while :; do (" + _BODY + ") & sleep 0.05; done' {tag} "
+        "> /dev/null 2>&1 & echo started"
+    ),
+    "kills-its-parent": f"setsid /bin/sh -c '{_BODY}' {{tag}} & kill -9 $PPID; echo started",
+}
+"""Ways a command's process could try to outlive it; each writes {dir}/{tag} 1.5 s later."""
+
+
+def survivor_tag() -> str:
+    return f"lwsurvivor{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def user_provider() -> Iterator[LocalProvider]:
+    """A provider whose sandboxes the unprivileged sandbox user can reach (when run as root):
+    a base directory under /tmp and the system toolchain only."""
+    base = Path(tempfile.mkdtemp(prefix="lw-local-test-"))
+    base.chmod(0o755)
+    provider = LocalProvider(SandboxLimits(), base_dir=base / "boxes", path="/usr/bin:/bin")
+    yield provider
+    provider.close()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=["default", "unprivileged"])
+def any_provider(
+    request: pytest.FixtureRequest, provider: LocalProvider, user_provider: LocalProvider
+) -> LocalProvider:
+    return provider if request.param == "default" else user_provider
+
+
+def test_a_survivor_marker_is_written_when_the_command_waits_for_it(
+    any_provider: LocalProvider, tree: Path
+) -> None:
+    box = any_provider.create("control", tree, network=False)
+    tag = survivor_tag()
+    where = box.root / "tmp"
+    command = SURVIVORS["setsid-env-i"].format(dir=where, tag=tag) + "; sleep 2.5"
+    result = box.exec(command, timeout_s=30)
+    assert result.exit_code == 0, result.output
+    assert (where / tag).read_text().strip() == "survived"  # the probe itself works
+
+
+@pytest.mark.parametrize("way", sorted(SURVIVORS))
+def test_no_process_outlives_its_command(any_provider: LocalProvider, tree: Path, way: str) -> None:
+    """SECURITY 42: nothing a command started runs after it returned, however it detached."""
+    if way == "kills-its-parent" and any_provider.isolation.run_as == "same":
+        pytest.skip("a launcher of the same user can be killed by its command (see local.py)")
+    box = any_provider.create(f"survivor-{way}", tree, network=False)
+    tag = survivor_tag()
+    where = box.root / "tmp"
+    result = box.exec(SURVIVORS[way].format(dir=where, tag=tag), timeout_s=30)
+    assert "started" in result.output, result.output
+    assert not result.timed_out
+    assert _survivors(tag) == ""
+    time.sleep(SURVIVOR_DELAY_S + 1.5)
+    assert not (where / tag).exists(), f"{way}: a process outlived its command"
+    assert _survivors(tag) == ""
+
+
+def test_a_timed_out_command_leaves_no_detached_process(
+    any_provider: LocalProvider, tree: Path
+) -> None:
+    box = any_provider.create("survivor-timeout", tree, network=False)
+    tag = survivor_tag()
+    where = box.root / "tmp"
+    command = SURVIVORS["setsid-env-i"].format(dir=where, tag=tag) + "; sleep 60"
+    result = box.exec(command, timeout_s=0.5)
+    assert result.timed_out and result.exit_code == 124
+    time.sleep(SURVIVOR_DELAY_S + 1.5)
+    assert not (where / tag).exists()
+    assert _survivors(tag) == ""
+
+
+def test_a_service_keeps_running_while_open_and_nothing_of_it_survives_close(
+    any_provider: LocalProvider, tree: Path
+) -> None:
+    box = any_provider.create("service", tree, network=False)
+    tag = survivor_tag()
+    where = box.root / "tmp"
+    service = f"setsid env -i /bin/sh -c 'sleep 1; echo alive > {where}/{tag}; sleep 60' {tag}"
+    with box.run_service(service, port=1, env={}, log="svc.log"):
+        result = box.exec("sleep 1.5; echo waited", timeout_s=30)
+        assert "waited" in result.output
+        assert (where / tag).read_text().strip() == "alive"
+    time.sleep(0.3)
+    assert _survivors(tag) == ""
+
+
+# -- who runs the commands, and what they can see of Loopwright (SECURITY 44) --------------
+
+
+def test_loopwright_is_not_dumpable_once_a_local_provider_exists(provider: LocalProvider) -> None:
+    import ctypes
+
+    assert provider.undumpable
+    assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the privilege drop applies when run as root")
+def test_as_root_commands_run_as_the_sandbox_user_owning_the_workspace(
+    user_provider: LocalProvider, tree: Path
+) -> None:
+    assert user_provider.isolation.run_as == "user"
+    box = user_provider.create("as-user", tree, network=False)
+    result = box.exec(
+        "id -u; id -g; stat -c %u src/app.py; touch src/new && echo wrote", timeout_s=10
+    )
+    assert result.output.split() == ["10001", "10001", "10001", "wrote"]
+    box.write_file("src/tool_written.py", b"x = 1\n")
+    assert box.exec("stat -c %u src/tool_written.py src", timeout_s=10).output.split() == [
+        "10001",
+        "10001",
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fallback applies when run as root")
+def test_as_root_without_a_reachable_toolchain_commands_have_no_capabilities(
+    tmp_path: Path, tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hidden = tmp_path / "private-toolchain"  # under pytest's 0700 directory
+    hidden.mkdir()
+    (hidden / "python3").symlink_to(sys.executable)
+    provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "b", path=f"{hidden}:/usr/bin")
+    try:
+        assert provider.isolation.run_as == "nocaps"
+        first = provider.create("one", tree, network=False)
+        provider.create("two", tree, network=False)
+        err = capsys.readouterr().err
+        assert err.count("run as root without capabilities") == 1  # said once
+        assert str(hidden / "python3") in err
+        out = first.exec(
+            "id -u; grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status", timeout_s=10
+        ).output
+        assert out.split() == ["0", "CapPrm:", "0" * 16, "CapEff:", "0" * 16, "CapBnd:", "0" * 16]
+        # The launcher is out of the command's reach: it cannot be signalled.
+        refused = first.exec("kill -9 $PPID; echo rc=$?", timeout_s=10)
+        assert "Operation not permitted" in refused.output and "rc=1" in refused.output
+    finally:
+        provider.close()
+
+
+READ_LOOPWRIGHT = (
+    "for f in environ cmdline; do tr '\\0' '\\n' < /proc/{pid}/$f; done 2>&1; "
+    "ls -l /proc/{pid}/fd 2>&1; cat /proc/{pid}/fd/* 2>&1 | head -c 100000; "
+    "python3 - {pid} <<'PY' 2>&1\n"
+    "import re, sys\n"
+    "pid = sys.argv[1]\n"
+    "try:\n"
+    "    maps = open(f'/proc/{{pid}}/maps').read().splitlines()\n"
+    "    mem = open(f'/proc/{{pid}}/mem', 'rb')\n"
+    "    for line in maps:\n"
+    "        lo, hi = (int(x, 16) for x in line.split()[0].split('-'))\n"
+    "        if 'rw' in line.split()[1] and hi - lo < 1 << 28:\n"
+    "            try:\n"
+    "                mem.seek(lo); sys.stdout.write(mem.read(hi - lo).decode('latin-1'))\n"
+    "            except OSError:\n"
+    "                pass\n"
+    "except OSError as exc:\n"
+    "    print('mem:', exc)\n"
+    "PY\n"
+    "echo probed"
+)
+
+
+def test_commands_cannot_read_loopwrights_environment_memory_or_files(
+    any_provider: LocalProvider,
+    tree: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SECURITY 44: the canary is in this process's environment, memory and an open file."""
+    canary = "sk-CANARYlocalprocess0123456789"
+    monkeypatch.setenv("LOOPWRIGHT_MODEL_API_KEY", canary)
+    held = (tmp_path / "held-open").open("w+")
+    held.write(f"key={canary}\n")
+    held.flush()
+    try:
+        box = any_provider.create("probe-parent", tree, network=False)
+        result = box.exec(READ_LOOPWRIGHT.format(pid=os.getpid()), timeout_s=60)
+    finally:
+        held.close()
+    assert "probed" in result.output
+    assert "CANARY" not in result.output
+    assert "Permission denied" in result.output or "Operation not permitted" in result.output

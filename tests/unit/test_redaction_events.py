@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -45,3 +46,85 @@ def test_bus_numbers_redacts_and_writes_ndjson(tmp_path):
     assert lines[1]["output"] == f"leaked {MASK} and {MASK}"
     assert set(lines[1]) >= {"seq", "ts", "mission", "type", "stage", "status"}
     assert Event.from_dict(lines[1]) == sink.events[1]
+
+
+# -- encoded forms of configured secrets (SECURITY 44) ---------------------------------------
+
+CANARY = "CANARY-model-key/0123+456789?&="
+
+
+def _encodings(secret: str) -> dict[str, str]:
+    import base64
+    import urllib.parse
+
+    data = secret.encode()
+    forms = {
+        "hex": data.hex(),
+        "HEX": data.hex().upper(),
+        "url": urllib.parse.quote(secret, safe=""),
+        "url-lower": re.sub(
+            r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), urllib.parse.quote(secret, safe="")
+        ),
+        "url-plus": urllib.parse.quote_plus(secret),
+    }
+    for name, encode in (("b64", base64.b64encode), ("b64url", base64.urlsafe_b64encode)):
+        forms[name] = encode(data).decode()
+        forms[f"{name}-nopad"] = encode(data).decode().rstrip("=")
+    return forms
+
+
+@pytest.mark.parametrize("form", sorted(_encodings(CANARY)))
+def test_each_encoding_of_a_configured_secret_is_masked(form):
+    encoded = _encodings(CANARY)[form]
+    assert encoded != CANARY
+    masked = Redactor([CANARY]).text(f"out: {encoded} :end")
+    assert masked == f"out: {MASK} :end", (form, masked)
+
+
+def _decodes_to(piece: str, needle: bytes, *, urlsafe: bool) -> bool:
+    """Whether any 4-aligned stretch of `piece` decodes to bytes containing `needle`."""
+    import base64
+
+    for start in range(4):
+        chunk = piece[start:]
+        chunk = chunk[: len(chunk) - len(chunk) % 4]
+        try:
+            raw = base64.b64decode(chunk, altchars=b"-_" if urlsafe else None)
+        except ValueError:
+            continue
+        if needle in raw:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("offset", [0, 1, 2])
+@pytest.mark.parametrize("urlsafe", [False, True], ids=["standard", "urlsafe"])
+def test_base64_of_a_secret_inside_a_longer_stream_is_masked_at_every_alignment(offset, urlsafe):
+    import base64
+
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    secret = "k3y//CANARY>>value?"
+    stream = encode(b"x" * offset + secret.encode() + b" and some more bytes").decode()
+    assert _decodes_to(stream, b"CANARY", urlsafe=urlsafe)  # the probe finds it unmasked
+    masked = Redactor([secret]).text(stream)
+    assert MASK in masked
+    for piece in masked.split(MASK):
+        assert not _decodes_to(piece, b"CANARY", urlsafe=urlsafe), masked
+
+
+def test_short_secrets_do_not_mask_ordinary_text_through_their_encodings():
+    # Four characters is the shortest secret kept; its short encodings are ignored.
+    redactor = Redactor(["abcd"])
+    text = "YWJj is not enough; 61626364 is hex; plain abcd"
+    assert redactor.text(text) == f"YWJj is not enough; {MASK} is hex; plain {MASK}"
+
+
+def test_events_mask_encoded_secrets_before_any_sink_sees_them(tmp_path):
+    import base64
+
+    sink = EventList()
+    bus = EventBus("m1", [sink], Redactor([CANARY]), clock=lambda: 1.0)
+    b64 = base64.b64encode(CANARY.encode()).decode()
+    bus.emit("tool_result", output=f"{b64}\n{CANARY.encode().hex()}\n", status="ok")
+    output = sink.events[0].to_dict()["output"]
+    assert output == f"{MASK}\n{MASK}\n"
