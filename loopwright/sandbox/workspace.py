@@ -103,6 +103,8 @@ def snapshot(source: Path, dest: Path) -> str:
     for rel in sorted(set(filter(None, listed.split("\0")))):
         if rel.endswith("/") or _names_git_dir(rel):
             continue  # a nested repository or its metadata is never copied or acted on
+        if not _inside(root, rel):
+            continue  # an index entry beyond a symlink or with `..` names a file elsewhere
         src = root / rel
         target = dest / rel
         if src.is_symlink():
@@ -123,12 +125,29 @@ def copy_tree(base: Path, dest: Path) -> Path:
     return dest
 
 
-def apply_patch(tree: Path, patch: str) -> None:
-    """Apply `patch` to a clean host-owned tree; all or nothing."""
+def apply_patch(tree: Path, patch: str) -> str:
+    """Apply `patch` to the files of `tree`, all or nothing; return git's `--stat` summary.
+
+    `tree` may be a user's working tree, whose own `.git/config` can define filter drivers
+    (run by `apply` on every file it reads or writes) pointing at scripts the patch itself
+    changes. So git sees `tree` only as the work tree of an empty repository of the host's
+    own: no configuration of the tree's repository is read, and no driver is defined.
+    """
     if not patch.strip():
-        return
-    git(["apply", "--check", "--whitespace=nowarn", "-"], tree, input=patch)
-    git(["apply", "--whitespace=nowarn", "-"], tree, input=patch)
+        return ""
+    # The patch's paths are relative to the top of the repository `tree` is in (the
+    # snapshot's root), also when the user named a subdirectory.
+    top = git(["rev-parse", "--show-toplevel"], tree, check=False).strip()
+    root = Path(top).resolve() if top else tree.resolve()
+    if root != tree.resolve() and root not in tree.resolve().parents:
+        root = tree.resolve()
+    with tempfile.TemporaryDirectory(prefix="loopwright-apply-") as tmp:
+        git_dir = Path(tmp) / "git"
+        git(["init", "--quiet", "--bare", str(git_dir)], Path(tmp))
+        where = ["--git-dir", str(git_dir), "--work-tree", str(root)]
+        git([*where, "apply", "--check", "--whitespace=nowarn", "-"], root, input=patch)
+        git([*where, "apply", "--whitespace=nowarn", "-"], root, input=patch)
+        return git([*where, "apply", "--stat", "-"], root, input=patch)
 
 
 def prepare_sandbox_repo(sandbox: Sandbox, timeout_s: float) -> None:
@@ -218,6 +237,19 @@ def changed_paths(patch: str) -> list[str]:
 
 def _names_git_dir(rel: str) -> bool:
     return any(part.lower() == ".git" for part in rel.rstrip("/").split("/"))
+
+
+def _inside(root: Path, rel: str) -> bool:
+    """`rel` names a file of `root` itself: no `..`, no absolute path, no symlink on the way."""
+    parts = rel.split("/")
+    if rel.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        return False
+    parent = root
+    for part in parts[:-1]:
+        parent = parent / part
+        if parent.is_symlink():
+            return False
+    return True
 
 
 def _glob_escape(rel: str) -> str:

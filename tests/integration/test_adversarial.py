@@ -441,3 +441,117 @@ def test_action_commit_path_from_a_hostile_workspace_runs_nothing_sends_no_token
         assert run.outputs["status"] == "verified"
         pushed = git("show", "feature", "--format=%ae%n%P", cwd=world.bare)
         assert FIX_NEW.strip() in pushed and sha in pushed
+
+
+# ---- host git, second pass (SECURITY 35-36) ----
+# The user's own repository is a tree host git handles too: its `.git/config` (a tarball's,
+# or one a setup script wrote) may define drivers, and its index and working tree may name
+# files beyond a symlink or above the tree. Each driver would touch a file in `marker_dir`.
+
+
+def redgit_user_repo(example_repo: Any, markers: Path, own_config: str) -> Path:
+    """The Python example whose `.gitattributes` selects drivers for every file and whose
+    own `.git/config` defines them (the repository's, not a file in the tree)."""
+    repo = hostgit_repo(example_repo, markers, {
+        ".gitattributes": "* filter=evil diff=evil merge=evil\n*.py filter=fmt\n",
+        "tools/fmt.sh": "#!/bin/sh\ncat\n",
+    })  # fmt: skip
+    with (repo / ".git" / "config").open("a") as config:
+        config.write(own_config)
+    return repo
+
+
+def test_drivers_in_the_user_repos_own_git_config_never_run_at_deliver_security_35(
+    example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35, CLI: the user's repository defines filter, diff and merge drivers in its
+    own `.git/config`, selected by its `.gitattributes`. `git apply` on the working tree (a
+    clean filter for every file it reads, a smudge for every file it writes) and the
+    deliver-time summary would run them: neither reads that configuration."""
+    repo = redgit_user_repo(example_repo, marker_dir, hostgit_config(marker_dir))
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo, sandbox="local")
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+    deliver = [e for e in run.of_type("stage") if e["stage"] == "deliver"][-1]
+    assert deliver["files"] == [" 1 file changed, 1 insertion(+), 1 deletion(-)"]
+
+
+def test_a_repo_filter_running_a_script_the_patch_rewrites_never_runs_security_35(
+    example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35, CLI: the user's `.git/config` runs `sh tools/fmt.sh` as a filter (a
+    setup script's doing). The model rewrites that script; delivering the patch must not run
+    the rewritten script on the host (model-written code as a host filter)."""
+    own = '[filter "fmt"]\n\tclean = sh tools/fmt.sh\n\tsmudge = sh tools/fmt.sh\n'
+    repo = redgit_user_repo(example_repo, marker_dir, own)
+    script = f"#!/bin/sh\ntouch {marker_dir}/patched-filter-script\ncat\n"
+    before = tree_digest(repo)
+    run = hostgit_fix(
+        run_cli, scripted, repo, tool("write_file", path="tools/fmt.sh", content=script),
+        sandbox="local",
+    )  # fmt: skip
+    hostgit_assert_delivered(run, repo, before, marker_dir, "tools/fmt.sh")
+    assert (repo / "tools/fmt.sh").read_text() == script
+
+
+def redgit_index_entry(repo: Path, placeholder: str, name: str) -> None:
+    """Rename the index entry `placeholder` to `name` (same length) in the raw index, as a
+    tarball's or a tampered `.git` could carry: git itself refuses to add such a path."""
+    import hashlib as _hashlib
+
+    assert len(placeholder) == len(name)
+    from tests.conftest import git
+
+    git("add", placeholder, cwd=repo)
+    raw = (repo / ".git" / "index").read_bytes()[:-20]
+    assert raw.count(placeholder.encode()) == 1
+    raw = raw.replace(placeholder.encode(), name.encode())
+    (repo / ".git" / "index").write_bytes(raw + _hashlib.sha1(raw).digest())
+    (repo / placeholder).unlink()
+
+
+def test_snapshot_copies_nothing_through_a_symlinked_directory_security_35(
+    tmp_path: Path,
+) -> None:
+    """SECURITY 35 (and 18): the index names `keys/id_rsa` while `keys` in the working tree
+    is an ignored symlink to a directory outside it (a directory the user swapped for a
+    link, or a tampered index). The snapshot the sandbox gets holds no file from there."""
+    from loopwright.sandbox.workspace import git, snapshot
+
+    outside = write(tmp_path / "home" / ".ssh" / "id_rsa", "CANARY-PRIVATE-KEY\n").parent
+    repo = tmp_path / "user"
+    write(repo / "app.py", "x = 1\n")
+    write(repo / ".gitignore", "/keys\n")
+    init_repo(repo)
+    write(repo / "keys" / "id_rsa", "placeholder\n")
+    from tests.conftest import git as test_git
+
+    test_git("add", "-f", "keys/id_rsa", cwd=repo)
+    (repo / "keys" / "id_rsa").unlink()
+    (repo / "keys").rmdir()
+    os.symlink(outside, repo / "keys")
+    base = tmp_path / "base"
+    snapshot(repo, base)
+    assert not (base / "keys").exists()
+    assert sorted(git(["ls-files"], base).split()) == [".gitignore", "app.py"]
+    assert all("CANARY" not in p.read_text() for p in base.rglob("*") if p.is_file()
+               and ".git" not in p.relative_to(base).parts)  # fmt: skip
+
+
+def test_snapshot_never_follows_an_index_entry_above_the_tree_security_35(
+    tmp_path: Path,
+) -> None:
+    """SECURITY 35: a tampered index names `../outside.txt`. The snapshot neither copies the
+    file above the repository nor writes anything next to the snapshot."""
+    from loopwright.sandbox.workspace import git, snapshot
+
+    repo = tmp_path / "deep" / "user"
+    write(repo / "app.py", "x = 1\n")
+    init_repo(repo)
+    write(tmp_path / "deep" / "outside.txt", "CANARY-ABOVE-THE-TREE\n")
+    write(repo / "aa" / "outside.txt", "placeholder\n")
+    redgit_index_entry(repo, "aa/outside.txt", "../outside.txt")
+    base = tmp_path / "snap" / "base"
+    snapshot(repo, base)
+    assert not (tmp_path / "snap" / "outside.txt").exists()
+    assert sorted(git(["ls-files"], base).split()) == ["app.py"]
