@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -555,3 +556,160 @@ def test_snapshot_never_follows_an_index_entry_above_the_tree_security_35(
     snapshot(repo, base)
     assert not (tmp_path / "snap" / "outside.txt").exists()
     assert sorted(git(["ls-files"], base).split()) == ["app.py"]
+
+
+REDGIT_TOKEN = "ghs_REDGITREDIRECTCANARY000000000"
+
+
+def redgit_listener(kind: str, seen: list[tuple[str, str | None]], *, to: str = "",
+                    auth_first: bool = False) -> Any:  # fmt: skip
+    """A listener of the test's own on 127.0.0.1: the "origin" redirects every request to
+    `to` (after asking for credentials first when `auth_first`); the "elsewhere" one asks
+    for credentials and records what it gets."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            auth = self.headers.get("Authorization")
+            seen.append((kind, auth))
+            if kind == "elsewhere" or (auth_first and not auth):
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            else:
+                self.send_response(302)
+                self.send_header("Location", to + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("auth_first", [False, True])
+def test_a_redirect_from_the_computed_url_carries_no_token_elsewhere_security_36(
+    tmp_path: Path, auth_first: bool
+) -> None:
+    """SECURITY 36: the server at the URL the host computed answers with a redirect to
+    another listener (before or after it has seen the token). Git follows it, and the other
+    listener never sees an Authorization header: the helper answers only for the computed
+    URL, and the credentials never travel with the redirect."""
+    from loopwright.github.gitops import GitError, remote_branch
+
+    seen: list[tuple[str, str | None]] = []
+    elsewhere = redgit_listener("elsewhere", seen)
+    origin = redgit_listener(
+        "origin", seen, to=f"http://127.0.0.1:{elsewhere.server_address[1]}",
+        auth_first=auth_first,
+    )  # fmt: skip
+    try:
+        tree = tmp_path / "tree"
+        tree.mkdir()
+        from tests.conftest import git as test_git
+
+        test_git("init", "-q", cwd=tree)
+        url = f"http://127.0.0.1:{origin.server_address[1]}/octo/app.git"
+        with pytest.raises(GitError) as failed:
+            remote_branch(tree, "loopwright/fix-1", "0" * 40, REDGIT_TOKEN, url=url)
+    finally:
+        origin.shutdown()
+        elsewhere.shutdown()
+    assert REDGIT_TOKEN not in str(failed.value)
+    assert ("elsewhere", None) in seen
+    assert all(auth is None for kind, auth in seen if kind == "elsewhere")
+    sent = [auth for kind, auth in seen if kind == "origin" and auth]
+    assert len(sent) == (1 if auth_first else 0)
+
+
+def test_cli_clone_runs_nothing_the_source_repos_own_config_names_security_35(
+    tmp_path: Path, marker_dir: Path
+) -> None:
+    """SECURITY 35: cloning a `file://` URL runs git-upload-pack on the host inside the
+    source repository, which reads that repository's own `.git/config`. Its
+    `uploadpack.packObjectsHook`, `core.alternateRefsCommand`, fsmonitor, hooks path and
+    ssh command, and hooks in its `.git/hooks`, run nothing."""
+    from loopwright.sandbox.workspace import clone
+
+    source = tmp_path / "source"
+    write(source / "app.py", "x = 1\n")
+    init_repo(source)
+    hostgit_hooks(source / ".git" / "hooks", marker_dir)
+    hostgit_hooks(marker_dir.parent / "hostgit-hooks", marker_dir)
+    with (source / ".git" / "config").open("a") as config:
+        config.write(
+            f"[uploadpack]\n\tpackObjectsHook = touch {marker_dir}/pack-objects-hook;\n"
+            f"[core]\n\talternateRefsCommand = touch {marker_dir}/alternate-refs\n"
+            f"\tfsmonitor = touch {marker_dir}/core-fsmonitor\n"
+            f"\thooksPath = {marker_dir.parent}/hostgit-hooks\n"
+            f"\tsshCommand = touch {marker_dir}/core-ssh\n"
+        )
+    copy = clone(f"file://{source}", tmp_path / "trees" / "clone")
+    assert sorted(p.name for p in marker_dir.iterdir()) == []
+    assert (copy / "app.py").read_text() == "x = 1\n"
+
+
+def redgit_new(path: str, body: str = "planted", mode: str = "100644") -> str:
+    tail = "\n\\ No newline at end of file\n" if mode == "120000" else "\n"
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode {mode}\n--- /dev/null\n"
+        f"+++ b/{path}\n@@ -0,0 +1 @@\n+{body}{tail}"
+    )
+
+
+REDGIT_OUT = "@OUT@"
+REDGIT_PATCHES = {
+    "through-a-committed-symlink": (redgit_new("link/new.txt"), "beyond a symbolic link"),
+    "through-a-symlink-the-patch-makes": (
+        redgit_new("s2", REDGIT_OUT, "120000") + redgit_new("s2/new.txt"),
+        "beyond a symbolic link",
+    ),
+    "dotdot": (redgit_new("../outside/new.txt"), "invalid path"),
+    "dotdot-in-the-middle": (redgit_new("a/../../outside/new.txt"), "invalid path"),
+    "absolute": (redgit_new(f"{REDGIT_OUT}/abs.txt"), "invalid path"),
+    "dot-git-trailing-dot": (redgit_new(".git./hooks/post-commit"), "invalid path"),
+    "dot-git-trailing-space": (redgit_new(".git /hooks/post-commit"), "invalid path"),
+    "ntfs-short-name": (redgit_new("git~1/hooks/post-commit"), "invalid path"),
+    "ntfs-stream": (redgit_new(".git::$INDEX_ALLOCATION/hooks/post-commit"), "invalid path"),
+    "gitmodules-symlink": (
+        redgit_new(".gitmodules", f"{REDGIT_OUT}/v.txt", "120000"),
+        "invalid path",
+    ),
+    "rename-out-of-the-tree": (
+        "diff --git a/app.py b/../outside/moved.py\nsimilarity index 100%\n"
+        "rename from app.py\nrename to ../outside/moved.py\n",
+        "invalid path",
+    ),
+    "delete-through-a-committed-symlink": (
+        "diff --git a/link/v.txt b/link/v.txt\ndeleted file mode 100644\n--- a/link/v.txt\n"
+        "+++ /dev/null\n@@ -1 +0,0 @@\n-victim\n",
+        "link/v.txt",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDGIT_PATCHES))
+def test_a_patch_never_writes_outside_the_tree_or_into_git_security_35(
+    tmp_path: Path, name: str
+) -> None:
+    """SECURITY 35 (and 18): a patch that reaches outside the tree (through a committed
+    symlink or one it creates, with `..` or an absolute path, by renaming) or into a git
+    directory by an alias (`.git.`, `.git `, `git~1`, an NTFS stream name, `.gitmodules`
+    as a symlink) is refused as a whole: nothing outside changes, the tree is as it was."""
+    from loopwright.sandbox.workspace import WorkspaceError, apply_patch
+
+    outside = tmp_path / "outside"
+    write(outside / "v.txt", "victim\n")
+    tree = tmp_path / "tree"
+    write(tree / "app.py", "x = 1\n")
+    os.symlink(outside, tree / "link")
+    init_repo(tree)
+    before, outside_before = tree_digest(tree), tree_digest(outside)
+    patch, reason = REDGIT_PATCHES[name]
+    with pytest.raises(WorkspaceError, match=r"git apply failed: .*" + re.escape(reason)):
+        apply_patch(tree, patch.replace(REDGIT_OUT, str(outside)))
+    assert tree_digest(tree) == before
+    assert tree_digest(outside) == outside_before
