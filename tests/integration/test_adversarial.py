@@ -713,3 +713,73 @@ def test_a_patch_never_writes_outside_the_tree_or_into_git_security_35(
         apply_patch(tree, patch.replace(REDGIT_OUT, str(outside)))
     assert tree_digest(tree) == before
     assert tree_digest(outside) == outside_before
+
+
+def redgit_worktree_config(tree: Path, rewrite: str) -> None:
+    """The rewrite in `.git/config.worktree`, which git reads once the repository turns
+    on `extensions.worktreeConfig`; `.git/config` itself names no routing setting."""
+    from tests.conftest import git
+
+    git("config", "core.repositoryformatversion", "1", cwd=tree)
+    git("config", "extensions.worktreeConfig", "true", cwd=tree)
+    write(tree / ".git" / "config.worktree", rewrite)
+
+
+def redgit_gitdir_file(tree: Path, rewrite: str) -> None:
+    """`.git` turned into a file that points git at the moved git directory, whose config
+    carries the rewrite: there is no `.git/config` to look at."""
+    moved = tree.parent / "moved-git-dir"
+    (tree / ".git").rename(moved)
+    with (moved / "config").open("a") as config:
+        config.write(rewrite)
+    write(tree / ".git", f"gitdir: {moved}\n")
+
+
+@pytest.mark.parametrize("plant", [redgit_worktree_config, redgit_gitdir_file],
+                         ids=["config-worktree", "gitdir-file"])  # fmt: skip
+def test_a_rewrite_git_reads_from_outside_dot_git_config_is_refused_security_36(
+    tmp_path: Path, plant: Any
+) -> None:
+    """SECURITY 36: a `pushInsteadOf` to a listener of the test's own, carried by a
+    configuration file git reads besides `.git/config` (the worktree config, or the config
+    of a directory a `.git` file points to), is refused before any request: nothing is
+    pushed or fetched, and neither server sees a request."""
+    from loopwright.github.gitops import (
+        GitError,
+        clone_at,
+        commit_patch,
+        push_branch,
+        remote_branch,
+    )
+    from tests.conftest import git
+    from tests.fakes.git_server import GitServer
+
+    source = tmp_path / "source"
+    write(source / "app.py", "x = 1\n")
+    init_repo(source)
+    sha = git("rev-parse", "HEAD", cwd=source).strip()
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "evil").mkdir()
+    with (
+        GitServer(tmp_path / "srv", token=REDGIT_TOKEN) as server,
+        GitServer(tmp_path / "evil", token="ghs_ATTACKERBAIT000000000000") as attacker,
+    ):
+        server.create_repo("octo/app", source)
+        attacker.create_repo("octo/app", source)
+        url = server.repo_url("octo/app")
+        tree = clone_at(url, sha, tmp_path / "clone", REDGIT_TOKEN)
+        patch = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+        commit_patch(tree, "diff --git a/app.py b/app.py\n" + patch, "Fix", "m1")
+        plant(tree, f'[url "{attacker.url}/"]\n\tpushInsteadOf = {server.url}/\n')
+        before = len(server.requests)
+        with pytest.raises(GitError, match=r"sets url\..*pushinsteadof in .*never writes"):
+            push_branch(tree, "loopwright/fix-9", REDGIT_TOKEN, replace=None, url=url)
+        with pytest.raises(GitError, match="never writes"):
+            remote_branch(tree, "loopwright/fix-9", sha, REDGIT_TOKEN, url=url)
+        assert attacker.requests == [] and len(server.requests) == before
+        assert (
+            git("for-each-ref", cwd=tmp_path / "evil" / "octo" / "app.git").count(
+                "loopwright/fix-9"
+            )
+            == 0
+        )
