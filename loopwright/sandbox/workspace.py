@@ -93,10 +93,18 @@ def snapshot(source: Path, dest: Path) -> str:
     """
     if not source.is_dir():
         raise WorkspaceError(f"{source} is not a directory; pass a git repository path or URL")
-    top = host_git.run(["rev-parse", "--show-toplevel"], source)
+    top = host_git.run(["rev-parse", "--show-toplevel", "--absolute-git-dir"], source)
     if top.returncode != 0:
         raise WorkspaceError(f"{source} is not a git repository; run `git init` there first")
-    root = Path(top.stdout.strip())
+    root, git_dir = (Path(line) for line in top.stdout.strip().split("\n")[:2])
+    # `core.worktree` can name any directory as the work tree; only the directory that
+    # holds the repository is ever snapshotted.
+    again = git(["rev-parse", "--absolute-git-dir"], root, check=False).strip()
+    if not again or Path(again).resolve() != git_dir.resolve():
+        raise WorkspaceError(
+            f"the repository at {source} sets its work tree to {root} (core.worktree), "
+            "another directory; unset core.worktree or pass that directory's own repository"
+        )
     listed = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
     head = git(["rev-parse", "--verify", "-q", "HEAD"], root, check=False).strip()
     dest.mkdir(parents=True, exist_ok=False)
@@ -236,7 +244,14 @@ def changed_paths(patch: str) -> list[str]:
 
 
 def _names_git_dir(rel: str) -> bool:
-    return any(part.lower() == ".git" for part in rel.rstrip("/").split("/"))
+    """A path through `.git`, or through a name git treats as one on some file system
+    (`.git ` and `.git.`, the short name `git~1`, an NTFS stream `.git::$...`), which git
+    refuses to add."""
+    for part in rel.rstrip("/").split("/"):
+        name = part.lower()
+        if name.rstrip(" .") == ".git" or name == "git~1" or name.startswith(".git:"):
+            return True
+    return False
 
 
 def _inside(root: Path, rel: str) -> bool:

@@ -783,3 +783,48 @@ def test_a_rewrite_git_reads_from_outside_dot_git_config_is_refused_security_36(
             )
             == 0
         )
+
+
+def test_snapshot_of_a_repo_whose_core_worktree_names_another_repository_is_refused_security_35(
+    tmp_path: Path,
+) -> None:
+    """SECURITY 35: the `.git/config` of the directory the user named (a tarball's) sets
+    `core.worktree` to another repository, such as a home directory kept in git. Git would
+    list and the snapshot copy that directory's files; it is refused with what to fix, and
+    a linked worktree (`git worktree add`, a `.git` file) still snapshots as before."""
+    from loopwright.sandbox.workspace import WorkspaceError, git, snapshot
+    from tests.conftest import git as test_git
+
+    home = tmp_path / "home"
+    write(home / ".aws" / "credentials", "CANARY-CLOUD-KEY\n")
+    init_repo(home)
+    repo = tmp_path / "download"
+    write(repo / "app.py", "x = 1\n")
+    init_repo(repo)
+    test_git("config", "core.worktree", str(home), cwd=repo)
+    with pytest.raises(WorkspaceError, match=r"sets its work tree to .*core\.worktree"):
+        snapshot(repo, tmp_path / "base")
+    assert not (tmp_path / "base").exists()
+
+    test_git("config", "--unset", "core.worktree", cwd=repo)
+    test_git("worktree", "add", "-q", str(tmp_path / "linked"), cwd=repo)
+    snapshot(tmp_path / "linked", tmp_path / "linked-base")
+    assert git(["ls-files"], tmp_path / "linked-base").split() == ["app.py"]
+
+
+def test_snapshot_skips_names_git_treats_as_a_git_directory_security_35(
+    tmp_path: Path,
+) -> None:
+    """SECURITY 35: untracked `.git /`, `.GIT./`, `git~1/` and `.git::$INDEX_ALLOCATION/`
+    directories in the user's tree (names git treats as `.git` on some file systems and
+    refuses to add) are left out like `.git` itself, and the snapshot still works."""
+    from loopwright.sandbox.workspace import git, snapshot
+
+    repo = tmp_path / "user"
+    write(repo / "app.py", "x = 1\n")
+    init_repo(repo)
+    for name in (".git ", ".GIT.", "git~1", ".git::$INDEX_ALLOCATION"):
+        write(repo / name / "hooks" / "post-commit", "#!/bin/sh\nexit 1\n")
+    snapshot(repo, tmp_path / "base")
+    assert git(["ls-files"], tmp_path / "base").split() == ["app.py"]
+    assert sorted(p.name for p in (tmp_path / "base").iterdir()) == [".git", "app.py"]
