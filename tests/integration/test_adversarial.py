@@ -828,3 +828,30 @@ def test_snapshot_skips_names_git_treats_as_a_git_directory_security_35(
     snapshot(repo, tmp_path / "base")
     assert git(["ls-files"], tmp_path / "base").split() == ["app.py"]
     assert sorted(p.name for p in (tmp_path / "base").iterdir()) == [".git", "app.py"]
+
+
+@pytest.mark.parametrize("path", [":{path}", "{path}:", ".:{path}", "{path}::bin"])
+def test_a_program_in_the_tree_never_runs_through_a_relative_path_entry_security_35(
+    tmp_path: Path, marker_dir: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """SECURITY 35: the operator's PATH has an empty or relative entry (a stray colon, `.`),
+    which a shell reads as the working directory. Host git runs `ssh` for an ssh remote
+    from a tree that carries an executable `ssh`; it must be the system's, never the tree's."""
+    from loopwright import git as host_git
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "bin").mkdir()
+    for fake in (tree / "ssh", tree / "bin" / "ssh"):
+        write(fake, f"#!/bin/sh\ntouch {marker_dir}/ssh-from-the-tree\n").chmod(0o755)
+    from tests.conftest import git
+
+    git("init", "-q", cwd=tree)
+    # The system's directories come after the tree's where the entry leads.
+    monkeypatch.setenv("PATH", path.format(path=os.environ["PATH"]))
+    url = "ssh://git@127.0.0.1:1/octo/app.git"
+    proc = host_git.run(["ls-remote", url], tree, remote=url)
+    assert proc.returncode != 0
+    assert sorted(p.name for p in marker_dir.iterdir()) == []
+    entries = host_git.environment(tmp_path / "home")["PATH"].split(os.pathsep)
+    assert entries and all(os.path.isabs(entry) for entry in entries)
