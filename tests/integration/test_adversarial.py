@@ -855,3 +855,47 @@ def test_a_program_in_the_tree_never_runs_through_a_relative_path_entry_security
     assert sorted(p.name for p in marker_dir.iterdir()) == []
     entries = host_git.environment(tmp_path / "home")["PATH"].split(os.pathsep)
     assert entries and all(os.path.isabs(entry) for entry in entries)
+
+
+def test_action_token_never_follows_a_clone_url_rewritten_in_the_event_file_security_36(
+    world: Any,  # noqa: F811 - the Action's world fixture, imported above
+) -> None:
+    """SECURITY 36, Action mode: the test step that ran before Loopwright in the same job
+    runs the pull request's code, and the event file (`GITHUB_EVENT_PATH`) is a file in the
+    runner's temporary directory it can rewrite. It points `repository.clone_url` at a git
+    server of the test's own on 127.0.0.1: that server must never see the workflow's token."""
+    from tests.conftest import git
+    from tests.fakes.git_server import GitServer
+
+    (world.tmp / "evil").mkdir()
+    with GitServer(world.tmp / "evil", token="ghs_ATTACKERBAIT000000000000") as attacker:
+        workspace = world.tmp / "checkout"
+        git("clone", "-q", "-b", "feature", world.git.repo_url(HOSTGIT_ACTION_REPO),
+            str(workspace), cwd=world.tmp)  # fmt: skip
+        attacker.create_repo(HOSTGIT_ACTION_REPO, workspace)
+        sha = git("rev-parse", "HEAD", cwd=workspace).strip()
+        payload = world.repository(hostgit_action_example("workflow_dispatch", None))
+        payload["repository"]["clone_url"] = attacker.repo_url(HOSTGIT_ACTION_REPO)
+        run = world.run(
+            "workflow_dispatch",
+            payload,
+            workspace=workspace,
+            sha=sha,
+            ref="refs/heads/feature",
+            inputs={"INPUT_DELIVER": "commit", "INPUT_TEST_COMMAND": "python -m pytest -q"},
+        )
+        leaked = [r for r in attacker.requests if world.token in _redgit_password(r)]
+        assert leaked == [] and attacker.requests == []
+        assert run.exit_code == 0, run.stderr
+        assert run.outputs["status"] == "verified"
+        pushed = git("show", "feature", "--format=%ae%n%P", cwd=world.bare)
+        assert FIX_NEW.strip() in pushed and sha in pushed
+
+
+def _redgit_password(request: dict[str, Any]) -> str:
+    import base64
+
+    header = request.get("authorization") or ""
+    if not header.startswith("Basic "):
+        return ""
+    return base64.b64decode(header[6:]).decode(errors="replace").partition(":")[2]
