@@ -435,6 +435,9 @@ class ActionRun:
                 if not isinstance(admitted, Target):
                     return admitted
                 plan = admitted
+            # The event file is a file of the job's that an earlier step (the pull request's
+            # own tests) can rewrite: the URL the token goes to comes from the API.
+            plan = Target(replace(plan.request, clone_url=session.clone_url()), plan.from_workspace)
             self._check_delivery(plan.request)
             config = self._config(plan, session)
             return self._fix(plan, session, config)

@@ -151,8 +151,11 @@ OPERATOR_NETWORK_VARS = (
 
 def environment(home: Path, *, token: str | None = None) -> dict[str, str]:
     """Git's environment, built from scratch: nothing of the caller's is inherited."""
+    # An empty or relative entry would make git look up `ssh` (and anything else it runs
+    # by name) in its working directory, a tree: only absolute directories are kept.
+    path = [entry for entry in (os.environ.get("PATH") or "").split(os.pathsep) if entry]
     env = {
-        "PATH": os.environ.get("PATH") or DEFAULT_PATH,
+        "PATH": os.pathsep.join(e for e in path if os.path.isabs(e)) or DEFAULT_PATH,
         "LANG": "C.UTF-8",
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home),

@@ -50,7 +50,6 @@ from loopwright.sandbox.workspace import (
     clone,
     copy_tree,
     export_patch,
-    git,
     is_git_url,
     prepare_sandbox_repo,
     snapshot,
@@ -493,7 +492,7 @@ class FixMission:
             return
         target = Path(source).expanduser().resolve()
         try:
-            apply_patch(target, patch)
+            stat = apply_patch(target, patch)
         except WorkspaceError as exc:
             # Verified but not applicable (the working tree changed meanwhile): keep the
             # patch in the result and leave the working tree exactly as it was.
@@ -501,7 +500,7 @@ class FixMission:
             self.result.message += f"; the patch could not be applied to {target}: {exc}"
             return
         self.result.applied = True
-        files = git(["diff", "--stat"], target, check=False).strip().splitlines()
+        files = stat.strip().splitlines()
         self.events.leave("deliver", "applied", path=str(target), files=files[-1:] if files else [])
 
     # -- housekeeping ------------------------------------------------------------------

@@ -137,18 +137,29 @@ def push_branch(
 
 
 def _refuse_routing_config(tree: Path) -> None:
-    """Refuse a clone whose own configuration could redirect or authenticate traffic."""
-    config = tree / ".git" / "config"
-    if not config.exists():
-        return
-    listed = host_git.run(["config", "--file", str(config), "--name-only", "--list"], tree)
+    """Refuse a clone whose own configuration could redirect or authenticate traffic.
+
+    Git is asked for every setting it would read there, so one the repository pulls in
+    from elsewhere (`.git/config.worktree`, an include, a `.git` file or `commondir` naming
+    another directory) is seen too; only Loopwright's own command-line settings are skipped.
+    """
+    listed = host_git.run(["config", "--list", "--name-only", "--show-scope"], tree)
     if listed.returncode != 0:
-        raise GitError(f"the clone's git configuration {config} cannot be read; re-clone it")
-    for key in listed.stdout.split():
+        raise GitError(
+            f"the git configuration of the clone at {tree} cannot be read; re-clone it: "
+            f"{host_git.failure(['config'], listed)}"
+        )
+    for line in listed.stdout.splitlines():
+        scope, _, key = line.partition("\t")
         name = key.lower()
+        if scope == "command":
+            continue
         if name.startswith(ROUTING_PREFIXES) or name in ROUTING_KEYS:
+            where = {"local": ".git/config", "worktree": ".git/config.worktree"}.get(
+                scope, f"its {scope} git configuration"
+            )
             raise GitError(
-                f"the clone at {tree} sets {key} in .git/config, which Loopwright never "
+                f"the clone at {tree} sets {key} in {where}, which Loopwright never "
                 "writes and which could redirect or authenticate git traffic; nothing is "
                 "fetched or pushed from it (start again from a fresh clone)"
             )

@@ -270,6 +270,16 @@ class RepoSession:
         )
         return str(data["default_branch"])
 
+    def clone_url(self) -> str:
+        """The repository's git URL as the API reports it: the one URL a token is sent to."""
+        data = self._call(
+            "reading the repository", lambda: self.gh.rest.repos.get(self.owner, self.name).json()
+        )
+        url = data.get("clone_url")
+        if not isinstance(url, str) or not url:
+            raise GitHubError(f"the API reports no clone_url for {self.owner}/{self.name}")
+        return url
+
     def read_config(self) -> RepoConfig:
         """The repository config from the default branch only (SECURITY #21)."""
         branch = self.default_branch()

@@ -93,16 +93,17 @@ def snapshot(source: Path, dest: Path) -> str:
     """
     if not source.is_dir():
         raise WorkspaceError(f"{source} is not a directory; pass a git repository path or URL")
-    top = host_git.run(["rev-parse", "--show-toplevel"], source)
-    if top.returncode != 0:
+    root = _repository_root(source)
+    if root is None:
         raise WorkspaceError(f"{source} is not a git repository; run `git init` there first")
-    root = Path(top.stdout.strip())
     listed = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
     head = git(["rev-parse", "--verify", "-q", "HEAD"], root, check=False).strip()
     dest.mkdir(parents=True, exist_ok=False)
     for rel in sorted(set(filter(None, listed.split("\0")))):
         if rel.endswith("/") or _names_git_dir(rel):
             continue  # a nested repository or its metadata is never copied or acted on
+        if not _inside(root, rel):
+            continue  # an index entry beyond a symlink or with `..` names a file elsewhere
         src = root / rel
         target = dest / rel
         if src.is_symlink():
@@ -123,12 +124,26 @@ def copy_tree(base: Path, dest: Path) -> Path:
     return dest
 
 
-def apply_patch(tree: Path, patch: str) -> None:
-    """Apply `patch` to a clean host-owned tree; all or nothing."""
+def apply_patch(tree: Path, patch: str) -> str:
+    """Apply `patch` to the files of `tree`, all or nothing; return git's `--stat` summary.
+
+    `tree` may be a user's working tree, whose own `.git/config` can define filter drivers
+    (run by `apply` on every file it reads or writes) pointing at scripts the patch itself
+    changes. So git sees `tree` only as the work tree of an empty repository of the host's
+    own: no configuration of the tree's repository is read, and no driver is defined.
+    """
     if not patch.strip():
-        return
-    git(["apply", "--check", "--whitespace=nowarn", "-"], tree, input=patch)
-    git(["apply", "--whitespace=nowarn", "-"], tree, input=patch)
+        return ""
+    # The patch's paths are relative to the top of the repository `tree` is in (the
+    # snapshot's root), also when the user named a subdirectory.
+    root = (_repository_root(tree) or tree).resolve()
+    with tempfile.TemporaryDirectory(prefix="loopwright-apply-") as tmp:
+        git_dir = Path(tmp) / "git"
+        git(["init", "--quiet", "--bare", str(git_dir)], Path(tmp))
+        where = ["--git-dir", str(git_dir), "--work-tree", str(root)]
+        git([*where, "apply", "--check", "--whitespace=nowarn", "-"], root, input=patch)
+        git([*where, "apply", "--whitespace=nowarn", "-"], root, input=patch)
+        return git([*where, "apply", "--stat", "-"], root, input=patch)
 
 
 def prepare_sandbox_repo(sandbox: Sandbox, timeout_s: float) -> None:
@@ -217,7 +232,47 @@ def changed_paths(patch: str) -> list[str]:
 
 
 def _names_git_dir(rel: str) -> bool:
-    return any(part.lower() == ".git" for part in rel.rstrip("/").split("/"))
+    """A path through `.git`, or through a name git treats as one on some file system
+    (`.git ` and `.git.`, the short name `git~1`, an NTFS stream `.git::$...`), which git
+    refuses to add."""
+    for part in rel.rstrip("/").split("/"):
+        name = part.lower()
+        if name.rstrip(" .") == ".git" or name == "git~1" or name.startswith(".git:"):
+            return True
+    return False
+
+
+def _repository_root(path: Path) -> Path | None:
+    """The top of the work tree of the repository `path` is in (None: in none).
+
+    `core.worktree` can name any directory as the work tree; it is refused unless that
+    directory's own repository is the same one, so only the directory that holds the
+    repository is ever snapshotted or patched."""
+    top = host_git.run(["rev-parse", "--show-toplevel", "--absolute-git-dir"], path)
+    lines = top.stdout.strip().split("\n")
+    if top.returncode != 0 or len(lines) < 2:
+        return None
+    root, git_dir = Path(lines[0]), Path(lines[1])
+    again = git(["rev-parse", "--absolute-git-dir"], root, check=False).strip()
+    if not again or Path(again).resolve() != git_dir.resolve():
+        raise WorkspaceError(
+            f"the repository at {path} sets its work tree to {root} (core.worktree), "
+            "another directory; unset core.worktree or pass that directory's own repository"
+        )
+    return root
+
+
+def _inside(root: Path, rel: str) -> bool:
+    """`rel` names a file of `root` itself: no `..`, no absolute path, no symlink on the way."""
+    parts = rel.split("/")
+    if rel.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        return False
+    parent = root
+    for part in parts[:-1]:
+        parent = parent / part
+        if parent.is_symlink():
+            return False
+    return True
 
 
 def _glob_escape(rel: str) -> str:

