@@ -344,7 +344,10 @@ def test_comment_from_a_writer_is_fixed_and_secrets_never_reach_commands(world: 
     assert len(seen) == 5
     assert "PATH=" in seen[1] and "HOME=" in seen[1]
     assert "PATH=" in seen[2]
-    assert "parent-read" in seen[3] and "PATH=" in seen[3]
+    # The process above the command is the local sandbox's launcher: non-dumpable, so its
+    # environment cannot be read at all (where it can be, it holds no secret either).
+    assert "parent-read" in seen[3]
+    assert "PATH=" in seen[3] or "Permission denied" in seen[3]
     secrets = [*CANARIES.values(), MODEL_KEY, world.token]
     for text in seen:
         assert "CANARY" not in text, text

@@ -55,7 +55,7 @@ def test_declares_the_documented_inputs_and_outputs(action: dict[str, Any]) -> N
     for name, spec in action["inputs"].items():
         assert spec.get("description"), name
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
-    assert action["inputs"]["sandbox"]["default"] == "local"
+    assert action["inputs"]["sandbox"]["default"] == "auto"
     assert action["inputs"]["deliver"]["default"] == "pull-request"
     ids = {s.get("id") for s in steps(action)}
     for name, spec in action["outputs"].items():
