@@ -274,6 +274,14 @@ def _fork_refusal(event: str, head_repo: str | None) -> str:
     )
 
 
+def _pull_number(ref: str) -> int | None:
+    """N from `refs/pull/N/merge` (GITHUB_REF of pull_request events), else None."""
+    parts = ref.split("/")
+    if len(parts) == 4 and parts[:2] == ["refs", "pull"] and parts[2].isdigit():
+        return int(parts[2])
+    return None
+
+
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
@@ -436,8 +444,14 @@ class ActionRun:
                     return admitted
                 plan = admitted
             # The event file is a file of the job's that an earlier step (the pull request's
-            # own tests) can rewrite: the URL the token goes to comes from the API.
+            # own tests) can rewrite: the URL the token goes to comes from the API, and so do
+            # the pull request's head, base and fork status.
             plan = Target(replace(plan.request, clone_url=session.clone_url()), plan.from_workspace)
+            if plan.from_workspace and plan.request.pr_number:
+                pinned = self._pin_pull(plan, session)
+                if not isinstance(pinned, Target):
+                    return pinned
+                plan = pinned
             self._check_delivery(plan.request)
             config = self._config(plan, session)
             return self._fix(plan, session, config)
@@ -466,6 +480,33 @@ class ActionRun:
         if isinstance(decision, Ignore):
             return Outcome("ignored", decision.reason)
         return Target(decision, from_workspace=False)
+
+    def _pin_pull(self, plan: Target, session: RepoSession) -> Target | Outcome:
+        """The pull request as the API shows it, not as the event file claims: the number
+        from GITHUB_REF where GitHub puts it there (`refs/pull/N/merge`), then head, base
+        and whether the head is a fork read back from the REST API."""
+        number = _pull_number(self.action.ref) or plan.request.pr_number or 0
+        pull = session.pull_data(number)
+        head, base = _mapping(pull.get("head")), _mapping(pull.get("base"))
+        head_repo = _full_name(head.get("repo"))
+        fork = head_repo != (_full_name(base.get("repo")) or self.action.repository)
+        if fork and self.action.event_name in _PRIVILEGED_EVENTS:
+            return Outcome("refused", _fork_refusal(self.action.event_name, head_repo))
+        head_sha, head_ref, base_ref = head.get("sha"), head.get("ref"), base.get("ref")
+        if not all(isinstance(v, str) and v for v in (head_sha, head_ref, base_ref)):
+            return Outcome("error", f"pull request #{number} as GitHub returns it has no head")
+        return Target(
+            replace(
+                plan.request,
+                pr_number=number,
+                head_sha=str(head_sha),
+                head_ref=str(head_ref),
+                base_ref=str(base_ref),
+                fork=fork,
+                head_repo=head_repo if fork else None,
+            ),
+            plan.from_workspace,
+        )
 
     def _check_delivery(self, request: MissionRequest) -> None:
         if self.action.deliver == "comment" and not request.pr_number:

@@ -892,6 +892,40 @@ def test_action_token_never_follows_a_clone_url_rewritten_in_the_event_file_secu
         assert FIX_NEW.strip() in pushed and sha in pushed
 
 
+def test_action_takes_the_pull_requests_head_from_the_api_not_the_event_file_security_36(
+    world: Any,  # noqa: F811 - the Action's world fixture, imported above
+) -> None:
+    """SECURITY 36 (and 22), Action mode: a step before Loopwright rewrote the event file of
+    a `pull_request` run so the pull request's head claims to be `main` at main's tip. The
+    commit delivery must still land on the pull request's real head branch, and `main`
+    must not move."""
+    from tests.conftest import git
+
+    workspace = world.tmp / "checkout"
+    git("clone", "-q", "-b", "feature", world.git.repo_url(HOSTGIT_ACTION_REPO),
+        str(workspace), cwd=world.tmp)  # fmt: skip
+    main_before = world.github.branch_sha(HOSTGIT_ACTION_REPO, "main")
+    payload = world.pull_request_from_fork()
+    pull = payload["pull_request"]
+    pull["head"]["repo"]["full_name"] = HOSTGIT_ACTION_REPO  # the file claims: not a fork
+    pull["head"].update(ref="main", sha=main_before)  # ... and a head of main
+    run = world.run(
+        "pull_request",
+        payload,
+        workspace=workspace,
+        sha=world.head_sha,
+        ref=f"refs/pull/{world.pr_number}/merge",
+        inputs={"INPUT_DELIVER": "commit", "INPUT_TEST_COMMAND": "python -m pytest -q"},
+    )
+    assert run.exit_code == 0, run.stderr
+    assert run.outputs["status"] == "verified"
+    assert world.github.branch_sha(HOSTGIT_ACTION_REPO, "main") == main_before
+    feature = world.github.branch_sha(HOSTGIT_ACTION_REPO, "feature")
+    assert feature != world.head_sha
+    assert FIX_NEW.strip() in git("show", "feature", cwd=world.bare)
+    assert world.github.requests_for("pulls/get"), "the pull request was never read back"
+
+
 def _redgit_password(request: dict[str, Any]) -> str:
     import base64
 
