@@ -1,11 +1,13 @@
 """Verification overhead on Docker: a fresh sandbox plus a full, reported test run, as a ratio
 of one plain run of the test command, on the bundled examples.
 
-Verification here is what `FixMission._verify` does up to the verdict: the tamper check,
-a host copy of the clean snapshot with the patch applied, a new sandbox, the sandbox's git
-preparation, the instrumented suite run with its per-test report, and the before/after
-comparison. The plain run is the repository's test command alone, in a sandbox that is
-already up and holds the same patched tree. Runs alternate so drift hits both sides alike.
+Verification here is what `FixMission._verify` does up to the verdict for a repository
+without a setup command: the tamper check, a host copy of the clean snapshot with the patch
+applied, the routing of every changed file (tests stay at their base version) with its
+findings, a new sandbox holding the base tree plus the product changes, the suite run under
+Loopwright's reporter with its signed results stream, and the before/after comparison.
+The plain run is the repository's test command alone, in a sandbox that is already up and
+holds the same patched tree. Runs alternate so drift hits both sides alike.
 
 Run: python benchmarks/verification_overhead.py [--runs N]  (builds the sandbox image if needed).
 """
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
 from loopwright.config import Settings
+from loopwright.mission import plan_verification, write_into_tree
 from loopwright.sandbox.base import Sandbox
 from loopwright.sandbox.docker import DockerProvider, connect
 from loopwright.sandbox.image import ensure_image
@@ -103,19 +106,29 @@ def verify_once(
     """Seconds to the verdict, and seconds to tear the sandbox down afterwards."""
     started = time.perf_counter()
     findings = tamper_findings(patch, protected=DEFAULT_PROTECTED_PATHS)
-    tree = copy_tree(base, work / f"verify-{uuid.uuid4().hex[:8]}")
-    apply_patch(tree, patch)
+    patched = copy_tree(base, work / f"verify-{uuid.uuid4().hex[:8]}")
+    apply_patch(patched, patch)
+    layout = plan_verification(
+        base, patched, patch, plan, allow_test_edits=(), allow_dependency_changes=False,
+        tamper=findings,
+    )  # fmt: skip
+    # As in the mission when there is no setup command: the sandbox starts from the base
+    # tree plus the patch's product changes (tests stay at their base version), no network.
+    tree = copy_tree(base, work / f"filtered-{uuid.uuid4().hex[:8]}")
+    write_into_tree(tree, patched, [*layout.phase("dependency"), *layout.phase("main")])
     sandbox = provider.create(f"bench-{uuid.uuid4().hex[:8]}", tree, network=False)
     try:
-        # As in the mission: the verification sandbox exports nothing, so no git setup.
         after = run_suite(sandbox, plan, timeout_s=TIMEOUT_S)
         verdict = compare(before.report, after.report)
         elapsed = time.perf_counter() - started
     finally:
         teardown = timed(sandbox.close)
         shutil.rmtree(tree)
-    if findings or not verdict.verified:
-        raise SystemExit(f"the benchmark's fix did not verify: {verdict.reasons} {findings}")
+        shutil.rmtree(patched)
+    if findings or layout.findings or not verdict.verified:
+        raise SystemExit(
+            f"the benchmark's fix did not verify: {verdict.reasons} {findings} {layout.findings}"
+        )
     return elapsed, teardown
 
 
