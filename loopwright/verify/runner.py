@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,26 +63,23 @@ def run_suite(
     shown = RecordFilter(on_output) if on_output is not None else None
     quoted = shlex.quote(key_file)
     # The key travels as a file, never on a command line or in the environment, where the
-    # tested code could read it from /proc. It is written while the command starts (the
-    # reporter waits for it before a conftest, test file or product code runs, then deletes
-    # it), so placing it adds no round trip to the run.
-    delivery = _KeyDelivery(sandbox, key_file, key.file_bytes())
+    # tested code could read it from /proc. It is written before the command starts (the
+    # reporter reads and deletes it before a conftest, test file or product code runs):
+    # written alongside the command, the sandbox's sweep of leftover processes at the
+    # command's start could kill the write and leave the reporter without its key.
     try:
-        result = sandbox.exec(
-            f"rm -f {REPORT_PATH}; {command}; lw_status=$?; rm -f -- {quoted}; exit $lw_status",
-            timeout_s=timeout_s,
-            on_output=shown,
-            on_raw=parser.feed,
-        )
-    finally:
-        failure = delivery.wait()
+        sandbox.write_file(key_file, key.file_bytes())
+    except FileToolError as exc:
+        return _unkeyed(plan, f"the run's key could not be placed in the sandbox ({exc})")
+    result = sandbox.exec(
+        f"rm -f {REPORT_PATH}; {command}; lw_status=$?; rm -f -- {quoted}; exit $lw_status",
+        timeout_s=timeout_s,
+        on_output=shown,
+        on_raw=parser.feed,
+    )
     if shown is not None:
         shown.flush()
     stream = parser.result()
-    if isinstance(failure, FileToolError):
-        return _unkeyed(plan, f"the run's key could not be placed in the sandbox ({failure})")
-    if failure is not None:
-        raise failure
     if not stream.started:
         # The reporter never took the key (it did not start, or the run was killed first).
         sandbox.exec(f"rm -f -- {quoted}", timeout_s=30)
@@ -113,27 +109,6 @@ def run_suite(
         message = "" if outcome == "passed" else f"the test command exited {result.exit_code}"
         results = (TestResult(SUITE_ID, outcome, message),)
     return SuiteRun(TestReport(results, result.exit_code, "stream", evidence), result, plan.command)
-
-
-class _KeyDelivery:
-    """Writes the run's key into the sandbox on a thread of its own."""
-
-    def __init__(self, sandbox: Sandbox, path: str, data: bytes) -> None:
-        self._failure: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._write, args=(sandbox, path, data), name="loopwright-key", daemon=True
-        )
-        self._thread.start()
-
-    def _write(self, sandbox: Sandbox, path: str, data: bytes) -> None:
-        try:
-            sandbox.write_file(path, data)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            self._failure = exc
-
-    def wait(self) -> BaseException | None:
-        self._thread.join()
-        return self._failure
 
 
 def _unkeyed(plan: TestPlan, problem: str) -> SuiteRun:
