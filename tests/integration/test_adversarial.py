@@ -1246,18 +1246,18 @@ def test_shadowing_run_pytest_module_at_the_repository_root_never_runs_security_
 def test_repository_pytest_module_shadowing_the_framework_is_refused_security_39(
     example_repo, scripted, run_cli, sandbox_kind
 ):
-    """SECURITY 39: `python -m pytest` would import a root pytest.py; the reporter refuses."""
+    """SECURITY 37/39: `python -m pytest` would import a root pytest.py. Verification holds
+    it back as test configuration, so the real pytest runs under the reporter and the
+    original tests still fail; had it reached the run, the reporter refuses to start pytest
+    (tests/unit/test_stream.py covers that layer on its own)."""
     fake = "print('4 passed')\nraise SystemExit(0)\n"
     repo = example_repo("python-invoice")
     reasons = vs_unverified(
         repo, scripted, run_cli, sandbox_kind, tool("write_file", path="pytest.py", content=fake)
     )
-    assert (
-        "the results stream after the patch: Loopwright's reporter stopped the run: the "
-        "repository provides its own pytest (pytest.py), so pytest was not started"
-    ) in reasons
-    assert "the test command exited 3" in reasons
-    assert f"{VS_DISCOUNT} failed before and has no result in the stream" in reasons
+    assert f"{VS_DISCOUNT} still fails" in reasons
+    withheld = [r for r in reasons if r.startswith("pytest.py: ")]
+    assert withheld and "base version" in withheld[0], reasons
 
 
 def test_node_process_exit_zero_in_product_code_is_not_verified_security_39(
