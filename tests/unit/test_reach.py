@@ -72,6 +72,24 @@ PY_REACHES = [
     ("import sys\nsys.path.insert(0, '/tmp/fake')\n", "uses:sys.path.insert"),
     ("class Any(int):\n    def __eq__(self, other):\n        return True\n", "always:__eq__"),
     ("class Any:\n    __eq__ = lambda self, other: True\n", "always:__eq__"),
+    ("import os\n\ndef f():\n    return any('T' in k for k in os.environ)\n", "uses:os.environ"),
+    ("from os import getenv\n\ndef f(n):\n    return getenv(n)\n", "uses:os.getenv"),
+    ("import os\nX = os.environ.get(''.join(reversed('X')))\n", "uses:os.environ.get"),
+    ("import sys\n\ndef f():\n    return sys.argv[0]\n", "uses:sys.argv"),
+    ("import sys\nA = ' '.join(sys.orig_argv)\n", "uses:sys.orig_argv"),
+    ("P = '/proc/self/cmdline'\n", "text:/proc/self/cmdline"),
+    ("import os\nP = os.path.join('/', 'proc', 'self')\n", "text:/proc/self"),
+    ("from pathlib import Path\nP = Path('/') / 'proc'\n", "text:/proc"),
+    ("import sys\n\ndef f():\n    return len(sys.argv[1:])\n", "uses:sys.argv"),
+    ("import traceback\nS = traceback.extract_stack()\n", "uses:traceback.extract_stack"),
+    ("import logging\nF = logging.currentframe()\n", "uses:logging.currentframe"),
+    ("import __main__\n", "imports:__main__"),
+    (
+        "class V(int):\n    def __eq__(self, other):\n        return other is not None\n",
+        "compares:__eq__",
+    ),
+    ("class V:\n    def __eq__(self, other):\n        return other == other\n", "compares:__eq__"),
+    ("class V:\n    __eq__ = lambda self, other: other is not None\n", "compares:__eq__"),
 ]
 
 
@@ -93,6 +111,8 @@ PY_CLEAN = [
     "# import atexit; os._exit(0)\nx = 1\n",
     "from .totals import Line\n",
     "class P:\n    def __eq__(self, other):\n        return self.x == other.x\n",
+    "import os\nX = os.environ['HOME'], os.getenv('X'), 'Y' in os.environ\n",
+    "import sys\n\nif __name__ == '__main__':\n    main(sys.argv[1:])\n",
 ]
 
 
@@ -128,6 +148,12 @@ JS_REACHES = [
     ('process["\\x65xit"](0);\n', "process:exit"),
     ("process.\\u0065xit(0);\n", "process:exit"),
     ("process.on('exit', () => {});\n", "process:on:exit"),
+    ("const t = process.argv.join(' ');\n", "process:argv"),
+    ("const t = Object.keys(process.env);\n", "process:env"),
+    ("const t = process.execArgv;\n", "process:execArgv"),
+    ("const t = new Error().stack;\n", "stack:stack"),
+    ("Error.prepareStackTrace = (e, s) => s;\n", "stack:prepareStackTrace"),
+    ("const t = require.main.filename;\n", "uses:require.main"),
     ("process.once('beforeExit', f);\n", "process:once:beforeExit"),
     ("process.on(name, f);\n", "process:on:an event computed at run time"),
     ("const p = process; p.exit(0);\n", "value:process"),
@@ -170,6 +196,7 @@ JS_CLEAN = [
     "// process.exit(0)\n/* require(x) */\nconst a = 1;\n",
     "const debug = process.env.DEBUG;\nconst args = process.argv.slice(2);\n",
     "if (typeof process !== 'undefined') { a(); }\n",
+    "if (require.main === module) { main(); }\nconst h = process.env['HOME'];\n",
     "const fs = require('fs');\nconst path = require('node:path');\n",
     "child.on('exit', done);\n",
     "const ratio = a / b / c;\n",
