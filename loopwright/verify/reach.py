@@ -775,7 +775,73 @@ def _fold(node: ast.AST) -> str | None:
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("lower", "upper", "strip"):
             value = _fold(node.func.value)
             return getattr(value, node.func.attr)() if value is not None else None
+        return _fold_encoded(node)
     return None
+
+
+def _fold_encoded(node: ast.Call) -> str | None:
+    """Text spelled as numbers or in an encoding: `bytes([47, 112])`, `bytes.fromhex(..)`,
+    `x.decode()`, `"".join(map(chr, [..]))`, `"".join(reversed(".."))`, base64 and rot13."""
+    func, args = node.func, node.args
+    name = (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else ""
+    )
+    if name in ("bytes", "bytearray") and len(args) == 1:
+        codes = _ints(args[0])
+        return "".join(map(chr, codes)) if codes is not None else None
+    if name == "fromhex" and len(args) == 1:
+        text = _fold(args[0])
+        try:
+            return bytes.fromhex(text).decode("latin-1") if text is not None else None
+        except ValueError:
+            return None
+    if name in ("decode", "encode") and isinstance(func, ast.Attribute):
+        if isinstance(func.value, ast.Name) and func.value.id == "codecs" and len(args) >= 2:
+            text, codec = _fold(args[0]), _fold(args[1])
+            if text is None or codec is None or codec.replace("_", "") != "rot13":
+                return None
+            import codecs
+
+            return codecs.decode(text, "rot13")
+        return _fold(func.value)
+    if name in ("b64decode", "urlsafe_b64decode", "b32decode", "b16decode", "b85decode") and args:
+        text = _fold(args[0])
+        if text is None:
+            return None
+        import base64
+
+        try:
+            raw: bytes = getattr(base64, name)(text.encode("latin-1"))
+        except ValueError:
+            return None
+        return raw.decode("latin-1")
+    if isinstance(func, ast.Attribute) and func.attr == "join" and len(args) == 1:
+        glue, inner = _fold(func.value), args[0]
+        if glue is None or not isinstance(inner, ast.Call) or not isinstance(inner.func, ast.Name):
+            return None
+        if inner.func.id == "reversed" and len(inner.args) == 1:
+            text = _fold(inner.args[0])
+            return glue.join(reversed(text)) if text is not None else None
+        if inner.func.id == "map" and len(inner.args) == 2:
+            mapper = inner.args[0]
+            codes = _ints(inner.args[1])
+            if isinstance(mapper, ast.Name) and mapper.id == "chr" and codes is not None:
+                return glue.join(map(chr, codes))
+    return None
+
+
+def _ints(node: ast.AST) -> list[int] | None:
+    """The code points a list or tuple of integer constants spells, or None."""
+    if not isinstance(node, ast.List | ast.Tuple):
+        return None
+    codes = [_int(e) for e in node.elts]
+    if any(c is None or not 0 <= c < 0x110000 for c in codes):
+        return None
+    return [c for c in codes if c is not None]
 
 
 _PY_PATH_TYPES = {"Path", "PurePath", "PosixPath", "PurePosixPath"}

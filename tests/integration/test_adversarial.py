@@ -2690,6 +2690,16 @@ def fv2_node(helper: str, condition: str) -> list[dict[str, Any]]:
         ),
         pytest.param(
             fv2_py(
+                "def _checked():\n    where = bytes(\n"
+                "        [47, 112, 114, 111, 99, 47, 115, 101, 108, 102, 47, 99, 109, 100, 108, "
+                "105, 110, 101]\n    ).decode()\n"
+                "    with open(where, 'rb') as handle:\n        return b'test' in handle.read()\n"
+            ),
+            "/proc/self",
+            id="S38-proc-self-cmdline-spelled-as-numbers",
+        ),
+        pytest.param(
+            fv2_py(
                 "import traceback\n\n\ndef _checked():\n"
                 "    return any('test_' in f.filename for f in traceback.extract_stack())\n"
             ),
