@@ -1297,6 +1297,7 @@ def _javascript(path: str, text: str | None) -> list[Reach]:
     def report(token: _Token, key: str, detail: str) -> None:
         found.append(Reach(path, token.line, key, detail))
 
+    errors = _js_error_names(tokens)
     for index, token in enumerate(tokens):
         previous = tokens[index - 1] if index else None
         after_dot = (
@@ -1339,8 +1340,12 @@ def _javascript(path: str, text: str | None) -> list[Reach]:
             report(token, f"loader:require.{name}", f"reaches `require.{name}`, the module table")
         elif after_dot and name in _JS_STACK_PROPS:
             report(token, f"stack:{name}", f"uses `{name}`: {_JS_STACK}")
-        elif after_dot and name == "stack" and tokens[index - 2].value == ")":
-            report(token, "stack:stack", f"reads the `stack` of a value it just made: {_JS_STACK}")
+        elif (
+            after_dot
+            and name == "stack"
+            and (tokens[index - 2].value == ")" or tokens[index - 2].value in errors)
+        ):
+            report(token, "stack:stack", f"reads the `stack` of an error it made: {_JS_STACK}")
         elif (
             after_dot
             and name == "main"
@@ -1360,6 +1365,18 @@ def _javascript(path: str, text: str | None) -> list[Reach]:
         elif name in _JS_BUILTINS and not after_dot:
             _js_builtin(tokens, index, report)
     return found
+
+
+def _js_error_names(tokens: list[_Token]) -> set[str]:
+    """Names bound to an error the code makes or catches: `catch (e)`, `e = new Error()`."""
+    names: set[str] = set()
+    for index, token in enumerate(tokens[:-3]):
+        if token.value == "catch" and tokens[index + 1].value == "(":
+            if tokens[index + 2].kind == "id":
+                names.add(tokens[index + 2].value)
+        elif token.kind == "id" and _next_is(tokens, index + 1, "=", "new"):
+            names.add(token.value)
+    return names
 
 
 def _next_is(tokens: list[_Token], index: int, *values: str) -> bool:

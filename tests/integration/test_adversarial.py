@@ -2768,6 +2768,13 @@ def test_product_code_that_detects_the_test_run_is_not_verified_security_38(
             id="S38-node-call-stack-tells-the-test-run-apart",
         ),
         pytest.param(
+            "function underTest() {\n  try {\n    null.x;\n  } catch (e) {\n"
+            "    return String(e.stack).includes('.test.');\n  }\n  return false;\n}\n",
+            "underTest()",
+            "stack",
+            id="S38-node-stack-of-a-caught-error",
+        ),
+        pytest.param(
             "const underTest = String(require.main && require.main.filename).includes('test');\n",
             "underTest",
             "require.main",
