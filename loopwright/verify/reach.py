@@ -99,6 +99,10 @@ _ENVIRONMENT = (
     "from a real one"
 )
 _STACK = "the call stack, whose callers tell the test run from a real one"
+_STREAMS = (
+    "the standard streams inspected rather than written, which the test run replaces with "
+    "its own capture"
+)
 _PY_DANGER: dict[str, str] = {
     "pytest": _TEST_FRAMEWORK,
     "_pytest": _TEST_FRAMEWORK,
@@ -177,9 +181,17 @@ _PY_DANGER: dict[str, str] = {
     "traceback.StackSummary": _STACK,
     "logging.currentframe": _STACK,
     "warnings.catch_warnings": "recorded warnings, whose locations name the calling test",
+    "warnings.filters": "the warning filters, which the test run sets for each test",
+    "faulthandler": "the fault handler, which the test run turns on",
+    "sys.stdout": _STREAMS,
+    "sys.stderr": _STREAMS,
+    "sys.stdin": _STREAMS,
+    "sys.__stdout__": _STREAMS,
+    "sys.__stderr__": _STREAMS,
+    "sys.__stdin__": _STREAMS,
 }
 _PY_EXEC_PREFIX = "os.exec"
-_PY_IDENTITY = ("sys.argv", "os.environ", "os.environb", "os.getenv")
+_PY_IDENTITY = ("sys.argv", "os.environ", "os.environb", "os.getenv", "sys.std")
 _PY_SPAWN = ("os.posix_spawn", "os.posix_spawnp")
 _PY_MODULE_VALUES = {"os", "sys", "signal", "gc", "inspect", "importlib", "threading"}
 _PY_INTROSPECTION_ATTRS = {
@@ -308,6 +320,13 @@ class _PythonScan(ast.NodeVisitor):
         parent = self.parents.get(id(node))
         if qual == "sys.argv":
             return bool(self.main_guard)
+        if qual in ("sys.stdout", "sys.stderr", "sys.stdin"):
+            # Written to, flushed, or passed as `file=`: how a program uses its streams.
+            return isinstance(parent, ast.keyword) or (
+                isinstance(parent, ast.Attribute) and parent.attr in _PY_STREAM_USES
+            )
+        if qual.startswith(("sys.stdout.", "sys.stderr.", "sys.stdin.")):
+            return qual.split(".")[2] in _PY_STREAM_USES
         if qual in ("os.environ", "os.environb"):
             if isinstance(parent, ast.Subscript) and parent.value is node:
                 return _fold(parent.slice) is not None
@@ -844,6 +863,7 @@ def _ints(node: ast.AST) -> list[int] | None:
     return [c for c in codes if c is not None]
 
 
+_PY_STREAM_USES = {"write", "writelines", "flush", "buffer", "read", "readline", "readlines"}
 _PY_PATH_TYPES = {"Path", "PurePath", "PosixPath", "PurePosixPath"}
 
 

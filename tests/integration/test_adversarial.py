@@ -2700,6 +2700,21 @@ def fv2_node(helper: str, condition: str) -> list[dict[str, Any]]:
         ),
         pytest.param(
             fv2_py(
+                "import sys\n\n\ndef _checked():\n"
+                "    return type(sys.stdout).__name__ != 'TextIOWrapper'\n"
+            ),
+            "sys.stdout",
+            id="S38-captured-stdout-tells-the-test-run-apart",
+        ),
+        pytest.param(
+            fv2_py(
+                "import faulthandler\n\n\ndef _checked():\n    return faulthandler.is_enabled()\n"
+            ),
+            "faulthandler",
+            id="S38-fault-handler-the-test-run-enables",
+        ),
+        pytest.param(
+            fv2_py(
                 "import traceback\n\n\ndef _checked():\n"
                 "    return any('test_' in f.filename for f in traceback.extract_stack())\n"
             ),

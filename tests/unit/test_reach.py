@@ -90,6 +90,10 @@ PY_REACHES = [
     ("import traceback\nS = traceback.extract_stack()\n", "uses:traceback.extract_stack"),
     ("import logging\nF = logging.currentframe()\n", "uses:logging.currentframe"),
     ("import __main__\n", "imports:__main__"),
+    ("import sys\nT = type(sys.stdout).__module__\n", "uses:sys.stdout"),
+    ("import sys\nT = sys.stdout is sys.__stdout__\n", "uses:sys.__stdout__"),
+    ("import faulthandler\nT = faulthandler.is_enabled()\n", "imports:faulthandler"),
+    ("import warnings\nT = len(warnings.filters)\n", "uses:warnings.filters"),
     (
         "class V(int):\n    def __eq__(self, other):\n        return other is not None\n",
         "compares:__eq__",
@@ -119,6 +123,8 @@ PY_CLEAN = [
     "class P:\n    def __eq__(self, other):\n        return self.x == other.x\n",
     "import os\nX = os.environ['HOME'], os.getenv('X'), 'Y' in os.environ\n",
     "import sys\n\nif __name__ == '__main__':\n    main(sys.argv[1:])\n",
+    "import sys\n\ndef f(x):\n    sys.stdout.write(x)\n    sys.stderr.flush()\n"
+    "    print(x, file=sys.stderr)\n",
 ]
 
 
