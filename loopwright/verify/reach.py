@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import posixpath
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -85,13 +86,23 @@ def _changed_lines(old: str, new: str) -> set[int]:
 _SUSPICIOUS_TEXT = re.compile(
     r"pytest|pluggy|unittest|conftest|junit|runtest|makereport|loopwright|atexit|_exit"
     r"|sys\.modules|builtins|__import__|f_back|f_globals|__globals__|__subclasses__"
-    r"|node:test|node:assert|reallyExit|exitCode|beforeExit",
+    r"|node:test|node:assert|reallyExit|exitCode|beforeExit|/proc\b|NODE_TEST",
     re.IGNORECASE,
 )
 
 # --- Python -----------------------------------------------------------------------------------
 
 _TEST_FRAMEWORK = "the test framework"
+_IDENTITY = "the process's command line, which tells the test run from a real one"
+_ENVIRONMENT = (
+    "the process's environment read whole or by a computed name, which tells the test run "
+    "from a real one"
+)
+_STACK = "the call stack, whose callers tell the test run from a real one"
+_STREAMS = (
+    "the standard streams inspected rather than written, which the test run replaces with "
+    "its own capture"
+)
 _PY_DANGER: dict[str, str] = {
     "pytest": _TEST_FRAMEWORK,
     "_pytest": _TEST_FRAMEWORK,
@@ -156,8 +167,31 @@ _PY_DANGER: dict[str, str] = {
     "compile": "code built at run time",
     "globals": "a module's namespace by string, which can register hooks under computed names",
     "vars": "a namespace by string",
+    "__main__": "the entry module, which tells the test run from a real one",
+    "sys.argv": _IDENTITY,
+    "sys.orig_argv": _IDENTITY,
+    "os.environ": _ENVIRONMENT,
+    "os.environb": _ENVIRONMENT,
+    "os.getenv": _ENVIRONMENT,
+    "os.getenvb": _ENVIRONMENT,
+    "traceback.extract_stack": _STACK,
+    "traceback.format_stack": _STACK,
+    "traceback.print_stack": _STACK,
+    "traceback.walk_stack": _STACK,
+    "traceback.StackSummary": _STACK,
+    "logging.currentframe": _STACK,
+    "warnings.catch_warnings": "recorded warnings, whose locations name the calling test",
+    "warnings.filters": "the warning filters, which the test run sets for each test",
+    "faulthandler": "the fault handler, which the test run turns on",
+    "sys.stdout": _STREAMS,
+    "sys.stderr": _STREAMS,
+    "sys.stdin": _STREAMS,
+    "sys.__stdout__": _STREAMS,
+    "sys.__stderr__": _STREAMS,
+    "sys.__stdin__": _STREAMS,
 }
 _PY_EXEC_PREFIX = "os.exec"
+_PY_IDENTITY = ("sys.argv", "os.environ", "os.environb", "os.getenv", "sys.std")
 _PY_SPAWN = ("os.posix_spawn", "os.posix_spawnp")
 _PY_MODULE_VALUES = {"os", "sys", "signal", "gc", "inspect", "importlib", "threading"}
 _PY_INTROSPECTION_ATTRS = {
@@ -226,6 +260,7 @@ class _PythonScan(ast.NodeVisitor):
         self.depth = 0
         """Nesting in functions and classes: 0 is module level."""
         self.main_guard = 0
+        self.classes: list[ast.ClassDef] = []
 
     def add(self, node: ast.AST, key: str, detail: str) -> None:
         self.found.append(Reach(self.path, getattr(node, "lineno", 1), key, detail))
@@ -272,9 +307,43 @@ class _PythonScan(ast.NodeVisitor):
     def check(self, node: ast.AST, qual: str | None, how: str) -> None:
         if not qual:
             return
+        if qual.startswith(_PY_IDENTITY) and (how == "imports" or self.plain_read(node, qual)):
+            return
         reason = _danger(qual)
         if reason:
             self.add(node, f"{how}:{qual}", f"{how} `{qual}`: {reason}")
+
+    def plain_read(self, node: ast.AST, qual: str) -> bool:
+        """Whether `node` (standing for `qual`) reads one environment variable named by a
+        constant, or the command line under `if __name__ == "__main__"`: reads that cannot
+        tell the test run apart unless the constant names it (which the text check finds)."""
+        parent = self.parents.get(id(node))
+        if qual == "sys.argv":
+            return bool(self.main_guard)
+        if qual in ("sys.stdout", "sys.stderr", "sys.stdin"):
+            # Written to, flushed, or passed as `file=`: how a program uses its streams.
+            return isinstance(parent, ast.keyword) or (
+                isinstance(parent, ast.Attribute) and parent.attr in _PY_STREAM_USES
+            )
+        if qual.startswith(("sys.stdout.", "sys.stderr.", "sys.stdin.")):
+            return qual.split(".")[2] in _PY_STREAM_USES
+        if qual in ("os.environ", "os.environb"):
+            if isinstance(parent, ast.Subscript) and parent.value is node:
+                return _fold(parent.slice) is not None
+            return (
+                isinstance(parent, ast.Compare)
+                and parent.comparators == [node]
+                and isinstance(parent.ops[0], ast.In | ast.NotIn)
+                and _fold(parent.left) is not None
+            )
+        if qual in ("os.environ.get", "os.environb.get", "os.getenv", "os.getenvb"):
+            return (
+                isinstance(parent, ast.Call)
+                and parent.func is node
+                and bool(parent.args)
+                and _fold(parent.args[0]) is not None
+            )
+        return False
 
     # -- statements ------------------------------------------------------------------------
 
@@ -337,6 +406,19 @@ class _PythonScan(ast.NodeVisitor):
                 f"defines `{target.id}` to return a constant, so any comparison with the "
                 "value passes whatever it holds",
             )
+        elif (
+            isinstance(target, ast.Name)
+            and target.id in _PY_COMPARISONS
+            and self.classes
+            and (_value_type_bases(self.classes[-1]) or not _compares_both(value))
+        ):
+            self.add(
+                node,
+                f"compares:{target.id}",
+                f"binds `{target.id}` on `{self.classes[-1].name}` to something other than a "
+                "comparison of both operands, so a comparison with the value can pass "
+                "whatever it holds",
+            )
         if isinstance(target, ast.Name) and target.id.startswith("pytest"):
             self.add(
                 node,
@@ -374,6 +456,18 @@ class _PythonScan(ast.NodeVisitor):
                 f"defines `{node.name}` to return a constant, so any comparison with the "
                 "value passes whatever it holds",
             )
+        elif node.name in _PY_COMPARISONS and self.classes and self.loose_comparison(node):
+            self.add(
+                node,
+                f"compares:{node.name}",
+                f"defines `{node.name}` on `{self.classes[-1].name}` "
+                + (
+                    "over a built-in value type"
+                    if _value_type_bases(self.classes[-1])
+                    else "without comparing both operands"
+                )
+                + ", so a comparison with the value can pass whatever it holds",
+            )
         for decorator in node.decorator_list:
             self.visit(decorator)
         self.visit(node.args)
@@ -391,9 +485,20 @@ class _PythonScan(ast.NodeVisitor):
         for expr in [*node.decorator_list, *node.bases, *node.keywords]:
             self.visit(expr)
         self.depth += 1
+        self.classes.append(node)
         for statement in node.body:
             self.visit(statement)
+        self.classes.pop()
         self.depth -= 1
+
+    def loose_comparison(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """A comparison method over a built-in value type (the value passes for the real
+        number or string everywhere else), or one that ignores an operand."""
+        if _value_type_bases(self.classes[-1]):
+            return True
+        params = [a.arg for a in [*node.args.posonlyargs, *node.args.args]]
+        used = {n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name)}
+        return not params or any(p not in used for p in params[:2])
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self.depth += 1
@@ -443,6 +548,9 @@ class _PythonScan(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = self.resolve(node.func)
+        folded = _fold(node)
+        if folded is not None:
+            self.text(node, folded)
         if func in _PY_IMPORTERS and node.args:
             name = _fold(node.args[0])
             if name is None:
@@ -553,6 +661,41 @@ _PY_COMPARISONS = {
 }
 
 
+_PY_VALUE_TYPES = {
+    "int",
+    "float",
+    "complex",
+    "bool",
+    "str",
+    "bytes",
+    "bytearray",
+    "tuple",
+    "list",
+    "dict",
+    "set",
+    "frozenset",
+    "Decimal",
+    "Fraction",
+}
+
+
+def _compares_both(value: ast.AST | None) -> bool:
+    """Whether `value` is a lambda whose body uses its first two parameters."""
+    if not isinstance(value, ast.Lambda):
+        return False
+    params = [a.arg for a in [*value.args.posonlyargs, *value.args.args]]
+    used = {n.id for n in ast.walk(value.body) if isinstance(n, ast.Name)}
+    return bool(params) and all(p in used for p in params[:2])
+
+
+def _value_type_bases(node: ast.ClassDef) -> bool:
+    for base in node.bases:
+        name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
+        if name in _PY_VALUE_TYPES:
+            return True
+    return False
+
+
 def _returns_constant(body: list[ast.stmt]) -> bool:
     statements = [
         s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
@@ -610,7 +753,31 @@ def _fold(node: ast.AST) -> str | None:
         ):
             return value[slice(*numbers)]
         return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        # pathlib: Path("/") / "proc"
+        left, right = _fold(node.left), _fold(node.right)
+        return posixpath.join(left, right) if left is not None and right is not None else None
     if isinstance(node, ast.Call):
+        if (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr == "join"
+            and isinstance(node.func.value, ast.Attribute | ast.Name)
+            and getattr(node.func.value, "attr", getattr(node.func.value, "id", "")) == "path"
+            and node.args
+        ):
+            parts = [_fold(a) for a in node.args]
+            if all(p is not None for p in parts):
+                return posixpath.join(*(p for p in parts if p is not None))
+            return None
+        if (
+            isinstance(node.func, ast.Name | ast.Attribute)
+            and getattr(node.func, "id", getattr(node.func, "attr", "")) in _PY_PATH_TYPES
+            and len(node.args) >= 1
+        ):
+            parts = [_fold(a) for a in node.args]
+            if all(p is not None for p in parts):
+                return posixpath.join(*(p for p in parts if p is not None))
+            return None
         if isinstance(node.func, ast.Name) and node.func.id == "chr" and len(node.args) == 1:
             code = _int(node.args[0])
             return chr(code) if code is not None and 0 <= code < 0x110000 else None
@@ -627,7 +794,77 @@ def _fold(node: ast.AST) -> str | None:
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("lower", "upper", "strip"):
             value = _fold(node.func.value)
             return getattr(value, node.func.attr)() if value is not None else None
+        return _fold_encoded(node)
     return None
+
+
+def _fold_encoded(node: ast.Call) -> str | None:
+    """Text spelled as numbers or in an encoding: `bytes([47, 112])`, `bytes.fromhex(..)`,
+    `x.decode()`, `"".join(map(chr, [..]))`, `"".join(reversed(".."))`, base64 and rot13."""
+    func, args = node.func, node.args
+    name = (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else ""
+    )
+    if name in ("bytes", "bytearray") and len(args) == 1:
+        codes = _ints(args[0])
+        return "".join(map(chr, codes)) if codes is not None else None
+    if name == "fromhex" and len(args) == 1:
+        text = _fold(args[0])
+        try:
+            return bytes.fromhex(text).decode("latin-1") if text is not None else None
+        except ValueError:
+            return None
+    if name in ("decode", "encode") and isinstance(func, ast.Attribute):
+        if isinstance(func.value, ast.Name) and func.value.id == "codecs" and len(args) >= 2:
+            text, codec = _fold(args[0]), _fold(args[1])
+            if text is None or codec is None or codec.replace("_", "") != "rot13":
+                return None
+            import codecs
+
+            return codecs.decode(text, "rot13")
+        return _fold(func.value)
+    if name in ("b64decode", "urlsafe_b64decode", "b32decode", "b16decode", "b85decode") and args:
+        text = _fold(args[0])
+        if text is None:
+            return None
+        import base64
+
+        try:
+            raw: bytes = getattr(base64, name)(text.encode("latin-1"))
+        except ValueError:
+            return None
+        return raw.decode("latin-1")
+    if isinstance(func, ast.Attribute) and func.attr == "join" and len(args) == 1:
+        glue, inner = _fold(func.value), args[0]
+        if glue is None or not isinstance(inner, ast.Call) or not isinstance(inner.func, ast.Name):
+            return None
+        if inner.func.id == "reversed" and len(inner.args) == 1:
+            text = _fold(inner.args[0])
+            return glue.join(reversed(text)) if text is not None else None
+        if inner.func.id == "map" and len(inner.args) == 2:
+            mapper = inner.args[0]
+            codes = _ints(inner.args[1])
+            if isinstance(mapper, ast.Name) and mapper.id == "chr" and codes is not None:
+                return glue.join(map(chr, codes))
+    return None
+
+
+def _ints(node: ast.AST) -> list[int] | None:
+    """The code points a list or tuple of integer constants spells, or None."""
+    if not isinstance(node, ast.List | ast.Tuple):
+        return None
+    codes = [_int(e) for e in node.elts]
+    if any(c is None or not 0 <= c < 0x110000 for c in codes):
+        return None
+    return [c for c in codes if c is not None]
+
+
+_PY_STREAM_USES = {"write", "writelines", "flush", "buffer", "read", "readline", "readlines"}
+_PY_PATH_TYPES = {"Path", "PurePath", "PosixPath", "PurePosixPath"}
 
 
 def _int(node: ast.AST | None) -> int | None:
@@ -1000,6 +1237,7 @@ _JS_PROCESS_DANGER = {
     "_linkedBinding": "engine internals",
     "dlopen": "native code loaded at run time",
     "mainModule": "the entry module, which reaches the test runner",
+    "execArgv": "the runtime's own options, which tell the test run from a real one",
     "setUncaughtExceptionCaptureCallback": "the uncaught-exception hook",
     "_events": "the process's event handlers",
     "emit": "process events sent by hand",
@@ -1064,6 +1302,9 @@ _JS_CODE_IN_TEXT = re.compile(
     r"|loopwright|junit",
     re.IGNORECASE,
 )
+_JS_STACK = "the call stack, whose callers tell the test run from a real one"
+_JS_STACK_PROPS = {"captureStackTrace", "prepareStackTrace", "stackTraceLimit"}
+_JS_MAIN = "the entry module, which tells the test run from a real one"
 _ASSIGNMENT_OPS = {"=", "+=", "-=", "*=", "/=", "||=", "&&=", "??=", "|=", "&=", "**="}
 
 
@@ -1076,6 +1317,7 @@ def _javascript(path: str, text: str | None) -> list[Reach]:
     def report(token: _Token, key: str, detail: str) -> None:
         found.append(Reach(path, token.line, key, detail))
 
+    errors = _js_error_names(tokens)
     for index, token in enumerate(tokens):
         previous = tokens[index - 1] if index else None
         after_dot = (
@@ -1116,6 +1358,26 @@ def _javascript(path: str, text: str | None) -> list[Reach]:
             report(token, f"loader:{name}", f"reaches `{name}` of the module loader")
         elif after_dot and name in ("cache", "extensions") and tokens[index - 2].value == "require":
             report(token, f"loader:require.{name}", f"reaches `require.{name}`, the module table")
+        elif after_dot and name in _JS_STACK_PROPS:
+            report(token, f"stack:{name}", f"uses `{name}`: {_JS_STACK}")
+        elif (
+            after_dot
+            and name == "stack"
+            and (tokens[index - 2].value == ")" or tokens[index - 2].value in errors)
+        ):
+            report(token, "stack:stack", f"reads the `stack` of an error it made: {_JS_STACK}")
+        elif (
+            after_dot
+            and name == "main"
+            and tokens[index - 2].value == "require"
+            and not _next_is(tokens, index + 1, "===", "module")
+            and not _next_is(tokens, index + 1, "!==", "module")
+        ):
+            report(
+                token, "uses:require.main", f"uses `require.main` beyond `=== module`: {_JS_MAIN}"
+            )
+        elif after_dot and name == "parent" and tokens[index - 2].value == "module":
+            report(token, "uses:module.parent", f"uses `module.parent`: {_JS_MAIN}")
         elif name == "constructor" and _next_is(tokens, index + 1, ".", "constructor"):
             report(token, "uses:constructor.constructor", "reaches the Function constructor")
         elif name == "__proto__":
@@ -1123,6 +1385,18 @@ def _javascript(path: str, text: str | None) -> list[Reach]:
         elif name in _JS_BUILTINS and not after_dot:
             _js_builtin(tokens, index, report)
     return found
+
+
+def _js_error_names(tokens: list[_Token]) -> set[str]:
+    """Names bound to an error the code makes or catches: `catch (e)`, `e = new Error()`."""
+    names: set[str] = set()
+    for index, token in enumerate(tokens[:-3]):
+        if token.value == "catch" and tokens[index + 1].value == "(":
+            if tokens[index + 2].kind == "id":
+                names.add(tokens[index + 2].value)
+        elif token.kind == "id" and _next_is(tokens, index + 1, "=", "new"):
+            names.add(token.value)
+    return names
 
 
 def _next_is(tokens: list[_Token], index: int, *values: str) -> bool:
@@ -1233,7 +1507,15 @@ def _js_process(tokens: list[_Token], index: int, report: Report) -> None:
         return
     if prop is None:
         return
-    if prop in _JS_PROCESS_DANGER:
+    if prop in ("argv", "env") and not _plain_process_read(tokens, prop, at):
+        report(
+            token,
+            f"process:{prop}",
+            f"uses `process.{prop}` "
+            + ("beyond its user arguments" if prop == "argv" else "whole or by a computed name")
+            + ", which tells the test run from a real one",
+        )
+    elif prop in _JS_PROCESS_DANGER:
         report(token, f"process:{prop}", f"uses `process.{prop}`: {_JS_PROCESS_DANGER[prop]}")
     elif prop in _JS_LISTENERS and _next_is(tokens, at, "("):
         event, _ = _fold_js(tokens, at + 1)
@@ -1244,6 +1526,23 @@ def _js_process(tokens: list[_Token], index: int, report: Report) -> None:
                 f"process:{prop}:{what}",
                 f"listens for `{what}` on `process`, which runs as the test run ends",
             )
+
+
+def _plain_process_read(tokens: list[_Token], prop: str, at: int) -> bool:
+    """`process.argv.slice(2)` (the user's arguments) or `process.env.NAME` /
+    `process.env['NAME']` with a constant name the text check has seen."""
+    if prop == "argv":
+        return (
+            _next_is(tokens, at, ".", "slice", "(")
+            and at + 3 < len(tokens)
+            and (tokens[at + 3].value == "2")
+        )
+    if _next_is(tokens, at, ".") and at + 1 < len(tokens) and tokens[at + 1].kind == "id":
+        return not _SUSPICIOUS_TEXT.search(tokens[at + 1].value)
+    if _next_is(tokens, at, "["):
+        name, after = _fold_js(tokens, at + 1)
+        return name is not None and _next_is(tokens, after, "]")
+    return False
 
 
 def _js_global(tokens: list[_Token], index: int, report: Report) -> None:

@@ -44,6 +44,7 @@ _TEST_MODULE = re.compile(
 )
 _NODE_TEST_DIR_MODULE = re.compile(r"^[^.].*\.(?:js|mjs|cjs)$")
 _ENVIRONMENT_DIRS = {".venv", "venv", "node_modules", "site-packages", "dist-packages", ".tox"}
+_COMPILED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".node", ".dylib")
 _STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
 _PYTEST_INI = {"pytest.ini", ".pytest.ini"}
 _JS_TEST_CONFIG = re.compile(
@@ -120,6 +121,13 @@ def is_test_module(path: str) -> bool:
         return True
     # node --test runs every .js file under a `test` directory.
     return any(p == "test" for p in parts[:-1]) and bool(_NODE_TEST_DIR_MODULE.match(name))
+
+
+def is_compiled(path: str) -> bool:
+    """Whether `path` is bytecode or a native module an import would load (a `.pyc` under
+    `__pycache__` is used in place of its source when it is marked as not to be checked)."""
+    parts = path.strip("/").split("/")
+    return "__pycache__" in parts[:-1] or parts[-1].endswith(_COMPILED_SUFFIXES)
 
 
 def in_environment(path: str) -> bool:
@@ -219,6 +227,11 @@ def classify(path: str, old: str | None, new: str | None, base: BaseConfig) -> C
     test = is_test_path(path) and name != "conftest.py"
     if in_environment(path):
         test_config.append("it lies inside an installed environment the tests load")
+    elif is_compiled(path):
+        test_config.append(
+            "it is compiled code, which the interpreter loads in place of the source and a "
+            "review cannot read"
+        )
     elif name == "conftest.py":
         test_config.append("conftest.py files configure pytest")
     elif name in _PYTEST_INI and "/" not in path:
