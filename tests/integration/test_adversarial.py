@@ -2662,7 +2662,7 @@ def fv2_node(helper: str, condition: str) -> list[dict[str, Any]]:
                 "from os import getenv\n\n\ndef _checked():\n"
                 "    return getenv(''.join(reversed('TSET_TNERRUC_TSETYP'))) is not None\n"
             ),
-            "os.getenv",
+            "PYTEST_CURRENT_TEST",
             id="S38-getenv-of-a-reversed-name",
         ),
         pytest.param(
