@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from loopwright.events import Event
@@ -19,12 +21,28 @@ _STATUS_WORDS = {
 }
 
 
+def color_enabled(stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
+    """Whether to colour what goes to `stream`, as https://no-color.org and force-color.org say:
+    a non-empty NO_COLOR turns colour off, a non-empty FORCE_COLOR (other than 0 or false)
+    turns it on, TERM=dumb turns it off, and otherwise colour follows whether `stream` is a
+    terminal."""
+    env = os.environ if env is None else env
+    if env.get("NO_COLOR"):
+        return False
+    force = env.get("FORCE_COLOR")
+    if force:
+        return force.lower() not in ("0", "false")
+    if env.get("TERM") == "dumb":
+        return False
+    return stream.isatty()
+
+
 class ProgressPrinter:
     """An event sink that prints one short line per meaningful event."""
 
     def __init__(self, stream: TextIO | None = None, color: bool | None = None) -> None:
         self.stream = stream or sys.stderr
-        self.color = self.stream.isatty() if color is None else color
+        self.color = color_enabled(self.stream) if color is None else color
         self._cost = 0.0
 
     def __call__(self, event: Event) -> None:

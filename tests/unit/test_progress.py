@@ -4,7 +4,7 @@ import json
 import pytest
 
 from loopwright.events import Event
-from loopwright.progress import ProgressPrinter, render_verification, replay
+from loopwright.progress import ProgressPrinter, color_enabled, render_verification, replay
 
 
 def event(type_, stage="loop", **fields):
@@ -82,3 +82,48 @@ def test_replay_renders_a_saved_log_and_names_a_bad_line():
     assert "● plan" in out.getvalue()
     with pytest.raises(ValueError, match="line 2"):
         replay([good, "{not json"], ProgressPrinter(io.StringIO(), color=False))
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize(
+    ("env", "tty", "expected"),
+    [
+        ({}, True, True),
+        ({}, False, False),
+        ({"NO_COLOR": "1"}, True, False),
+        ({"NO_COLOR": ""}, True, True),
+        ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, True, False),
+        ({"FORCE_COLOR": "1"}, False, True),
+        ({"FORCE_COLOR": "0"}, True, False),
+        ({"TERM": "dumb"}, True, False),
+        ({"TERM": "dumb", "FORCE_COLOR": "1"}, False, True),
+    ],
+    ids=[
+        "tty",
+        "pipe",
+        "no-color",
+        "empty-no-color",
+        "no-color-wins",
+        "force",
+        "force-off",
+        "dumb",
+        "force-beats-dumb",
+    ],
+)
+def test_colour_follows_no_color_force_color_and_term(env, tty, expected):
+    stream = Terminal() if tty else io.StringIO()
+    assert color_enabled(stream, env) is expected
+
+
+def test_printer_colours_a_terminal_unless_term_is_dumb(monkeypatch):
+    ev = event("stage", "verify", status="started")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert ProgressPrinter(Terminal()).render(ev) == "\033[1;36m● verify\033[0m"
+    monkeypatch.setenv("TERM", "dumb")
+    assert ProgressPrinter(Terminal()).render(ev) == "● verify"
