@@ -1,35 +1,107 @@
-"""Log configuration: JSON lines on stderr, every value redacted before it is written."""
+"""Log configuration: one formatter on stderr for Loopwright's own logs and for the libraries'
+(Alembic, uvicorn, httpx), every value redacted before it is written."""
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import MutableMapping
-from typing import Any
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any, Literal
 
 import structlog
 
 from loopwright.redaction import Redactor
 
+Renderer = Literal["json", "console"]
 
-def configure_logging(redactor: Redactor, *, level: int = logging.INFO) -> None:
-    """Called once by the long-running entry points (`serve`, the Action), never on import."""
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is at the time of the record, so a replaced stderr
+    (a test's capture, a redirected CLI) gets the line rather than a stale stream."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+def configure_logging(
+    redactor: Redactor,
+    *,
+    level: int = logging.INFO,
+    renderer: Renderer = "json",
+    color: bool = False,
+) -> None:
+    """Called once by the entry points (`serve`, the Action, a CLI mission), never on import.
+
+    `json` writes one JSON object per line (servers, CI); `console` writes `key=value` lines
+    for a person at a terminal. Records of the standard `logging` module go through the same
+    processors, so an Alembic or uvicorn line looks like Loopwright's own and is redacted too.
+    """
 
     def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         for key, value in list(event.items()):
             event[key] = redactor.data(value)
         return event
 
+    timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    final: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if renderer == "json"
+        else structlog.dev.ConsoleRenderer(colors=color)
+    )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            redact,
-            structlog.processors.JSONRenderer(),
+            timestamper,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
     )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_log_level,
+            structlog.stdlib.add_logger_name,
+            timestamper,
+        ],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            redact,
+            final,
+        ],
+    )
+    handler = _StderrHandler()
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+@contextmanager
+def logging_configured(
+    redactor: Redactor, *, level: int, renderer: Renderer = "console", color: bool = False
+) -> Iterator[None]:
+    """`configure_logging` for the length of one command; the previous configuration (the
+    root logger's level and handlers, structlog's defaults) is back afterwards."""
+    root = logging.getLogger()
+    saved_level, saved_handlers = root.level, list(root.handlers)
+    configure_logging(redactor, level=level, renderer=renderer, color=color)
+    try:
+        yield
+    finally:
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+        structlog.reset_defaults()

@@ -180,6 +180,9 @@ def create_app(
         response_headers=SECURITY_HEADERS,
         request_max_body_size=MAX_WEBHOOK_BYTES,
         openapi_config=OpenAPIConfig(title="Loopwright", version=__version__, path="/schema"),
+        # Litestar's default config would give the root logger a format of its own;
+        # loopwright.logs configures one formatter for every library instead.
+        logging_config=None,
     )
 
 
@@ -214,6 +217,7 @@ def serve_in_thread(
         timeout_graceful_shutdown=graceful_s,
         lifespan="on",
         access_log=False,
+        log_config=None,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(
