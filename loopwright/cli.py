@@ -1,24 +1,25 @@
 """The `loopwright` command line: fix, build, replay, doctor, sandbox build.
 
-Exit codes: 0 only when a fix was verified (or a command succeeded), 2 for usage and
-configuration errors, 1 for every other outcome.
+Exit codes (EXIT_CODES): 0 verified (or a command succeeded), 1 not verified, 2 usage or
+configuration errors, 3 nothing to fix, 4 flaky, 5 an environment problem.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TextIO, cast
 
 from loopwright import __version__
 from loopwright.config import ConfigError, Settings
-from loopwright.events import EventBus, EventSink, NdjsonWriter
-from loopwright.progress import ProgressPrinter, render_verification, replay
+from loopwright.events import Event, EventBus, EventSink, NdjsonWriter
+from loopwright.progress import ProgressPrinter, color_enabled, replay
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.secret_env import HandoffError, restart_without_secrets
@@ -28,14 +29,39 @@ if TYPE_CHECKING:
     from loopwright.mission import FixRequest
     from loopwright.store.repository import Store
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_FIX, EXIT_FLAKY, EXIT_ENVIRONMENT = range(6)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
+EXIT_CODES = """exit codes:
+  0  verified (or the command succeeded)
+  1  not verified (the fix failed verification, or a budget ran out)
+  2  usage or configuration error (bad flags or settings, not a directory, not a git
+     repository, a bad .loopwright.yml, no test command found)
+  3  nothing to fix (the tests already pass)
+  4  flaky (the failing tests pass on a re-run with no change)
+  5  environment problem (Docker unreachable, the sandbox image missing, the setup or test
+     command cannot run, the model endpoint not answering)"""
+# What a mission's `error` event names as its cause, by exit code.
+USAGE_ERROR_KINDS = frozenset({"ConfigError", "DetectionError", "WorkspaceError"})
+ENVIRONMENT_ERROR_KINDS = frozenset({"SandboxError", "ModelError"})
 
 
 class FixResultLike(Protocol):
     """What the CLI prints of a fix or build result."""
 
     @property
+    def mission(self) -> str: ...
+
+    @property
     def status(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def patch(self) -> str: ...
 
     @property
     def verification(self) -> dict[str, Any] | None: ...
@@ -47,15 +73,41 @@ class UsageError(Exception):
     """Bad flags or settings; printed as one line, exit code 2."""
 
 
+class Parser(argparse.ArgumentParser):
+    """Reports bad flags as a `UsageError`, so `--json` still prints its one object."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print the result as one JSON object on stdout"
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print only the verdict line on stderr"
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="also print debug logs on stderr"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="loopwright",
         description="Fix failing tests with a model, and prove the fix before anyone sees it.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"loopwright {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    fix = sub.add_parser("fix", help="fix a repository whose tests fail")
+    fix = sub.add_parser(
+        "fix",
+        help="fix a repository whose tests fail",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     fix.add_argument("source", metavar="PATH_OR_GIT_URL")
     fix.add_argument("--test-cmd", help="the command that runs the tests (default: detected)")
     fix.add_argument(
@@ -64,10 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--guidance", help="extra instructions for the model")
     fix.add_argument("--sandbox", choices=("docker", "local"), help="where commands run")
     fix.add_argument("--events", type=Path, metavar="FILE.ndjson", help="write every event here")
-    fix.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_output_options(fix)
+    fix.add_argument("--show-diff", action="store_true", help="print the full patch at the end")
     fix.add_argument("--dry-run", action="store_true", help="do not apply the verified patch")
     fix.add_argument("--max-steps", type=int, help="cap on model calls (LOOPWRIGHT_MAX_STEPS)")
-    fix.add_argument("--quiet", action="store_true", help="no progress on stderr")
     fix.add_argument(
         "--serve",
         action="store_true",
@@ -80,7 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--record", type=Path, metavar="FILE", help="save the model exchanges")
     group.add_argument("--replay", type=Path, metavar="FILE", help="serve a recorded session")
 
-    build = sub.add_parser("build", help="build a small app with tests from a specification")
+    build = sub.add_parser(
+        "build",
+        help="build a small app with tests from a specification",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     build.add_argument("spec", metavar="SPEC", help="what to build, or @FILE to read it from FILE")
     build.add_argument(
         "--out", type=Path, required=True, metavar="DIR", help="a new or empty directory"
@@ -88,12 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--lang", choices=("node", "python"), default="node", help="the stack")
     build.add_argument("--sandbox", choices=("docker", "local"), help="where commands run")
     build.add_argument("--events", type=Path, metavar="FILE.ndjson", help="write every event here")
-    build.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_output_options(build)
     build.add_argument("--max-steps", type=int, help="cap on model calls (LOOPWRIGHT_MAX_STEPS)")
     build.add_argument(
         "--boot-timeout", type=float, metavar="SECONDS", help="how long the app may take to start"
     )
-    build.add_argument("--quiet", action="store_true", help="no progress on stderr")
     build_group = build.add_mutually_exclusive_group()
     build_group.add_argument("--record", type=Path, metavar="FILE", help="save the model exchanges")
     build_group.add_argument("--replay", type=Path, metavar="FILE", help="serve a recorded session")
@@ -118,9 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Known before parsing, so a bad flag next to --json still answers in JSON.
+    as_json = "--json" in argv
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         settings = Settings.from_env()
         if args.command == "fix":
             return cmd_fix(args, settings)
@@ -136,14 +195,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_doctor(settings)
         if args.command == "sandbox":
             return cmd_sandbox_build(settings)
+        parser.error(f"unknown command {args.command}")
     except (ConfigError, UsageError) as exc:
-        print(f"loopwright: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return report_failure(as_json, EXIT_USAGE, str(exc))
     except KeyboardInterrupt:
-        print("loopwright: interrupted", file=sys.stderr)
-        return 130
-    parser.error(f"unknown command {args.command}")
-    return EXIT_USAGE  # pragma: no cover - parser.error exits
+        return report_failure(as_json, EXIT_INTERRUPTED, "interrupted")
+
+
+def report_failure(as_json: bool, code: int, message: str, mission: str | None = None) -> int:
+    """A run that ends before any result: one line on stderr, and with --json the one
+    object stdout carries."""
+    print(f"loopwright: {message}", file=sys.stderr)
+    if as_json:
+        failure: dict[str, Any] = {"status": "error", "exit_code": code, "message": message}
+        if mission is not None:
+            failure["mission"] = mission
+        print(json.dumps(failure, indent=2))
+    return code
 
 
 def make_provider(settings: Settings) -> SandboxProvider:
@@ -198,6 +266,7 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
     )
     if args.serve and not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port")
+    paths = UserPaths.for_mission(settings, request.mission_id, request.source)
     live: LiveView | None = None
 
     def live_sinks(stack: ExitStack, settings: Settings) -> list[EventSink]:
@@ -217,7 +286,10 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
         return view.sinks
 
     try:
-        with mission_wiring(args, settings, request.mission_id, live_sinks) as wired:
+        with (
+            cli_logging(args, settings),
+            mission_wiring(args, settings, request.mission_id, paths, live_sinks) as wired,
+        ):
             result = FixMission(
                 request,
                 settings=wired.settings,
@@ -228,9 +300,9 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
             if live is not None:
                 live.store.mark_finished(result)
     except SandboxError as exc:
-        print(f"loopwright: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    return report_result(args, result)
+        return report_failure(args.json, EXIT_ENVIRONMENT, paths.text(str(exc)), request.mission_id)
+    applied = str(Path(request.source).expanduser().resolve()) if result.applied else None
+    return report_result(args, result, wired.error_kind.kind, paths, settings, applied)
 
 
 @dataclass
@@ -242,6 +314,101 @@ class Wiring:
     events: EventBus
     model: OpenAIModel
     provider: SandboxProvider
+    error_kind: FirstErrorKind
+
+
+class FirstErrorKind:
+    """An event sink that keeps the cause (exception class) the first `error` event names;
+    it decides between exit codes 2, 5 and 1 for a mission that ended in `error`."""
+
+    def __init__(self) -> None:
+        self.kind: str | None = None
+
+    def __call__(self, event: Event) -> None:
+        if self.kind is None and event.type == "error":
+            kind = event.to_dict().get("kind")
+            self.kind = str(kind) if kind else None
+
+
+@dataclass(frozen=True)
+class UserPaths:
+    """A mission's internal working copies (under the data dir), named as the user knows
+    them: the repository path or URL they passed."""
+
+    replacements: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def for_mission(cls, settings: Settings, mission_id: str, source: str) -> UserPaths:
+        from loopwright.sandbox.workspace import is_git_url, without_credentials
+
+        shown = (
+            without_credentials(source)
+            if is_git_url(source)
+            else str(Path(source).expanduser().resolve())
+        )
+        trees = settings.data_dir / "missions" / mission_id / "trees"
+        internal = {
+            str(root / name)
+            for root in (trees, trees.resolve())
+            for name in ("base", "verify", "verify-filtered", "clone")
+        }
+        # Longest first, so `verify-filtered` is not left as `<repo>-filtered`.
+        return cls(tuple((path, shown) for path in sorted(internal, key=len, reverse=True)))
+
+    def text(self, text: str) -> str:
+        for internal, shown in self.replacements:
+            text = text.replace(internal, shown)
+        return text
+
+    def data(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: v if k == "patch" else self.data(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.data(v) for v in value]
+        return value
+
+
+class UserPathStream:
+    """A text stream that writes internal paths as the user's (see `UserPaths`)."""
+
+    def __init__(self, stream: TextIO, paths: UserPaths) -> None:
+        self._stream = stream
+        self._paths = paths
+
+    def write(self, text: str) -> int:
+        return self._stream.write(self._paths.text(text))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+
+def terminal_sink(args: argparse.Namespace, paths: UserPaths) -> EventSink:
+    """The progress on stderr; with -q only the verdict line (the `done` event)."""
+    printer = ProgressPrinter(cast(TextIO, UserPathStream(sys.stderr, paths)))
+    if not args.quiet:
+        return printer
+
+    def verdict_only(event: Event) -> None:
+        if event.type == "done":
+            printer(event)
+
+    return verdict_only
+
+
+def cli_logging(args: argparse.Namespace, settings: Settings) -> AbstractContextManager[None]:
+    """Library and Loopwright logs on stderr in one format: warnings only, all with -v."""
+    from loopwright.logs import logging_configured
+
+    return logging_configured(
+        Redactor(settings.secrets()),
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        color=color_enabled(sys.stderr),
+    )
 
 
 @contextmanager
@@ -249,6 +416,7 @@ def mission_wiring(
     args: argparse.Namespace,
     settings: Settings,
     mission_id: str,
+    paths: UserPaths,
     extra_sinks: Callable[[ExitStack, Settings], list[EventSink]] | None = None,
 ) -> Iterator[Wiring]:
     """Open everything `fix` and `build` share, and close it all on the way out.
@@ -257,7 +425,8 @@ def mission_wiring(
     """
     from loopwright.agent.model import OpenAIModel, Recorder
 
-    sinks: list[EventSink] = [] if args.quiet else [ProgressPrinter()]
+    error_kind = FirstErrorKind()
+    sinks: list[EventSink] = [terminal_sink(args, paths), error_kind]
     with ExitStack() as stack:
         if args.events:
             writer = NdjsonWriter(args.events)
@@ -271,16 +440,54 @@ def mission_wiring(
         stack.callback(model.close)
         provider = make_provider(settings)
         stack.callback(provider.close)
-        yield Wiring(settings, events, model, provider)
+        yield Wiring(settings, events, model, provider, error_kind)
 
 
-def report_result(args: argparse.Namespace, result: FixResultLike) -> int:
-    """Print the result as asked and turn it into the exit code (0 only when verified)."""
+def exit_code(status: str, message: str, error_kind: str | None) -> int:
+    """The exit code of a mission that ran (see EXIT_CODES)."""
+    if status == "verified":
+        return EXIT_OK
+    if status == "nothing_to_fix":
+        return EXIT_NOTHING_TO_FIX
+    if status == "flaky":
+        return EXIT_FLAKY
+    if status == "error":
+        if error_kind in USAGE_ERROR_KINDS:
+            return EXIT_USAGE
+        if error_kind in ENVIRONMENT_ERROR_KINDS or message.startswith("environment problem"):
+            return EXIT_ENVIRONMENT
+    return EXIT_FAILED
+
+
+def report_result(
+    args: argparse.Namespace,
+    result: FixResultLike,
+    error_kind: str | None,
+    paths: UserPaths,
+    settings: Settings,
+    applied_to: str | None,
+) -> int:
+    """End the mission in the terminal (id, summary, diffstat, where the patch is), print
+    the result as asked and turn it into the exit code."""
+    from loopwright.outcome import outcome_block
+
+    code = exit_code(result.status, result.message, error_kind)
+    saved = settings.data_dir / "missions" / result.mission / "patch.diff"
+    if not args.quiet:
+        block = outcome_block(
+            mission=result.mission,
+            summary=paths.text(result.summary),
+            patch=result.patch,
+            patch_path=saved if result.patch else None,
+            applied_to=applied_to,
+        )
+        print(block, file=sys.stderr)
+    if getattr(args, "show_diff", False) and result.patch:
+        # On stdout it can be piped to `git apply`; with --json stdout holds only the object.
+        print(result.patch, end="", file=sys.stderr if args.json else sys.stdout, flush=True)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-    elif args.quiet and result.verification:
-        print(render_verification(result.verification), file=sys.stderr)
-    return EXIT_OK if result.status == "verified" else EXIT_FAILED
+        print(json.dumps({**paths.data(result.to_dict()), "exit_code": code}, indent=2))
+    return code
 
 
 @dataclass
@@ -367,8 +574,12 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
         lang=args.lang,
         boot_timeout_s=args.boot_timeout or BOOT_TIMEOUT_S,
     )
+    paths = UserPaths.for_mission(settings, request.mission_id, str(args.out))
     try:
-        with mission_wiring(args, settings, request.mission_id) as wired:
+        with (
+            cli_logging(args, settings),
+            mission_wiring(args, settings, request.mission_id, paths) as wired,
+        ):
             result = BuildMission(
                 request,
                 settings=wired.settings,
@@ -377,9 +588,8 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
                 events=wired.events,
             ).run()
     except SandboxError as exc:
-        print(f"loopwright: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    return report_result(args, result)
+        return report_failure(args.json, EXIT_ENVIRONMENT, paths.text(str(exc)), request.mission_id)
+    return report_result(args, result, wired.error_kind.kind, paths, settings, result.out)
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -408,6 +618,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         host=args.host,
         port=args.port,
         log_level="info",
+        # uvicorn's own log config would bring its own format; its records go to ours.
+        log_config=None,
         timeout_graceful_shutdown=5,
     )
     return EXIT_OK
@@ -473,7 +685,7 @@ def cmd_doctor(settings: Settings) -> int:
         print(f"[{mark}] {check.name}: {check.detail}")
         if not check.ok and check.fix:
             print(f"       fix: {check.fix}")
-    return EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_ENVIRONMENT
 
 
 def cmd_sandbox_build(settings: Settings) -> int:
@@ -489,12 +701,12 @@ def cmd_sandbox_build(settings: Settings) -> int:
             f"loopwright: the Docker engine is not reachable ({exc}); start it with `dockerd &`",
             file=sys.stderr,
         )
-        return EXIT_FAILED
+        return EXIT_ENVIRONMENT
     try:
         tag = ensure_image(client, settings, lambda line: print(line, file=sys.stderr))
     except SandboxError as exc:
         print(f"loopwright: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_ENVIRONMENT
     finally:
         client.close()
     print(tag)

@@ -488,7 +488,8 @@ class FixMission:
         source = self.request.source
         if self.request.dry_run or is_git_url(source):
             why = "dry run" if self.request.dry_run else "the source is a URL"
-            self.events.leave("deliver", "skipped", reason=f"{why}: the patch is in the result")
+            saved = self.workdir / "patch.diff"
+            self.events.leave("deliver", "skipped", reason=f"{why}: the patch is saved as {saved}")
             return
         target = Path(source).expanduser().resolve()
         try:

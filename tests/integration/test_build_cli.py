@@ -121,7 +121,7 @@ def test_unusable_spec_is_refused_before_any_model_call(tmp_path, scripted, run_
 
     assert run.exit_code == 2
     assert message in run.stderr
-    assert run.result is None
+    assert run.result["status"] == "error" and message in run.result["message"]
     assert server.requests == []
     assert not out.exists()
 

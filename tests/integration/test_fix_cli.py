@@ -33,7 +33,9 @@ def model_env(server, **extra: str) -> dict[str, str]:
     }
 
 
-def test_correct_fix_is_verified_and_applied(example_repo, scripted, run_cli, sandbox_kind):
+def test_correct_fix_is_verified_and_applied(
+    example_repo, scripted, run_cli, sandbox_kind, tmp_path
+):
     repo = example_repo("python-invoice")
     server = scripted(CORRECT)
     run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
@@ -59,6 +61,18 @@ def test_correct_fix_is_verified_and_applied(example_repo, scripted, run_cli, sa
     ]
     assert run.of_type("done")[-1]["status"] == "verified"
     assert [e["seq"] for e in run.events] == list(range(1, len(run.events) + 1))
+    assert run.result["exit_code"] == 0
+    # the terminal ends with the mission id, the summary, a diffstat and the saved patch
+    mission = run.result["mission"]
+    saved = tmp_path / "data" / "missions" / mission / "patch.diff"
+    assert saved.read_text() == run.result["patch"]
+    tail = run.stderr[run.stderr.index("■ verified") :]
+    assert f"  mission {mission}\n" in tail
+    assert "  summary: discount_percent is a percentage; divide by 100\n" in tail
+    assert "    invoice/totals.py | 2 +-\n" in tail
+    assert "    1 file changed, 1 insertion(+), 1 deletion(-)\n" in tail
+    assert f"  patch: {saved} (applied to {repo})\n" in tail
+    assert "HTTP Request" not in run.stderr  # library logs appear only with -v
 
 
 def test_model_claiming_success_without_fixing_is_not_verified(
@@ -68,9 +82,10 @@ def test_model_claiming_success_without_fixing_is_not_verified(
     server = scripted([step(PLAN), step(FINISH)])
     run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
 
-    assert run.exit_code == 1
+    assert run.exit_code == run.result["exit_code"] == 1
     assert run.result["status"] == "unverified"
     assert "no changes" in run.result["message"]
+    assert "  no patch: the mission changed nothing" in run.stderr
     assert git("status", "--porcelain", cwd=repo) == ""
 
 
@@ -169,7 +184,7 @@ def test_passing_repository_is_nothing_to_fix_without_a_model_call(example_repo,
     server = scripted([step(FINISH)])
     run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
 
-    assert run.exit_code == 1
+    assert run.exit_code == run.result["exit_code"] == 3
     assert run.result["status"] == "nothing_to_fix"
     assert server.requests == []
 
@@ -192,7 +207,7 @@ def test_flaky_test_ends_flaky_without_a_model_call(example_repo, scripted, run_
     server = scripted([step(FINISH)])
     run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
 
-    assert run.exit_code == 1
+    assert run.exit_code == run.result["exit_code"] == 4
     assert run.result["status"] == "flaky"
     assert run.result["flaky"]["tests"] == ["tests/test_flaky.py::test_flaky"]
     assert run.result["flaky"]["pattern"]["tests/test_flaky.py::test_flaky"][:2] == [
@@ -214,7 +229,7 @@ def test_missing_test_command_is_an_environment_problem(example_repo, scripted, 
         "no-such-test-runner",
         env=model_env(server),
     )
-    assert run.exit_code == 1
+    assert run.exit_code == run.result["exit_code"] == 5
     assert run.result["status"] == "error"
     assert "environment problem" in run.result["message"]
     assert server.requests == []
@@ -226,7 +241,7 @@ def test_not_a_git_repository_is_a_clear_error(tmp_path, scripted, run_cli):
     (plain / "test_x.py").write_text("def test_x():\n    assert False\n")
     server = scripted([step(FINISH)])
     run = run_cli("fix", str(plain), "--sandbox", "local", env=model_env(server))
-    assert run.exit_code == 1
+    assert run.exit_code == run.result["exit_code"] == 2
     assert run.result["status"] == "error"
     assert "is not a git repository" in run.result["message"]
     assert "Traceback" not in run.stderr
@@ -245,7 +260,7 @@ def test_unreachable_model_endpoint_is_a_clear_error(example_repo, run_cli):
             "LOOPWRIGHT_MODEL_RETRIES": "1",
         },
     )
-    assert run.exit_code == 1
+    assert run.exit_code == run.result["exit_code"] == 5
     assert run.result["status"] == "error"
     assert "LOOPWRIGHT_MODEL_BASE_URL" in run.result["message"]
     assert git("status", "--porcelain", cwd=repo) == ""
@@ -263,8 +278,11 @@ def test_unreachable_model_endpoint_is_a_clear_error(example_repo, run_cli):
 def test_usage_errors_exit_2_with_one_line(args, message, run_cli):
     run = run_cli(*args)
     assert run.exit_code == 2
-    assert message in run.stderr
-    assert run.result is None
+    assert run.stderr.startswith("loopwright: ") and message in run.stderr
+    # --json still answers, with the one object
+    assert run.result["status"] == "error"
+    assert run.result["exit_code"] == 2
+    assert message in run.result["message"]
 
 
 def test_git_url_is_cloned_from_a_git_server(tmp_path, example_repo, scripted, run_cli):
@@ -278,12 +296,20 @@ def test_git_url_is_cloned_from_a_git_server(tmp_path, example_repo, scripted, r
             server_git.repo_url("shop/invoice"),
             "--sandbox",
             "local",
+            "--show-diff",
             env=model_env(server),
         )
     assert run.exit_code == 0, run.stderr
     assert run.result["status"] == "verified"
     assert run.result["applied"] is False
     assert FIX_NEW.strip() in run.result["patch"]
+    saved = tmp_path / "data" / "missions" / run.result["mission"] / "patch.diff"
+    deliver = [e for e in run.of_type("stage") if e["stage"] == "deliver" and e.get("reason")]
+    assert deliver[-1]["reason"] == f"the source is a URL: the patch is saved as {saved}"
+    assert "the patch is in the result" not in run.stderr
+    assert f"  patch: {saved} (not applied)\n" in run.stderr
+    # --show-diff with --json: the full diff on stderr, stdout holds only the object
+    assert run.result["patch"] in run.stderr[run.stderr.index("■ verified") :]
     assert any(
         "git-upload-pack" in r["path"] or "upload-pack" in r["query"] for r in server_git.requests
     )
