@@ -718,8 +718,7 @@ def entry() -> int:
     try:
         restart_without_secrets([sys.executable, "-m", "loopwright.cli", *sys.argv[1:]])
     except HandoffError as exc:
-        print(f"loopwright: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return report_failure("--json" in sys.argv[1:], EXIT_USAGE, str(exc))
     return main()
 
 
