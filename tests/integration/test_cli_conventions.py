@@ -97,6 +97,25 @@ def test_exit_5_docker_unreachable_answers_in_json(tmp_path, example_repo, run_c
     assert run.result["mission"]
 
 
+@pytest.mark.docker
+def test_exit_5_sandbox_image_missing(example_repo, scripted, run_cli, docker_ready):
+    repo = example_repo("python-invoice")
+    server = scripted([step(FINISH)])
+    image = "loopwright-sandbox:no-such-tag"
+    run = run_cli(
+        "fix",
+        str(repo),
+        "--sandbox",
+        "docker",
+        env=model_env(server, LOOPWRIGHT_SANDBOX_IMAGE=image),
+    )
+    assert run.exit_code == run.result["exit_code"] == 5, run.stderr
+    assert run.result["status"] == "error"
+    assert f"the sandbox image {image} is missing" in run.result["message"]
+    assert "loopwright sandbox build" in run.stderr
+    assert server.requests == []
+
+
 def test_quiet_prints_the_verdict_line_only(tmp_path, scripted, run_cli):
     server = scripted([step(FINISH)])
     run = run_cli(
