@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TextIO, cast
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from loopwright import __version__
 from loopwright.config import ConfigError, Settings
@@ -370,26 +370,18 @@ class UserPaths:
         return value
 
 
-class UserPathStream:
-    """A text stream that writes internal paths as the user's (see `UserPaths`)."""
+def in_user_paths(sink: EventSink, paths: UserPaths) -> EventSink:
+    """`sink`, receiving every event with internal paths named as the user's."""
 
-    def __init__(self, stream: TextIO, paths: UserPaths) -> None:
-        self._stream = stream
-        self._paths = paths
+    def forward(event: Event) -> None:
+        sink(Event.from_dict(paths.data(event.to_dict())))
 
-    def write(self, text: str) -> int:
-        return self._stream.write(self._paths.text(text))
-
-    def flush(self) -> None:
-        self._stream.flush()
-
-    def isatty(self) -> bool:
-        return self._stream.isatty()
+    return forward
 
 
-def terminal_sink(args: argparse.Namespace, paths: UserPaths) -> EventSink:
+def terminal_sink(args: argparse.Namespace) -> EventSink:
     """The progress on stderr; with -q only the verdict line (the `done` event)."""
-    printer = ProgressPrinter(cast(TextIO, UserPathStream(sys.stderr, paths)))
+    printer = ProgressPrinter()
     if not args.quiet:
         return printer
 
@@ -426,7 +418,7 @@ def mission_wiring(
     from loopwright.agent.model import OpenAIModel, Recorder
 
     error_kind = FirstErrorKind()
-    sinks: list[EventSink] = [terminal_sink(args, paths), error_kind]
+    sinks: list[EventSink] = [terminal_sink(args), error_kind]
     with ExitStack() as stack:
         if args.events:
             writer = NdjsonWriter(args.events)
@@ -435,7 +427,10 @@ def mission_wiring(
         settings = stack.enter_context(model_endpoint(args, settings))
         if extra_sinks is not None:
             sinks.extend(extra_sinks(stack, settings))
-        events = EventBus(mission_id, sinks, Redactor(settings.secrets()))
+        # The terminal, the event log and the live view name the user's repository, not
+        # the mission's working copies of it.
+        shown = [in_user_paths(sink, paths) for sink in sinks]
+        events = EventBus(mission_id, shown, Redactor(settings.secrets()))
         model = OpenAIModel(settings, recorder=Recorder(args.record) if args.record else None)
         stack.callback(model.close)
         provider = make_provider(settings)

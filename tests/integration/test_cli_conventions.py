@@ -78,6 +78,9 @@ def test_messages_name_the_users_path_not_the_internal_copy(tmp_path, scripted, 
     assert f"could not find how to run the tests in {repo} " in run.result["message"]
     assert f"in {repo} " in run.stderr
     assert "/trees/" not in run.stderr and "/trees/" not in run.result["message"]
+    error = run.of_type("error")[-1]
+    assert f"could not find how to run the tests in {repo} " in error["message"]
+    assert not [e for e in run.events if "/trees/" in str(e)]
 
 
 def test_exit_5_docker_unreachable_answers_in_json(tmp_path, example_repo, run_cli):
