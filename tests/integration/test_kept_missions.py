@@ -1,0 +1,114 @@
+"""Missions that stay: every CLI run is stored, `missions` and `show` read it back, and
+`loopwright serve` without App credentials is a dashboard over them."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import httpx
+
+from loopwright.cli import main
+from tests.conftest import VENV_BIN
+from tests.integration.app_harness import ServeProcess
+from tests.integration.test_fix_cli import CORRECT, FIX_NEW, PLAN, model_env
+
+
+def _cli(capsys, *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_fix_without_serve_is_listed_shown_and_on_the_local_dashboard(
+    tmp_path, example_repo, scripted, run_cli, capsys
+):
+    repo = example_repo("python-invoice")
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(scripted(CORRECT)))
+    assert run.exit_code == 0, run.stderr
+    mission_id = run.result["mission"]
+
+    code, out, _ = _cli(capsys, "missions", "--json")
+    assert code == 0
+    (row,) = json.loads(out)
+    assert row["id"] == mission_id
+    assert row["status"] == "verified"
+    assert row["repo"] == str(repo.resolve())
+    assert row["kind"] == "fix"
+    assert row["cost_usd"] == run.result["cost_usd"]
+
+    code, out, _ = _cli(capsys, "missions")
+    header, line = out.splitlines()
+    assert header.split() == ["ID", "KIND", "STATUS", "COST", "AGE", "REPO"]
+    assert line.split()[:3] == [mission_id, "fix", "verified"]
+    assert line.endswith(str(repo.resolve()))
+
+    code, out, _ = _cli(capsys, "show", mission_id)
+    assert code == 0
+    assert "status:     verified" in out
+    assert "test_line_with_percentage_discount" in out and "fixed" in out
+    assert f"+{FIX_NEW.rstrip()}" in out  # the diff
+    assert "● verify" in out  # the event log, rendered as the terminal shows it
+
+    code, out, _ = _cli(capsys, "show", mission_id, "--events")
+    stored = [json.loads(line) for line in out.splitlines()]
+    assert stored == run.events  # the same events --events FILE wrote, in order
+
+    # `loopwright serve` with only a data directory: a dashboard over the same store.
+    env = {
+        "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
+        "LOOPWRIGHT_DATA_DIR": os.environ["LOOPWRIGHT_DATA_DIR"],
+    }
+    server = ServeProcess(env, tmp_path / "serve.log").start()
+    try:
+        page = httpx.get(f"{server.url}/", timeout=10)
+        listed = httpx.get(f"{server.url}/api/missions", timeout=10).json()
+        webhook = httpx.post(f"{server.url}/webhooks/github", content=b"{}", timeout=10)
+        mission_page = httpx.get(f"{server.url}/missions/{mission_id}", timeout=10)
+    finally:
+        server.stop()
+    log = (tmp_path / "serve.log").read_text()
+    assert "local dashboard" in log and "no webhook endpoint" in log
+    assert page.status_code == 200
+    assert mission_id in page.text
+    assert "no webhook endpoint" in page.text
+    assert [m["id"] for m in listed] == [mission_id]
+    assert listed[0]["status"] == "verified"
+    assert webhook.status_code in (404, 405)
+    assert mission_page.status_code == 200 and "no webhook endpoint" in mission_page.text
+
+
+def test_a_failed_fix_is_kept_with_its_status(example_repo, scripted, run_cli, capsys):
+    repo = example_repo("python-invoice")
+    finish = {"name": "finish", "arguments": {"summary": "done"}}
+    run = run_cli(
+        "fix", str(repo), "--sandbox", "local",
+        env=model_env(scripted([{"content": "", "tool_calls": [PLAN]},
+                                {"content": "", "tool_calls": [finish]}])),
+    )  # fmt: skip
+    assert run.exit_code == 1
+    code, out, _ = _cli(capsys, "show", run.result["mission"], "--json")
+    assert code == 0
+    shown = json.loads(out)
+    assert shown["status"] == "unverified"
+    assert shown["result"]["message"] == run.result["message"]
+    assert shown["events"][-1]["type"] == "done"
+
+
+def test_show_of_an_unknown_id_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(tmp_path / "data"))
+    code, out, err = _cli(capsys, "show", "0123456789ab")
+    assert code == 2
+    assert out == ""
+    assert "no mission '0123456789ab'" in err and "loopwright missions" in err
+    code, _, err = _cli(capsys, "show", "../../etc/passwd")
+    assert code == 2 and "no mission" in err
+
+
+def test_missions_on_an_empty_store_says_how_to_start(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(tmp_path / "data"))
+    code, out, _ = _cli(capsys, "missions")
+    assert code == 0 and "no missions yet" in out
+    code, out, _ = _cli(capsys, "missions", "--json")
+    assert json.loads(out) == []
