@@ -42,6 +42,7 @@ from loopwright.app.api import (
     mission_events,
     screenshot,
 )
+from loopwright.app.metrics import Metrics, metrics_endpoint
 from loopwright.app.runtime import Runtime, default_model, default_provider, open_runtime
 from loopwright.app.stream import LiveHub, StreamTiming, mission_event_stream, mission_list_stream
 from loopwright.app.views import (
@@ -85,6 +86,11 @@ def _hub(state: State) -> LiveHub:
     return hub
 
 
+def _metrics(state: State) -> Metrics:
+    metrics: Metrics = state.metrics
+    return metrics
+
+
 def _timing(state: State) -> StreamTiming:
     timing: StreamTiming = state.timing
     return timing
@@ -106,6 +112,7 @@ def create_app(
     arbitrary_channels_allowed=True, subscriber_class=LiveSubscriber)`.
     """
     hub = LiveHub(channels)
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -119,7 +126,7 @@ def create_app(
                 runtime = stack.enter_context(
                     open_runtime(
                         settings,
-                        provider_factory=provider_factory,
+                        provider_factory=metrics.counting(provider_factory),
                         model_factory=model_factory,
                         extra_sinks=lambda mission_id: [hub.sink(mission_id)],
                     )
@@ -128,6 +135,8 @@ def create_app(
                 app.state.store = runtime.store
             else:
                 app.state.store = stack.enter_context(open_store(settings))
+            metrics.store = app.state.store
+            stack.callback(setattr, metrics, "store", None)
             yield
 
     handlers: list[ControllerRouterHandler] = [
@@ -147,6 +156,7 @@ def create_app(
         costs,
         screenshot,
         healthz,
+        metrics_endpoint,
         create_static_files_router(
             path="/static", directories=[APP_DIR / "static"], include_in_schema=False
         ),
@@ -158,6 +168,7 @@ def create_app(
         "settings": Provide(_settings, sync_to_thread=False),
         "hub": Provide(_hub, sync_to_thread=False),
         "timing": Provide(_timing, sync_to_thread=False),
+        "metrics": Provide(_metrics, sync_to_thread=False),
         "viewer": Provide(current_viewer, sync_to_thread=False),
     }
     if mode == "app":
@@ -172,6 +183,7 @@ def create_app(
                 "hub": hub,
                 "timing": timing or StreamTiming(),
                 "mode": mode,
+                "metrics": metrics,
                 "github_sessions": GitHubSessions(),
             }
         ),

@@ -229,6 +229,14 @@ class Store:
         query = query.order_by(Mission.created_at.desc(), Mission.id).limit(limit)
         return self._all(query)
 
+    def count_by_status(self) -> dict[str, int]:
+        """How many missions are stored in each status (statuses with none are absent)."""
+        with self._session() as session:
+            rows = session.execute(
+                select(Mission.status, func.count()).group_by(Mission.status)
+            ).all()
+        return {str(status): int(count) for status, count in rows}
+
     def queued_missions(self) -> list[Mission]:
         """Oldest first, the order they should run in."""
         return self._all(
