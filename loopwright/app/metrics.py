@@ -110,7 +110,7 @@ class CountingProvider:
 
     def __init__(self, inner: SandboxProvider, starts: Counter) -> None:
         self.inner = inner
-        self.kind = inner.kind
+        self.kind = str(getattr(inner, "kind", "other"))
         self._starts = starts
 
     def create(self, mission_id: str, tree: Path, *, network: bool) -> Sandbox:
@@ -130,4 +130,6 @@ class CountingProvider:
 def metrics_endpoint(metrics: Metrics) -> Response[bytes]:
     """Prometheus text exposition. Like `/api/costs` it totals every repository, so when
     LOOPWRIGHT_DASHBOARD_TOKEN is set it needs that token as a bearer header."""
-    return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    # Litestar adds the charset to text types itself.
+    media_type = CONTENT_TYPE_LATEST.replace("; charset=utf-8", "")
+    return Response(generate_latest(metrics.registry), media_type=media_type)

@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.channels import ChannelsPlugin
 from litestar.datastructures import State
 from litestar.di import Provide
@@ -40,10 +40,12 @@ from loopwright.app.api import (
     healthz,
     list_missions,
     mission_events,
+    require_token,
     screenshot,
 )
 from loopwright.app.metrics import Metrics, metrics_endpoint
 from loopwright.app.runtime import Runtime, default_model, default_provider, open_runtime
+from loopwright.app.schema_ui import SCHEMA_PATH, OfflineSwaggerUI
 from loopwright.app.stream import LiveHub, StreamTiming, mission_event_stream, mission_list_stream
 from loopwright.app.views import (
     SECURITY_HEADERS,
@@ -191,7 +193,16 @@ def create_app(
         exception_handlers={NotAuthorizedException: unauthorized},
         response_headers=SECURITY_HEADERS,
         request_max_body_size=MAX_WEBHOOK_BYTES,
-        openapi_config=OpenAPIConfig(title="Loopwright", version=__version__, path="/schema"),
+        openapi_config=OpenAPIConfig(
+            title="Loopwright",
+            version=__version__,
+            path=SCHEMA_PATH,
+            render_plugins=[OfflineSwaggerUI(path="/")],
+            # The description and its UI are behind the same sign-in as the API.
+            openapi_router=Router(
+                SCHEMA_PATH, route_handlers=[], guards=[require_token], include_in_schema=False
+            ),
+        ),
     )
 
 
