@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
+import time
 
 import httpx
 
-from loopwright.cli import main
-from tests.conftest import VENV_BIN
+from loopwright.cli import main, wait_for_interrupt
+from tests.conftest import VENV_BIN, step, tool
 from tests.integration.app_harness import ServeProcess
 from tests.integration.test_fix_cli import CORRECT, FIX_NEW, PLAN, model_env
 
@@ -79,15 +82,16 @@ def test_a_fix_without_serve_is_listed_shown_and_on_the_local_dashboard(
     assert mission_page.status_code == 200 and "no webhook endpoint" in mission_page.text
 
 
-def test_a_failed_fix_is_kept_with_its_status(example_repo, scripted, run_cli, capsys):
+def test_a_failed_fix_with_serve_is_kept_with_its_status(example_repo, scripted, run_cli, capsys):
     repo = example_repo("python-invoice")
     finish = {"name": "finish", "arguments": {"summary": "done"}}
     run = run_cli(
-        "fix", str(repo), "--sandbox", "local",
+        "fix", str(repo), "--sandbox", "local", "--serve",
         env=model_env(scripted([{"content": "", "tool_calls": [PLAN]},
                                 {"content": "", "tool_calls": [finish]}])),
     )  # fmt: skip
     assert run.exit_code == 1
+    assert f"/missions/{run.result['mission']}" in run.stderr  # the live view's URL
     code, out, _ = _cli(capsys, "show", run.result["mission"], "--json")
     assert code == 0
     shown = json.loads(out)
@@ -112,3 +116,25 @@ def test_missions_on_an_empty_store_says_how_to_start(tmp_path, monkeypatch, cap
     assert code == 0 and "no missions yet" in out
     code, out, _ = _cli(capsys, "missions", "--json")
     assert json.loads(out) == []
+
+
+def test_a_build_is_kept_as_a_build(tmp_path, scripted, run_cli, capsys):
+    server = scripted([step(tool("finish", summary="nothing written"))])
+    out = tmp_path / "app"
+    run = run_cli(
+        "build", "A calculator", "--out", str(out), "--sandbox", "local", env=model_env(server)
+    )
+    assert run.result is not None and run.result["status"] != "verified"
+    _, listed, _ = _cli(capsys, "missions", "--json")
+    (row,) = json.loads(listed)
+    assert (row["id"], row["kind"]) == (run.result["mission"], "build")
+    assert row["status"] == run.result["status"]
+    assert row["repo"] == str(out.resolve())
+
+
+def test_wait_for_interrupt_returns_on_sigterm():
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    started = time.monotonic()
+    wait_for_interrupt()
+    assert 0.1 < time.monotonic() - started < 5
