@@ -100,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     build_group.add_argument("--record", type=Path, metavar="FILE", help="save the model exchanges")
     build_group.add_argument("--replay", type=Path, metavar="FILE", help="serve a recorded session")
 
-    serve = sub.add_parser("serve", help="run the GitHub App server (webhooks, API)")
+    serve = sub.add_parser(
+        "serve",
+        help="run the GitHub App server (webhooks, API); without App settings, a local "
+        "dashboard over the stored missions",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
 
