@@ -215,8 +215,8 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
 
     def live_sinks(stack: ExitStack, settings: Settings) -> list[EventSink]:
         nonlocal live, kept
-        kept = keep_mission(stack, settings, cli_request(
-            request.source, request.mission_id, guidance=request.guidance))  # fmt: skip
+        stored = cli_request(request.source, request.mission_id, guidance=request.guidance)
+        kept = keep_mission(stack, settings, stored)
         if not args.serve:
             return [kept.sink]
         view = stack.enter_context(live_view(args, settings, request))
@@ -391,8 +391,8 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
 
     def kept_sinks(stack: ExitStack, settings: Settings) -> list[EventSink]:
         nonlocal kept
-        kept = keep_mission(stack, settings, cli_request(
-            str(args.out), request.mission_id, kind="build"))  # fmt: skip
+        stored = cli_request(str(args.out), request.mission_id, kind="build")
+        kept = keep_mission(stack, settings, stored)
         return [kept.sink]
 
     try:

@@ -41,8 +41,9 @@ def open_kept_store(settings: Settings) -> Store:
         ) from None
 
 
-def cli_request(source: str, mission_id: str, kind: MissionKind = "fix", guidance: str | None = None
-                ) -> MissionRequest:  # fmt: skip
+def cli_request(
+    source: str, mission_id: str, kind: MissionKind = "fix", guidance: str | None = None
+) -> MissionRequest:
     """How a CLI mission is stored: the user's path (or git URL) as its repository.
 
     A CLI run works on a working tree, not a pinned commit; the run id stands in for the
@@ -77,8 +78,9 @@ class KeptMission:
 
 
 @contextmanager
-def kept_mission(settings: Settings, request: MissionRequest, mission_id: str
-                 ) -> Iterator[KeptMission]:  # fmt: skip
+def kept_mission(
+    settings: Settings, request: MissionRequest, mission_id: str
+) -> Iterator[KeptMission]:
     """Store the mission as running; a run that ends without a result (Ctrl-C, a crash)
     is marked `interrupted` rather than left `running`."""
     store = open_kept_store(settings)
