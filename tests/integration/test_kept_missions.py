@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
 import signal
+import subprocess
 import threading
 import time
 
@@ -82,21 +85,47 @@ def test_a_fix_without_serve_is_listed_shown_and_on_the_local_dashboard(
     assert mission_page.status_code == 200 and "no webhook endpoint" in mission_page.text
 
 
-def test_a_failed_fix_with_serve_is_kept_with_its_status(example_repo, scripted, run_cli, capsys):
+def test_fix_serve_keeps_serving_after_the_mission_until_ctrl_c(
+    tmp_path, example_repo, scripted, monkeypatch, capsys
+):
     repo = example_repo("python-invoice")
-    finish = {"name": "finish", "arguments": {"summary": "done"}}
-    run = run_cli(
-        "fix", str(repo), "--sandbox", "local", "--serve",
-        env=model_env(scripted([{"content": "", "tool_calls": [PLAN]},
-                                {"content": "", "tool_calls": [finish]}])),
-    )  # fmt: skip
-    assert run.exit_code == 1
-    assert f"/missions/{run.result['mission']}" in run.stderr  # the live view's URL
-    code, out, _ = _cli(capsys, "show", run.result["mission"], "--json")
+    server = scripted([step(PLAN), step(tool("finish", summary="done"))])
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWRIGHT_")}
+    env.update(model_env(server), PATH=f"{VENV_BIN}:{os.environ['PATH']}")
+    env["LOOPWRIGHT_DATA_DIR"] = str(data)
+    log = tmp_path / "fix.log"
+    terminal, stdin = pty.openpty()  # a terminal on stdin, as when a person runs it
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [f"{VENV_BIN}/loopwright", "fix", str(repo), "--sandbox", "local", "--serve"],
+            stdin=stdin, stdout=out, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    os.close(stdin)
+    try:
+        deadline = time.monotonic() + 240
+        while "keeps serving until you press Ctrl-C" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        url = re.search(r"watch this mission at (\S+)", log.read_text()).group(1)
+        page = httpx.get(url, timeout=10)  # the mission is over; its view is still up
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        os.close(terminal)
+    assert page.status_code == 200
+    assert code == 1  # not verified; Ctrl-C after the mission is not an interruption
+    mission_id = url.rsplit("/", 1)[-1]
+    monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(data))
+    code, out, _ = _cli(capsys, "show", mission_id, "--json")
     assert code == 0
     shown = json.loads(out)
     assert shown["status"] == "unverified"
-    assert shown["result"]["message"] == run.result["message"]
+    assert "no changes" in shown["result"]["message"]
     assert shown["events"][-1]["type"] == "done"
 
 
