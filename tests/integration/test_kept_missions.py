@@ -167,3 +167,14 @@ def test_wait_for_interrupt_returns_on_sigterm():
     started = time.monotonic()
     wait_for_interrupt()
     assert 0.1 < time.monotonic() - started < 5
+
+
+def test_serve_with_half_the_app_settings_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    for key in list(os.environ):
+        if key.startswith("LOOPWRIGHT_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("LOOPWRIGHT_WEBHOOK_SECRET", "a-webhook-secret-0123456789")
+    code, _, err = _cli(capsys, "serve", "--port", "1")
+    assert code == 2
+    assert "LOOPWRIGHT_GITHUB_APP_ID" in err and "LOOPWRIGHT_WEBHOOK_SECRET" not in err
