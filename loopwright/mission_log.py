@@ -28,17 +28,18 @@ def open_kept_store(settings: Settings) -> Store:
     """The store CLI missions are kept in, migrated to the newest schema."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from loopwright.store.engine import database_url
     from loopwright.store.repository import open_store
 
     try:
         return open_store(settings)
     except (OSError, SQLAlchemyError) as exc:
-        where = "LOOPWRIGHT_DATABASE_URL" if settings.database_url else database_url(settings)
-        raise StoreUnavailable(
-            f"cannot open the missions store ({where}): {exc}; set LOOPWRIGHT_DATA_DIR to a "
-            "writable directory"
-        ) from None
+        if settings.database_url:
+            fix = "check LOOPWRIGHT_DATABASE_URL"
+            where = "at LOOPWRIGHT_DATABASE_URL"
+        else:
+            fix = "set LOOPWRIGHT_DATA_DIR to a writable directory"
+            where = f"in {settings.data_dir}"
+        raise StoreUnavailable(f"cannot open the missions store {where} ({exc}); {fix}") from None
 
 
 def cli_request(

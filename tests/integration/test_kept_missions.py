@@ -178,3 +178,13 @@ def test_serve_with_half_the_app_settings_is_a_usage_error(tmp_path, monkeypatch
     code, _, err = _cli(capsys, "serve", "--port", "1")
     assert code == 2
     assert "LOOPWRIGHT_GITHUB_APP_ID" in err and "LOOPWRIGHT_WEBHOOK_SECRET" not in err
+
+
+def test_a_data_dir_that_is_a_file_is_named_in_the_error(tmp_path, monkeypatch, capsys):
+    not_a_dir = tmp_path / "data"
+    not_a_dir.write_text("")
+    monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(not_a_dir))
+    code, out, err = _cli(capsys, "missions")
+    assert code == 2 and out == ""
+    assert f"cannot open the missions store in {not_a_dir}" in err
+    assert "LOOPWRIGHT_DATA_DIR" in err
