@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from loopwright import __version__
 from loopwright.config import ConfigError, Settings
 from loopwright.events import Event, EventBus, EventSink, NdjsonWriter
-from loopwright.progress import ProgressPrinter, color_enabled, replay
+from loopwright.mission_log import KeptMission, cli_request
+from loopwright.progress import ProgressPrinter, color_enabled, render_verification, replay
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.secret_env import HandoffError, restart_without_secrets
@@ -27,6 +28,7 @@ from loopwright.secret_env import HandoffError, restart_without_secrets
 if TYPE_CHECKING:
     from loopwright.agent.model import OpenAIModel
     from loopwright.mission import FixRequest
+    from loopwright.request import MissionRequest
     from loopwright.store.repository import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_FIX, EXIT_FLAKY, EXIT_ENVIRONMENT = range(6)
@@ -154,7 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
     build_group.add_argument("--record", type=Path, metavar="FILE", help="save the model exchanges")
     build_group.add_argument("--replay", type=Path, metavar="FILE", help="serve a recorded session")
 
-    serve = sub.add_parser("serve", help="run the GitHub App server (webhooks, API)")
+    serve = sub.add_parser(
+        "serve",
+        help="run the GitHub App server (webhooks, API); without App settings, a local "
+        "dashboard over the stored missions",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
 
@@ -165,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("replay", help="render a saved event log (NDJSON) in the terminal")
     rep.add_argument("events", type=Path, metavar="FILE.ndjson")
+
+    add_mission_commands(sub)
 
     sub.add_parser("doctor", help="check Docker, the sandbox image and browsers")
     sandbox = sub.add_parser("sandbox", help="manage the sandbox image")
@@ -191,6 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_worker(args, settings)
         if args.command == "replay":
             return cmd_replay(args)
+        if args.command == "missions":
+            return cmd_missions(args, settings)
+        if args.command == "show":
+            return cmd_show(args, settings)
         if args.command == "doctor":
             return cmd_doctor(settings)
         if args.command == "sandbox":
@@ -268,22 +280,17 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"--port {args.port} is not a TCP port")
     paths = UserPaths.for_mission(settings, request.mission_id, request.source)
     live: LiveView | None = None
+    kept: KeptMission | None = None
 
     def live_sinks(stack: ExitStack, settings: Settings) -> list[EventSink]:
-        nonlocal live
+        nonlocal live, kept
+        stored = cli_request(request.source, request.mission_id, guidance=request.guidance)
+        kept = keep_mission(stack, settings, stored)
         if not args.serve:
-            return []
+            return [kept.sink]
         view = stack.enter_context(live_view(args, settings, request))
         live = view
-
-        def record_failure(exc_type: type[BaseException] | None, exc: BaseException | None,
-                           tb: object) -> None:  # fmt: skip
-            # Runs before the view shuts down, so the page shows why the mission failed.
-            if isinstance(exc, SandboxError):
-                view.store.set_status(request.mission_id, "error", message=str(exc))
-
-        stack.push(record_failure)
-        return view.sinks
+        return [kept.sink, *view.sinks]
 
     try:
         with (
@@ -297,8 +304,8 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
                 model=wired.model,
                 events=wired.events,
             ).run()
-            if live is not None:
-                live.store.mark_finished(result)
+            if kept is not None:
+                kept.finish(result)
     except SandboxError as exc:
         return report_failure(args.json, EXIT_ENVIRONMENT, paths.text(str(exc)), request.mission_id)
     applied = str(Path(request.source).expanduser().resolve()) if result.applied else None
@@ -494,18 +501,33 @@ class LiveView:
     sinks: list[EventSink]
 
 
+def keep_mission(stack: ExitStack, settings: Settings, request: MissionRequest) -> KeptMission:
+    """Store a CLI mission (its events, result and patch) for `missions`, `show` and the
+    dashboard, whether or not `--serve` was given."""
+    from loopwright.mission_log import kept_mission
+
+    kept = stack.enter_context(kept_mission(settings, request, request.head_sha))
+
+    def record_failure(exc_type: type[BaseException] | None, exc: BaseException | None,
+                       tb: object) -> None:  # fmt: skip
+        # Runs before the record closes, so the list and the page show why it failed.
+        if isinstance(exc, SandboxError):
+            kept.fail(str(exc))
+
+    stack.push(record_failure)
+    return kept
+
+
 @contextmanager
 def live_view(
     args: argparse.Namespace, settings: Settings, request: FixRequest
 ) -> Iterator[LiveView]:
     """Serve the live view on localhost for one CLI mission (no GitHub App needed).
 
-    The mission is stored in the data dir's store like an App mission, so its page, the
-    list and the cost view work the same way, and stay there for the next `--serve`.
+    The mission is kept in the data dir's store like an App mission (see `keep_mission`),
+    so its page, the list and the cost view work the same way, and stay there afterwards.
     """
     from loopwright.app.server import create_app, serve_in_thread
-    from loopwright.request import MissionRequest
-    from loopwright.sandbox.workspace import is_git_url
 
     app = create_app(settings, mode="local")
     with ExitStack() as stack:
@@ -516,37 +538,35 @@ def live_view(
                 f"--serve: cannot listen on 127.0.0.1:{args.port} ({exc.strerror})"
             ) from None
         store: Store = app.state.store
-        mission_id = request.mission_id
-        source = request.source
-        url_source = is_git_url(source)
-        # A CLI run fixes a working tree, not a pinned commit; the run id stands in for the
-        # commit so every run is a mission of its own.
-        store.create_mission(
-            MissionRequest(
-                trigger="cli",
-                repo=source if url_source else str(Path(source).expanduser().resolve()),
-                clone_url=source if url_source else "",
-                head_sha=mission_id,
-                guidance=request.guidance,
-            ),
-            mission_id,
-        )
-        store.mark_running(mission_id)
-        # A run that ends without a result (Ctrl-C, a crash) is not left `running`.
-        stack.callback(store.set_status, mission_id, "interrupted", expect="running")
-        mission_url = f"{url}/missions/{mission_id}"
+        mission_url = f"{url}/missions/{request.mission_id}"
         print(f"loopwright: watch this mission at {mission_url}", file=sys.stderr, flush=True)
         if settings.dashboard_token is not None:
             print("loopwright: sign in with LOOPWRIGHT_DASHBOARD_TOKEN", file=sys.stderr)
         hub = app.state.hub
-        yield LiveView(mission_url, store, [store.event_sink(mission_id), hub.sink(mission_id)])
+        yield LiveView(mission_url, store, [hub.sink(request.mission_id)])
         if sys.stdin.isatty():
             print(
-                f"loopwright: done; {mission_url} stays up until you press Enter",
+                f"loopwright: the mission is over; {mission_url} keeps serving until you "
+                "press Ctrl-C",
                 file=sys.stderr,
+                flush=True,
             )
-            with suppress(KeyboardInterrupt):
-                sys.stdin.readline()
+            wait_for_interrupt()
+
+
+def wait_for_interrupt() -> None:
+    """Block until Ctrl-C (or SIGTERM), then return normally."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with suppress(KeyboardInterrupt):
+            while not stop.wait(0.5):
+                pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
@@ -570,10 +590,18 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
         boot_timeout_s=args.boot_timeout or BOOT_TIMEOUT_S,
     )
     paths = UserPaths.for_mission(settings, request.mission_id, str(args.out))
+    kept: KeptMission | None = None
+
+    def kept_sinks(stack: ExitStack, settings: Settings) -> list[EventSink]:
+        nonlocal kept
+        stored = cli_request(str(args.out), request.mission_id, kind="build")
+        kept = keep_mission(stack, settings, stored)
+        return [kept.sink]
+
     try:
         with (
             cli_logging(args, settings),
-            mission_wiring(args, settings, request.mission_id, paths) as wired,
+            mission_wiring(args, settings, request.mission_id, paths, kept_sinks) as wired,
         ):
             result = BuildMission(
                 request,
@@ -582,21 +610,28 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
                 model=wired.model,
                 events=wired.events,
             ).run()
+            if kept is not None:
+                kept.finish(result)
     except SandboxError as exc:
         return report_failure(args.json, EXIT_ENVIRONMENT, paths.text(str(exc)), request.mission_id)
     return report_result(args, result, wired.error_kind.kind, paths, settings, result.out)
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """The GitHub App server; without App credentials, a local dashboard over the missions
+    stored in the data directory (no webhook endpoint, no queue, no sandboxes)."""
     import uvicorn
 
     from loopwright.app.server import create_app
 
-    missing = settings.github.missing()
-    if missing:
-        raise UsageError(f"serve needs {', '.join(missing)}; see README → GitHub App")
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port")
+    missing = settings.github.missing()
+    app = settings.github
+    # Some App settings but not all is a half-configured App, not a wish for the dashboard.
+    local = not (app.app_id or app.private_key or app.webhook_secret)
+    if missing and not local:
+        raise UsageError(f"serve needs {', '.join(missing)}; see README → GitHub App")
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.dashboard_token is None:
         print(
             "loopwright: warning: listening beyond localhost without LOOPWRIGHT_DASHBOARD_TOKEN; "
@@ -606,10 +641,22 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from loopwright.logs import configure_logging
 
     configure_logging(Redactor(settings.secrets()))
+    if local:
+        from loopwright.mission_log import open_kept_store
+
+        open_kept_store(settings).close()  # a bad data directory fails here, with its path
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        print(
+            f"loopwright: local dashboard over the missions in {settings.data_dir} at "
+            f"http://{shown}:{args.port}/; no webhook endpoint (set the GitHub App settings, "
+            f"{', '.join(missing)}, to serve the App)",
+            file=sys.stderr,
+            flush=True,
+        )
     # Live streams stay open until their mission ends; on shutdown they get a moment to
     # finish, then they are cut (browsers reconnect to the next server with Last-Event-ID).
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, mode="local" if local else "app"),
         host=args.host,
         port=args.port,
         log_level="info",
@@ -668,6 +715,61 @@ def cmd_replay(args: argparse.Namespace) -> int:
         replay(lines, ProgressPrinter(sys.stdout))
     except ValueError as exc:
         raise UsageError(f"{args.events}: {exc}") from None
+    return EXIT_OK
+
+
+def add_mission_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`missions` and `show`: the kept missions of this data directory."""
+    missions = sub.add_parser("missions", help="list the stored missions, newest first")
+    missions.add_argument("--json", action="store_true", help="print them as a JSON array")
+    missions.add_argument("--limit", type=int, default=50, help="how many to list (default 50)")
+    show = sub.add_parser(
+        "show", help="a stored mission: result, verdict table, diff and event log"
+    )
+    show.add_argument("mission_id", metavar="ID", help="a mission id from `loopwright missions`")
+    show_as = show.add_mutually_exclusive_group()
+    show_as.add_argument("--json", action="store_true", help="print the mission as JSON")
+    show_as.add_argument(
+        "--events", action="store_true", help="print only its event log, as NDJSON"
+    )
+
+
+def cmd_missions(args: argparse.Namespace, settings: Settings) -> int:
+    import datetime
+
+    from loopwright.mission_log import list_row, open_kept_store, render_list
+
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    with open_kept_store(settings) as store:
+        missions = store.list_missions(limit=args.limit)
+    now = datetime.datetime.now(datetime.UTC)
+    rows = [list_row(m, now) for m in missions]
+    print(json.dumps(rows, indent=2) if args.json else render_list(rows))
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    from loopwright.app.params import valid_mission_id
+    from loopwright.mission_log import event_lines, open_kept_store, render_mission
+
+    with open_kept_store(settings) as store:
+        found = store.get_mission(args.mission_id) if valid_mission_id(args.mission_id) else None
+        if found is None:
+            raise UsageError(
+                f"no mission {args.mission_id!r} in {settings.data_dir}; "
+                "`loopwright missions` lists the stored ones"
+            )
+        events = store.events_after(found.id, 0)
+    if args.events:
+        for line in event_lines(events):
+            print(line)
+    elif args.json:
+        print(json.dumps({**found.to_dict(), "events": events}, indent=2))
+    else:
+        print(render_mission(found))
+        print("\nevents:")
+        replay(event_lines(events), ProgressPrinter(sys.stdout))
     return EXIT_OK
 
 

@@ -44,6 +44,11 @@ def parse_cursor(text: str | None) -> int | None:
     return clamp_cursor(int(sign + digits))
 
 
+def valid_mission_id(mission_id: str) -> bool:
+    """Whether `mission_id` can be a mission id (letters, digits, '_' and '-')."""
+    return bool(_MISSION_ID.fullmatch(mission_id))
+
+
 def check_mission_id(mission_id: str) -> str:
     """The id, or 404 when it cannot be a mission id (so it never reaches the store)."""
     if not _MISSION_ID.fullmatch(mission_id):

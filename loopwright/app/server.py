@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.channels import ChannelsPlugin
 from litestar.datastructures import State
 from litestar.di import Provide
@@ -40,9 +40,12 @@ from loopwright.app.api import (
     healthz,
     list_missions,
     mission_events,
+    require_token,
     screenshot,
 )
+from loopwright.app.metrics import Metrics, metrics_endpoint
 from loopwright.app.runtime import Runtime, default_model, default_provider, open_runtime
+from loopwright.app.schema_ui import SCHEMA_PATH, OfflineSwaggerUI
 from loopwright.app.stream import LiveHub, StreamTiming, mission_event_stream, mission_list_stream
 from loopwright.app.views import (
     SECURITY_HEADERS,
@@ -85,6 +88,11 @@ def _hub(state: State) -> LiveHub:
     return hub
 
 
+def _metrics(state: State) -> Metrics:
+    metrics: Metrics = state.metrics
+    return metrics
+
+
 def _timing(state: State) -> StreamTiming:
     timing: StreamTiming = state.timing
     return timing
@@ -106,6 +114,7 @@ def create_app(
     arbitrary_channels_allowed=True, subscriber_class=LiveSubscriber)`.
     """
     hub = LiveHub(channels)
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -119,7 +128,7 @@ def create_app(
                 runtime = stack.enter_context(
                     open_runtime(
                         settings,
-                        provider_factory=provider_factory,
+                        provider_factory=metrics.counting(provider_factory),
                         model_factory=model_factory,
                         extra_sinks=lambda mission_id: [hub.sink(mission_id)],
                     )
@@ -128,6 +137,8 @@ def create_app(
                 app.state.store = runtime.store
             else:
                 app.state.store = stack.enter_context(open_store(settings))
+            metrics.store = app.state.store
+            stack.callback(setattr, metrics, "store", None)
             yield
 
     handlers: list[ControllerRouterHandler] = [
@@ -147,6 +158,7 @@ def create_app(
         costs,
         screenshot,
         healthz,
+        metrics_endpoint,
         create_static_files_router(
             path="/static", directories=[APP_DIR / "static"], include_in_schema=False
         ),
@@ -158,6 +170,7 @@ def create_app(
         "settings": Provide(_settings, sync_to_thread=False),
         "hub": Provide(_hub, sync_to_thread=False),
         "timing": Provide(_timing, sync_to_thread=False),
+        "metrics": Provide(_metrics, sync_to_thread=False),
         "viewer": Provide(current_viewer, sync_to_thread=False),
     }
     if mode == "app":
@@ -172,6 +185,7 @@ def create_app(
                 "hub": hub,
                 "timing": timing or StreamTiming(),
                 "mode": mode,
+                "metrics": metrics,
                 "github_sessions": GitHubSessions(),
             }
         ),
@@ -179,7 +193,16 @@ def create_app(
         exception_handlers={NotAuthorizedException: unauthorized},
         response_headers=SECURITY_HEADERS,
         request_max_body_size=MAX_WEBHOOK_BYTES,
-        openapi_config=OpenAPIConfig(title="Loopwright", version=__version__, path="/schema"),
+        openapi_config=OpenAPIConfig(
+            title="Loopwright",
+            version=__version__,
+            path=SCHEMA_PATH,
+            render_plugins=[OfflineSwaggerUI(path="/")],
+            # The description and its UI are behind the same sign-in as the API.
+            openapi_router=Router(
+                SCHEMA_PATH, route_handlers=[], guards=[require_token], include_in_schema=False
+            ),
+        ),
         # Litestar's default config would give the root logger a format of its own;
         # loopwright.logs configures one formatter for every library instead.
         logging_config=None,

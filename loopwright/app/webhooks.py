@@ -25,6 +25,7 @@ from litestar.status_codes import (
     HTTP_401_UNAUTHORIZED,
 )
 
+from loopwright.app.metrics import Metrics
 from loopwright.app.params import header_token, json_problem
 from loopwright.app.runtime import Runtime
 from loopwright.config import RepoConfig
@@ -69,6 +70,14 @@ def _answer(code: int, /, **body: Any) -> Response[dict[str, Any]]:
     "was stored, 200 with the reason when the event needs no action, 401 for a bad signature.",
 )
 def github_webhook(
+    request: Request[Any, Any, Any], body: bytes, runtime: Runtime, metrics: Metrics
+) -> Response[dict[str, Any]]:
+    answer = _handle_delivery(request, body, runtime)
+    metrics.count_delivery(answer.status_code, answer.content)
+    return answer
+
+
+def _handle_delivery(
     request: Request[Any, Any, Any], body: bytes, runtime: Runtime
 ) -> Response[dict[str, Any]]:
     settings = runtime.settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import ColumnElement, Select, delete, distinct, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -19,7 +19,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.config import Settings
 from loopwright.events import Event, EventSink
-from loopwright.mission import MissionResult
 from loopwright.request import MissionRequest
 from loopwright.store.engine import database_url, make_engine, migrate
 from loopwright.store.models import (
@@ -34,6 +33,19 @@ from loopwright.store.models import (
 )
 
 INTERRUPTED_MESSAGE = "the server stopped while the mission was running"
+
+
+class FinishedResult(Protocol):
+    """What `mark_finished` stores of a fix's or a build's result."""
+
+    mission: str
+    status: Any
+    message: str
+    cost_usd: float
+    final_tier: str | None
+    usage: dict[str, dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 class MissionNotFound(LookupError):
@@ -217,6 +229,14 @@ class Store:
         query = query.order_by(Mission.created_at.desc(), Mission.id).limit(limit)
         return self._all(query)
 
+    def count_by_status(self) -> dict[str, int]:
+        """How many missions are stored in each status (statuses with none are absent)."""
+        with self._session() as session:
+            rows = session.execute(
+                select(Mission.status, func.count()).group_by(Mission.status)
+            ).all()
+        return {str(status): int(count) for status, count in rows}
+
     def queued_missions(self) -> list[Mission]:
         """Oldest first, the order they should run in."""
         return self._all(
@@ -273,7 +293,7 @@ class Store:
         }
         return self._update_mission(mission_id, values, "queued")
 
-    def mark_finished(self, result: MissionResult) -> None:
+    def mark_finished(self, result: FinishedResult) -> None:
         """Store a mission's result, its final status and its per-tier usage."""
         values: dict[str, Any] = {
             "status": result.status,
