@@ -39,7 +39,9 @@ from loopwright.app.api import (
     get_mission,
     healthz,
     list_missions,
+    mission_changes,
     mission_events,
+    mission_patch,
     screenshot,
 )
 from loopwright.app.runtime import Runtime, default_model, default_provider, open_runtime
@@ -144,6 +146,8 @@ def create_app(
         list_missions,
         get_mission,
         mission_events,
+        mission_patch,
+        mission_changes,
         costs,
         screenshot,
         healthz,
