@@ -6,10 +6,15 @@ import jsonschema
 
 from loopwright.events import event_schemas
 from tests.conftest import step, tool
-from tests.integration.test_fix_cli import EDIT, FINISH, PLAN, model_env
+from tests.integration.test_fix_cli import EDIT, FINISH, model_env
 
+PLAN_ITEMS = [
+    {"step": "reproduce the failing discount tests", "status": "done"},
+    {"step": "fix line_total's percentage discount", "status": "in_progress"},
+    {"step": "run the whole suite", "status": "pending"},
+]
 LEGIBLE_MISSION = [
-    step(PLAN),
+    step(tool("update_plan", items=PLAN_ITEMS)),
     step(tool("read_file", path="tests/test_totals.py", start_line=1, end_line=40)),
     step(tool("read_file", path="invoice/totals.py")),
     step(EDIT),
@@ -36,7 +41,7 @@ def test_every_event_of_a_real_mission_matches_its_schema(example_repo, scripted
 
     calls = run.of_type("tool_call")
     assert [c["summary"] for c in calls] == [
-        "Updated the plan (1 item)",
+        "Updated the plan (3 items)",
         "Read tests/test_totals.py:1-40",
         "Read invoice/totals.py",
         "Edited invoice/totals.py (+1 \u22121)",
