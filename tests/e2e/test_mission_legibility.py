@@ -36,6 +36,7 @@ class RealMission(Player):
 def test_mission_page_says_what_each_step_did_and_shows_the_fix(
     page, live_server, example_repo, scripted, run_cli, tmp_path
 ):
+    shot = screenshot_path("mission-page.png", tmp_path)  # before run_cli clears LOOPWRIGHT_*
     repo = example_repo("python-invoice")
     run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(scripted(LEGIBLE_MISSION)))
     assert run.exit_code == 0, run.stderr
@@ -95,4 +96,4 @@ def test_mission_page_says_what_each_step_did_and_shows_the_fix(
     assert patch.text() == run.result["patch"]
     assert page.js_errors == []
     page.locator("#changes-card").scroll_into_view_if_needed()
-    page.screenshot(path=str(screenshot_path("mission-page.png", tmp_path)))
+    page.screenshot(path=str(shot))
