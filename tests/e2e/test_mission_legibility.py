@@ -1,8 +1,8 @@
 """The mission page of a real scripted mission: what each step did, in words, and the fix.
 
-The mission runs for real (`loopwright fix` in-process, the scripted model over HTTP, a local
-sandbox); its event log and result are then played into a live server the way an App
-mission writes them, and Chromium reads the page.
+The mission runs for real (`legible_mission`: `loopwright fix` in-process, the scripted
+model over HTTP, a local sandbox); its event log and result are then played into a live
+server the way an App mission writes them, and Chromium reads the page.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import pytest
 from loopwright.mission import MissionResult
 from tests.e2e.conftest import screenshot_path
 from tests.e2e.scripted_mission import Player, create_mission
-from tests.integration.test_event_schemas import LEGIBLE_MISSION
-from tests.integration.test_fix_cli import FIX_NEW, model_env
+from tests.integration.test_fix_cli import FIX_NEW
 
 pytestmark = pytest.mark.browser
 
@@ -34,11 +33,9 @@ class RealMission(Player):
 
 
 def test_mission_page_says_what_each_step_did_and_shows_the_fix(
-    page, live_server, example_repo, scripted, run_cli, tmp_path
+    page, live_server, legible_mission, tmp_path
 ):
-    shot = screenshot_path("mission-page.png", tmp_path)  # before run_cli clears LOOPWRIGHT_*
-    repo = example_repo("python-invoice")
-    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(scripted(LEGIBLE_MISSION)))
+    run = legible_mission
     assert run.exit_code == 0, run.stderr
     script = [
         (
@@ -96,4 +93,4 @@ def test_mission_page_says_what_each_step_did_and_shows_the_fix(
     assert patch.text() == run.result["patch"]
     assert page.js_errors == []
     page.locator("#changes-card").scroll_into_view_if_needed()
-    page.screenshot(path=str(shot))
+    page.screenshot(path=str(screenshot_path("mission-page.png", tmp_path)))

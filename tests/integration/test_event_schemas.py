@@ -1,33 +1,15 @@
-"""A real scripted mission's events, as `--events` writes them, against the published schemas."""
+"""A real scripted mission's events (`LEGIBLE_MISSION` in tests/conftest.py), as `--events`
+writes them, against the published schemas."""
 
 from __future__ import annotations
 
 import jsonschema
 
 from loopwright.events import event_schemas
-from tests.conftest import step, tool
-from tests.integration.test_fix_cli import EDIT, FINISH, model_env
-
-PLAN_ITEMS = [
-    {"step": "reproduce the failing discount tests", "status": "done"},
-    {"step": "fix line_total's percentage discount", "status": "in_progress"},
-    {"step": "run the whole suite", "status": "pending"},
-]
-LEGIBLE_MISSION = [
-    step(tool("update_plan", items=PLAN_ITEMS)),
-    step(tool("read_file", path="tests/test_totals.py", start_line=1, end_line=40)),
-    step(tool("read_file", path="invoice/totals.py")),
-    step(EDIT),
-    step(tool("run_command", command="python -m pytest -q")),
-    step({"name": "read_file", "arguments": '{"path": "invoice/'}),
-    step(FINISH),
-]
-"""Every tool the model has, a read with a line range and a call whose JSON does not parse."""
 
 
-def test_every_event_of_a_real_mission_matches_its_schema(example_repo, scripted, run_cli):
-    repo = example_repo("python-invoice")
-    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(scripted(LEGIBLE_MISSION)))
+def test_every_event_of_a_real_mission_matches_its_schema(legible_mission):
+    run = legible_mission
     assert run.exit_code == 0, run.stderr
 
     schemas = event_schemas()
