@@ -247,6 +247,7 @@ def fix_mission_script(screenshot: Path | None) -> list[Step]:
         tool_call("c11", "finish", summary="Apply the line discount once, not twice."),
         tool_result("c11", "finish", "ok", "finished"),
         stage("loop", "finished"),
+        ("phase", "verify", {"name": "patch_export", "duration_s": 0.043}),
         stage("verify", "started"),
         (
             "screenshot",

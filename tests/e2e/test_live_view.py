@@ -90,6 +90,10 @@ def test_mission_page_follows_a_running_mission(browser, page, live_server, tmp_
     read.locator("button.show-all").click()
     assert "helper 40:" in read.locator("pre.out").inner_text()
 
+    phase = page.locator("#timeline li.phase-ev")
+    assert phase.locator(".what").inner_text() == "patch export"
+    assert phase.locator(".meta").inner_text() == "0.04s"
+
     escalation = page.locator("#timeline li.escalation")
     assert escalation.count() == 1
     assert "nano → super" in escalation.inner_text()

@@ -462,6 +462,10 @@
     });
   }
 
+  function onPhase(e) {
+    item(e, "phase-ev", String(e.name || "phase").replace(/_/g, " "), Number(e.duration_s || 0).toFixed(2) + "s");
+  }
+
   function onError(e) {
     var li = item(e, "err", "error", e.kind || "");
     li.appendChild(el("div", "meta", e.message));
@@ -476,7 +480,7 @@
   var handlers = {
     stage: onStage, plan: onPlan, model_call: onModelCall, tool_call: onToolCall,
     tool_result: onToolResult, escalation: onEscalation, verification: onVerification,
-    screenshot: onScreenshot, delivery: onDelivery, done: onDone, error: onError
+    screenshot: onScreenshot, delivery: onDelivery, done: onDone, error: onError, phase: onPhase
   };
 
   function handle(e) {
