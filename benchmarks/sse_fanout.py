@@ -63,10 +63,9 @@ def child(data_dir: str, events: int, interval_s: float) -> None:
                 status="ok",
                 exit_code=0,
                 output=output,
-                sent=time.time(),
             )
             time.sleep(interval_s)
-        bus.emit("done", "deliver", status="verified", sent=time.time())
+        bus.emit("done", "deliver", status="verified")
         store.set_status(mission.id, "verified")
         print(json.dumps({"emitted": events + 1}), flush=True)
         sys.stdin.readline()  # "stop"
@@ -99,7 +98,8 @@ async def client(
         for message in messages:
             for line in message.split(b"\r\n"):
                 if line.startswith(b"data: {"):
-                    sent = json.loads(line[6:]).get("sent")
+                    # `ts` is the emit time (milliseconds), stamped by the bus.
+                    sent = json.loads(line[6:]).get("ts")
                     if sent is not None:
                         latencies.append(now - float(sent))
                         got += 1

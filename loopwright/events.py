@@ -1,7 +1,9 @@
 """The one event schema shared by NDJSON files, the database and the live stream.
 
 An event is a flat JSON object: `seq`, `ts`, `mission`, `type`, `stage`, plus fields that
-depend on `type`. `EventBus` numbers events, redacts them and hands them to every sink.
+depend on `type`. Each type has a model here (`EVENT_MODELS`) that says which fields it
+carries; `EventBus` checks every event against it, numbers it, redacts it and hands it to
+every sink. `event_schemas()` publishes the same models as JSON Schemas.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loopwright.redaction import Redactor
 
@@ -28,9 +32,258 @@ EventType = Literal[
     "delivery",
     "done",
     "error",
+    "phase",
 ]
 Stage = Literal["prepare", "plan", "loop", "verify", "deliver"]
 STAGES: tuple[Stage, ...] = ("prepare", "plan", "loop", "verify", "deliver")
+EVENT_TYPES: tuple[EventType, ...] = get_args(EventType)
+PhaseName = Literal[
+    "snapshot",
+    "sandbox_start",
+    "setup",
+    "reproduce",
+    "patch_export",
+    "verify_sandbox",
+    "verify_setup",
+    "verify_tests",
+    "web_check",
+    "new_tests",
+    "deliver",
+]
+JsonObject = dict[str, Any]
+
+
+class EventFieldsError(ValueError):
+    """An event whose type is unknown or whose fields do not match its model: a bug in the
+    code that emitted it, never something a user or a model can cause."""
+
+
+# -- one model per event type -------------------------------------------------------------
+# The envelope (`seq`, `ts`, `mission`, `type`, `stage`) is common; each model lists the
+# fields of its type. Optional fields may be absent; nothing else may be present.
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    seq: int = Field(ge=1, description="Position in the mission's log, from 1, without gaps.")
+    ts: float = Field(description="Unix time in seconds, rounded to milliseconds.")
+    mission: str = Field(description="The mission id.")
+    stage: Stage | None = Field(description="The pipeline stage the event belongs to.")
+
+
+class StageEvent(_Envelope):
+    """A stage started, finished, or reported what it found (`detected`)."""
+
+    type: Literal["stage"]
+    status: str = Field(
+        description="started, detected, or how the stage ended (reproduced, done, "
+        "finished, verified, unverified, applied, skipped, delivered, error, ...)."
+    )
+    source: str | None = Field(None, description="prepare: where the repository came from.")
+    mode: str | None = Field(None, description="prepare of a build: `build`.")
+    lang: str | None = Field(None, description="prepare of a build: the language asked for.")
+    spec: str | None = Field(None, description="prepare of a build: the spec's title.")
+    head: str | None = Field(None, description="detected: the commit the mission starts from.")
+    test_command: str | None = Field(None, description="detected: the test command.")
+    setup_command: str | None = Field(None, description="detected: the setup command.")
+    config: str | None = Field(None, description="detected: where the repository config came from.")
+    reason: str | None = Field(None, description="Why the stage ended as it did.")
+    failing: list[str] | None = Field(None, description="reproduced: the failing test ids.")
+    exit_code: int | None = Field(None, description="reproduced: the test command's exit code.")
+    pattern: dict[str, list[str]] | None = Field(
+        None, description="Each failing test's outcome per run (reproduce and re-runs)."
+    )
+    tests: int | list[str] | None = Field(
+        None, description="nothing_to_fix: how many tests passed; flaky: the flaky tests."
+    )
+    path: str | None = Field(None, description="deliver: where the patch or app was written.")
+    files: list[str] | None = Field(None, description="deliver: the diffstat's summary line.")
+    commit: str | None = Field(None, description="deliver of a build: the commit written.")
+    report: str | None = Field(None, description="deliver of a build: the report's path.")
+
+
+class PlanItemFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: str
+    status: str
+
+
+class PlanEvent(_Envelope):
+    """The model's checklist, whole, each time it changes."""
+
+    type: Literal["plan"]
+    items: list[PlanItemFields]
+
+
+class ModelCallEvent(_Envelope):
+    """One completion from the model endpoint, with its tokens and cost."""
+
+    type: Literal["model_call"]
+    step: int
+    tier: str
+    model: str | None = None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    total_cost_usd: float | None = None
+    duration_s: float | None = None
+    tool_calls: list[str] = Field(default_factory=list)
+    content: str | None = Field(None, description="The model's text, cut in the middle.")
+
+
+class ToolCallEvent(_Envelope):
+    """The model asked for a tool; `summary` says in words what the call does."""
+
+    type: Literal["tool_call"]
+    id: str = Field(description="The tool call id; its `tool_result` carries the same.")
+    tool: str
+    arguments: str = Field(description="The arguments as the model wrote them (JSON text).")
+    args: JsonObject = Field(
+        description="The arguments decoded; `{}` when `arguments` is not a JSON object."
+    )
+    args_error: str | None = Field(None, description="Why `arguments` could not be decoded.")
+    summary: str = Field(description='What the call does, e.g. "Read tests/test_x.py:1-40".')
+
+
+class ToolResultEvent(_Envelope):
+    """What a tool call did."""
+
+    type: Literal["tool_result"]
+    id: str
+    tool: str
+    status: Literal["ok", "failed", "refused", "error"]
+    exit_code: int | None = None
+    timed_out: bool = False
+    duration_s: float | None = None
+    output: str = Field("", description="The observation or command output, cut in the middle.")
+    summary: str | None = Field(None, description='The outcome in words, e.g. "exit 1".')
+
+
+class EscalationEvent(_Envelope):
+    """The loop moved to a stronger model tier."""
+
+    type: Literal["escalation"]
+    from_tier: str
+    to_tier: str
+    reason: str
+
+
+class VerificationEvent(_Envelope):
+    """The evidence of the independent verification run and its verdict."""
+
+    type: Literal["verification"]
+    verified: bool
+    reasons: list[str] = Field(default_factory=list)
+    rows: list[JsonObject] = Field(
+        default_factory=list, description="Per test: id, before, after, status."
+    )
+    tamper: list[JsonObject] = Field(default_factory=list)
+    commands: list[JsonObject] = Field(default_factory=list)
+    report_source: dict[str, str] | None = None
+    basis: str | None = None
+    after_output: str | None = None
+    web: JsonObject | None = None
+    network: str | None = None
+    phases: list[JsonObject] | None = None
+    tree: dict[str, list[str]] | None = None
+    dependency_changes: list[str] | None = None
+    new_tests: JsonObject | None = None
+
+
+class ScreenshotEvent(_Envelope):
+    """The web check booted the app and loaded a page (or could not)."""
+
+    type: Literal["screenshot"]
+    path: str | None = None
+    http_status: int | None = None
+    console_errors: list[str] = Field(default_factory=list)
+    ok: bool | None = None
+    reason: str | None = None
+    url_path: str | None = None
+
+
+class DeliveryEvent(_Envelope):
+    """Where the verified fix went (a pull request, a comment) or why it went nowhere."""
+
+    type: Literal["delivery"]
+    kind: str
+    url: str | None = None
+    reason: str | None = None
+
+
+class DoneEvent(_Envelope):
+    """The mission's outcome: the last event of every mission."""
+
+    type: Literal["done"]
+    status: str
+    message: str | None = None
+    summary: str | None = None
+    cost_usd: float | None = None
+    steps: int | None = None
+    elapsed_s: float | None = None
+    final_tier: str | None = None
+    out: str | None = Field(None, description="build: the output directory.")
+
+
+class ErrorEvent(_Envelope):
+    """Something went wrong outside the model's control."""
+
+    type: Literal["error"]
+    message: str
+    kind: str | None = Field(None, description="The exception's class name.")
+
+
+class PhaseEvent(_Envelope):
+    """A timed phase ended; `stage` is the stage it belongs to."""
+
+    type: Literal["phase"]
+    name: PhaseName
+    duration_s: float = Field(ge=0, description="Seconds, rounded to 3 places.")
+
+
+EVENT_MODELS: dict[str, type[_Envelope]] = {
+    "stage": StageEvent,
+    "plan": PlanEvent,
+    "model_call": ModelCallEvent,
+    "tool_call": ToolCallEvent,
+    "tool_result": ToolResultEvent,
+    "escalation": EscalationEvent,
+    "verification": VerificationEvent,
+    "screenshot": ScreenshotEvent,
+    "delivery": DeliveryEvent,
+    "done": DoneEvent,
+    "error": ErrorEvent,
+    "phase": PhaseEvent,
+}
+
+
+def event_schemas() -> dict[str, JsonObject]:
+    """A JSON Schema (draft 2020-12) per event type, for the flat wire object."""
+    return {
+        name: {"$schema": "https://json-schema.org/draft/2020-12/schema", **m.model_json_schema()}
+        for name, m in EVENT_MODELS.items()
+    }
+
+
+def check_event(data: JsonObject) -> _Envelope:
+    """Validate one wire object against the model of its type; raises `EventFieldsError`
+    naming the type and every field that does not fit."""
+    kind = data.get("type")
+    model = EVENT_MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise EventFieldsError(
+            f"unknown event type {kind!r}; the types are: {', '.join(EVENT_MODELS)}"
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'event'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise EventFieldsError(f"a {kind!r} event does not match its model: {problems}") from None
 
 
 @dataclass(frozen=True)
@@ -94,16 +347,19 @@ class EventBus:
         self._lock = threading.Lock()
 
     def emit(self, type: EventType, stage: Stage | None = None, **fields: Any) -> Event:
+        """Check, number, redact and publish one event; raises `EventFieldsError` (before
+        anything is published) when the fields do not match the type's model."""
         with self._lock:
-            self._seq += 1
             event = Event(
-                seq=self._seq,
+                seq=self._seq + 1,
                 ts=self._clock(),
                 mission=self.mission,
                 type=type,
                 stage=stage if stage is not None else self.stage,
                 fields=self._redactor.data(fields),
             )
+            check_event(event.to_dict())
+            self._seq += 1
             for sink in self.sinks:
                 sink(event)
         return event

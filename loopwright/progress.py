@@ -44,6 +44,8 @@ class ProgressPrinter:
         self.stream = stream or sys.stderr
         self.color = color_enabled(self.stream) if color is None else color
         self._cost = 0.0
+        self._calls: dict[str, str] = {}
+        """Each tool call's summary by call id, for the line its result prints."""
 
     def __call__(self, event: Event) -> None:
         line = self.render(event)
@@ -78,16 +80,20 @@ class ProgressPrinter:
                 f"${self._cost:.4f} so far)",
             )
         if event.type == "tool_call":
+            if f.get("summary"):
+                self._calls[str(f.get("id"))] = str(f["summary"])
             return None
         if event.type == "tool_result":
             status = f.get("status")
             code = f.get("exit_code")
             mark = {"ok": "✓", "failed": "✗", "refused": "⊘", "error": "!"}.get(str(status), "?")
-            tail = f" exit {code}" if code is not None else ""
+            summary = self._calls.pop(str(f.get("id")), None)
+            what = summary or f.get("tool")
+            tail = "" if code is None else f" · exit {code}" if summary else f" exit {code}"
             if status in ("refused", "error"):
                 tail += f": {_first_line(f.get('output', ''))}"
             color = "32" if status == "ok" else "33" if status == "failed" else "31"
-            return self._c(color, f"  {mark} {f.get('tool')}{tail}")
+            return self._c(color, f"  {mark} {what}{tail}")
         if event.type == "escalation":
             return self._c(
                 "1;35",

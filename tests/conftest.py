@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -42,18 +44,22 @@ def init_repo(path: Path) -> Path:
     return path
 
 
+def copy_example(name: str, root: Path, files: dict[str, str] | None = None) -> Path:
+    dest = root / "repos" / name
+    shutil.copytree(EXAMPLES / name, dest)
+    for rel, text in (files or {}).items():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return init_repo(dest)
+
+
 @pytest.fixture
 def example_repo(tmp_path: Path) -> Callable[..., Path]:
     """Copy a bundled example (optionally with file overrides) into a fresh git repository."""
 
     def make(name: str, files: dict[str, str] | None = None) -> Path:
-        dest = tmp_path / "repos" / name
-        shutil.copytree(EXAMPLES / name, dest)
-        for rel, text in (files or {}).items():
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-        return init_repo(dest)
+        return copy_example(name, tmp_path, files)
 
     return make
 
@@ -93,6 +99,22 @@ class CliRun:
         return [e for e in self.events if e["type"] == type_]
 
 
+def clean_cli_env(monkeypatch: pytest.MonkeyPatch, root: Path, env: dict[str, str]) -> None:
+    for key in list(os.environ):
+        if key.startswith("LOOPWRIGHT_") and key not in KEPT_SETTINGS:
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(root / "data"))
+    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 @pytest.fixture
 def run_cli(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -100,26 +122,69 @@ def run_cli(
     """Run `loopwright fix ... --json --events FILE` in-process with a clean environment."""
 
     def run(*args: str, env: dict[str, str] | None = None) -> CliRun:
-        for key in list(os.environ):
-            if key.startswith("LOOPWRIGHT_") and key not in KEPT_SETTINGS:
-                monkeypatch.delenv(key)
-        monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(tmp_path / "data"))
-        monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
-        for key, value in (env or {}).items():
-            monkeypatch.setenv(key, value)
+        clean_cli_env(monkeypatch, tmp_path, env or {})
         events_path = tmp_path / f"events-{len(list(tmp_path.glob('events-*')))}.ndjson"
         capsys.readouterr()
         code = main([*args, "--json", "--events", str(events_path)])
         out, err = capsys.readouterr()
         result = json.loads(out) if out.strip() else None
-        events = (
-            [json.loads(line) for line in events_path.read_text().splitlines()]
-            if events_path.exists()
-            else []
-        )
-        return CliRun(code, result, events, err)
+        return CliRun(code, result, read_events(events_path), err)
 
     return run
+
+
+PLAN_ITEMS = [
+    {"step": "reproduce the failing discount tests", "status": "done"},
+    {"step": "fix line_total's percentage discount", "status": "in_progress"},
+    {"step": "run the whole suite", "status": "pending"},
+]
+LEGIBLE_MISSION = [
+    step(tool("update_plan", items=PLAN_ITEMS)),
+    step(tool("read_file", path="tests/test_totals.py", start_line=1, end_line=40)),
+    step(tool("read_file", path="invoice/totals.py")),
+    step(
+        tool(
+            "edit_file",
+            path="invoice/totals.py",
+            old="    discounted = gross - gross * line.discount_percent\n",
+            new="    discounted = gross - gross * line.discount_percent / 100\n",
+        )
+    ),
+    step(tool("run_command", command="python -m pytest -q")),
+    step({"name": "read_file", "arguments": '{"path": "invoice/'}),
+    step(tool("finish", summary="discount_percent is a percentage; divide by 100")),
+]
+"""Every tool the model has, a read with a line range and a call whose JSON does not parse."""
+
+
+@pytest.fixture(scope="session")
+def legible_mission(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    """One real `loopwright fix` of python-invoice (scripted model, local sandbox) running
+    `LEGIBLE_MISSION`, shared by the tests that read its events, result and progress."""
+    root = tmp_path_factory.mktemp("legible")
+    repo = copy_example("python-invoice", root)
+    script = root / "script.json"
+    script.write_text(json.dumps(LEGIBLE_MISSION))
+    events_path = root / "events.ndjson"
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        ScriptedModelServer(load_script(script)) as server,
+        pytest.MonkeyPatch.context() as monkeypatch,
+    ):
+        clean_cli_env(
+            monkeypatch,
+            root,
+            {
+                "LOOPWRIGHT_MODEL_BASE_URL": server.base_url,
+                "LOOPWRIGHT_MODEL_API_KEY": "sk-test-not-a-real-key",
+                "LOOPWRIGHT_MODEL_TIERS": "nano=model-nano,super=model-super,ultra=model-ultra",
+            },
+        )
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["fix", str(repo), "--sandbox", "local", "--json", "--events",
+                         str(events_path)])  # fmt: skip
+    result = json.loads(out.getvalue()) if out.getvalue().strip() else None
+    return CliRun(code, result, read_events(events_path), err.getvalue())
 
 
 def docker_engine_available() -> bool:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from loopwright.agent.budget import Budget, LimitsExceeded
 from loopwright.agent.context import Conversation, truncate_middle
 from loopwright.agent.escalation import EscalationPolicy, Signal
 from loopwright.agent.model import Model, ToolCall
 from loopwright.agent.prompts import NO_TOOL_CALL
-from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome
+from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome, describe_call
 from loopwright.config import Settings
 from loopwright.events import EventBus
 
@@ -112,7 +112,17 @@ class AgentLoop:
             raise Submitted(finished)
 
     def _run_tool(self, call: ToolCall) -> ToolOutcome:
-        self.events.emit("tool_call", id=call.id, tool=call.name, arguments=call.arguments)
+        described = describe_call(call.name, call.arguments)
+        extra: dict[str, Any] = {"args_error": described.args_error} if described.args_error else {}
+        self.events.emit(
+            "tool_call",
+            id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            args=described.args,
+            summary=described.summary,
+            **extra,
+        )
         outcome = self.toolbox.run(call.name, call.arguments)
         self.conversation.add_tool_result(call.id, outcome.observation)
         if outcome.plan is not None:

@@ -7,6 +7,7 @@ infrastructure failures raise.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -317,6 +318,106 @@ class Toolbox:
         return ToolOutcome(
             "ok", "Finish recorded; verification will now run.", finished=args.summary
         )
+
+
+@dataclass(frozen=True)
+class CallDescription:
+    """A tool call as the events carry it: the decoded arguments and a line saying what it
+    does ("Read tests/test_totals.py:1-40", "Ran `pytest -q`")."""
+
+    args: dict[str, Any]
+    summary: str
+    args_error: str | None = None
+
+
+SUMMARY_CHARS = 120
+MINUS = "\u2212"
+"""Lines removed, as in "(+1 \u22121)": a minus sign, not a hyphen."""
+
+
+def describe_call(name: str, raw_arguments: str) -> CallDescription:
+    """Decode a call's arguments and summarise it in words, whether or not the call is
+    valid: an unknown tool or arguments that do not parse are said as such."""
+    try:
+        data = json.loads(raw_arguments or "{}")
+    except json.JSONDecodeError as exc:
+        error = f"{exc.msg} at position {exc.pos}"
+        return CallDescription({}, f"Called {_short(name)} with arguments that are not JSON", error)
+    if not isinstance(data, dict):
+        return CallDescription(
+            {}, f"Called {_short(name)} with arguments that are not an object", "not an object"
+        )
+    if name not in TOOLS:
+        return CallDescription(data, f"Called the unknown tool `{_short(name)}`")
+    return CallDescription(data, _summaries[name](data))
+
+
+def _short(text: Any, limit: int = SUMMARY_CHARS) -> str:
+    """One line, at most `limit` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _path(args: dict[str, Any]) -> str:
+    path = args.get("path")
+    return _short(path) if isinstance(path, str) and path else "(no path)"
+
+
+def _lines(text: Any) -> int:
+    return len(text.splitlines()) if isinstance(text, str) else 0
+
+
+def _plan_summary(args: dict[str, Any]) -> str:
+    items = args.get("items")
+    if not isinstance(items, list):
+        return "Updated the plan (no items)"
+    return f"Updated the plan ({len(items)} item{'' if len(items) == 1 else 's'})"
+
+
+def _read_summary(args: dict[str, Any]) -> str:
+    start, end = args.get("start_line"), args.get("end_line")
+    span = ""
+    if isinstance(start, int) or isinstance(end, int):
+        first = start if isinstance(start, int) else 1
+        span = f":{first}-{end}" if isinstance(end, int) else f":{first}-end"
+    return f"Read {_path(args)}{span}"
+
+
+def _write_summary(args: dict[str, Any]) -> str:
+    count = _lines(args.get("content"))
+    return f"Wrote {_path(args)} ({count} line{'' if count == 1 else 's'})"
+
+
+def _edit_summary(args: dict[str, Any]) -> str:
+    old, new = args.get("old"), args.get("new")
+    if not isinstance(old, str) or not isinstance(new, str):
+        return f"Edited {_path(args)}"
+    added = removed = 0
+    for line in difflib.ndiff(old.splitlines(), new.splitlines()):
+        added += line.startswith("+ ")
+        removed += line.startswith("- ")
+    return f"Edited {_path(args)} (+{added} {MINUS}{removed})"
+
+
+def _command_summary(args: dict[str, Any]) -> str:
+    command = args.get("command")
+    if not isinstance(command, str) or not command.strip():
+        return "Ran (no command)"
+    return "Ran `" + _short(command).replace("`", "'") + "`"
+
+
+def _finish_summary(args: dict[str, Any]) -> str:
+    return "Finished"
+
+
+_summaries: dict[str, Callable[[dict[str, Any]], str]] = {
+    "update_plan": _plan_summary,
+    "read_file": _read_summary,
+    "write_file": _write_summary,
+    "edit_file": _edit_summary,
+    "run_command": _command_summary,
+    "finish": _finish_summary,
+}
 
 
 def render_exec(result: ExecResult, timeout_s: float) -> str:

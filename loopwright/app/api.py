@@ -17,8 +17,9 @@ from litestar import Request, get
 from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException, NotFoundException, PermissionDeniedException
 from litestar.handlers import BaseRouteHandler
-from litestar.response import File
+from litestar.response import File, Response
 
+from loopwright.app.changes import render_changes
 from loopwright.app.params import (
     check_mission_id,
     check_repo_filter,
@@ -284,6 +285,47 @@ def mission_events(
     `/missions/{id}/events` sends the same objects live)."""
     visible_mission(store, viewer, mission_id)
     return store.events_after(mission_id, clamp_cursor(after), limit=5000)
+
+
+def _patch_of(mission: Mission) -> str | None:
+    """The mission's patch once its result is stored (None while it runs, or without one)."""
+    patch = (mission.result or {}).get("patch")
+    return patch if isinstance(patch, str) else None
+
+
+@get(
+    "/api/missions/{mission_id:str}/patch",
+    guards=[require_token],
+    sync_to_thread=True,
+    summary="A mission's patch",
+    media_type="text/x-diff",
+)
+def mission_patch(store: Store, viewer: Viewer, mission_id: str) -> Response[str]:
+    """The unified diff the mission produced (`git apply` takes it as it is)."""
+    patch = _patch_of(visible_mission(store, viewer, mission_id))
+    if not patch:
+        raise NotFoundException(f"mission {mission_id} has no patch (yet)")
+    return Response(
+        patch,
+        media_type="text/x-diff; charset=utf-8",
+        headers={"Content-Disposition": f'inline; filename="{mission_id}.diff"'},
+    )
+
+
+@get(
+    "/api/missions/{mission_id:str}/changes",
+    guards=[require_token],
+    sync_to_thread=True,
+    summary="A mission's patch, per file, syntax-highlighted",
+)
+def mission_changes(store: Store, viewer: Viewer, mission_id: str) -> dict[str, Any]:
+    """The patch split into files, hunks and lines, each line as (CSS class, text) tokens;
+    `ready` is false until the mission's result is stored."""
+    mission = visible_mission(store, viewer, mission_id)
+    patch = _patch_of(mission)
+    if patch is None:
+        return {"ready": mission.result is not None, "files": [], "stat": None}
+    return {"ready": True, **render_changes(patch)}
 
 
 @get("/api/costs", guards=[require_full_access], sync_to_thread=True, summary="Spend and tokens")

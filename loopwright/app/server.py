@@ -39,7 +39,9 @@ from loopwright.app.api import (
     get_mission,
     healthz,
     list_missions,
+    mission_changes,
     mission_events,
+    mission_patch,
     require_token,
     screenshot,
 )
@@ -155,6 +157,8 @@ def create_app(
         list_missions,
         get_mission,
         mission_events,
+        mission_patch,
+        mission_changes,
         costs,
         screenshot,
         healthz,

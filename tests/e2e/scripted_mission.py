@@ -6,6 +6,7 @@ and the live hub), so the browser sees exactly what it would see during a real m
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopwright.agent.tools import describe_call
 from loopwright.app.stream import LiveHub
 from loopwright.events import EventBus
 from loopwright.mission import MissionResult
@@ -128,7 +130,10 @@ def model_call(
 
 
 def tool_call(call_id: str, tool: str, **arguments: Any) -> Step:
-    return ("tool_call", None, {"id": call_id, "tool": tool, "arguments": arguments})
+    raw = json.dumps(arguments)
+    described = describe_call(tool, raw)
+    fields = {"id": call_id, "tool": tool, "arguments": raw, "args": described.args}
+    return ("tool_call", None, {**fields, "summary": described.summary})
 
 
 def tool_result(
@@ -242,6 +247,7 @@ def fix_mission_script(screenshot: Path | None) -> list[Step]:
         tool_call("c11", "finish", summary="Apply the line discount once, not twice."),
         tool_result("c11", "finish", "ok", "finished"),
         stage("loop", "finished"),
+        ("phase", "verify", {"name": "patch_export", "duration_s": 0.043}),
         stage("verify", "started"),
         (
             "screenshot",

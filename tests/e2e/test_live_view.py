@@ -64,14 +64,14 @@ def test_mission_page_follows_a_running_mission(browser, page, live_server, tmp_
     # Every event exactly once, in order.
     assert seqs_in_page(page) == list(range(1, len(script) + 1))
     assert page.get_attribute("#mission", "data-duplicates") == "0"
-    page.screenshot(path=str(screenshot_path("mission-page.png", tmp_path)))
 
     # Tool calls in order, each with its result.
-    tools = page.eval_on_selector_all(
+    tools = page.eval_on_selector_all("#timeline li.tool", "els => els.map(e => e.dataset.tool)")
+    assert tools == [f["tool"] for t, _s, f in script if t == "tool_call"]
+    summaries = page.eval_on_selector_all(
         "#timeline li.tool", "els => els.map(e => e.querySelector('.what').textContent)"
     )
-    expected = [f["tool"] for t, _s, f in script if t == "tool_call"]
-    assert tools == expected
+    assert summaries == [f["summary"] for t, _s, f in script if t == "tool_call"]
     failed = page.locator("#timeline li.tool.failed").first
     assert "assert 81.0 == 90.0" in failed.locator("pre.out").inner_text()
     assert failed.locator(".badge").inner_text() == "failed · exit 1"
@@ -89,6 +89,10 @@ def test_mission_page_follows_a_running_mission(browser, page, live_server, tmp_
     assert "more lines" in read.locator("pre.out").inner_text()
     read.locator("button.show-all").click()
     assert "helper 40:" in read.locator("pre.out").inner_text()
+
+    phase = page.locator("#timeline li.phase-ev")
+    assert phase.locator(".what").inner_text() == "patch export"
+    assert phase.locator(".meta").inner_text() == "0.04s"
 
     escalation = page.locator("#timeline li.escalation")
     assert escalation.count() == 1
@@ -248,6 +252,8 @@ def test_without_the_token_pages_and_streams_answer_401(page, live_server):
         "/api/missions",
         f"/api/missions/{mission_id}",
         f"/api/missions/{mission_id}/events",
+        f"/api/missions/{mission_id}/patch",
+        f"/api/missions/{mission_id}/changes",
         "/api/costs",
         f"/missions/{mission_id}/screenshot.png",
     ]

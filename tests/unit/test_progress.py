@@ -58,6 +58,18 @@ def test_each_event_renders_as_one_readable_line(ev, expected):
     assert ProgressPrinter(io.StringIO(), color=False).render(ev) == expected
 
 
+def test_tool_lines_print_the_summary_of_their_call():
+    printer = ProgressPrinter(io.StringIO(), color=False)
+    call = event("tool_call", id="c1", tool="run_command", summary="Ran `pytest -q`")
+    assert printer.render(call) is None
+    result = event("tool_result", id="c1", tool="run_command", status="failed", exit_code=1)
+    assert printer.render(result) == "  ✗ Ran `pytest -q` · exit 1"
+    read = event("tool_call", id="c2", tool="read_file", summary="Read a.py:1-40")
+    printer.render(read)
+    refused = event("tool_result", id="c2", tool="read_file", status="refused", output="Refused: x")
+    assert printer.render(refused) == "  ⊘ Read a.py:1-40: Refused: x"
+
+
 def test_verification_table_lists_rows_reasons_and_tamper():
     text = render_verification(
         {

@@ -38,7 +38,13 @@ def test_bus_numbers_redacts_and_writes_ndjson(tmp_path):
     writer = NdjsonWriter(path)
     bus = EventBus("m1", [sink, writer], Redactor(["s3cr3t-value"]), clock=lambda: 100.0)
     bus.enter("prepare")
-    bus.emit("tool_result", output="leaked s3cr3t-value and ghs_abcdefghijklmnop", status="ok")
+    bus.emit(
+        "tool_result",
+        id="c1",
+        tool="run_command",
+        output="leaked s3cr3t-value and ghs_abcdefghijklmnop",
+        status="ok",
+    )
     writer.close()
     assert [e.seq for e in sink.events] == [1, 2]
     assert sink.events[0].stage == "prepare" and sink.events[1].stage == "prepare"
@@ -125,6 +131,12 @@ def test_events_mask_encoded_secrets_before_any_sink_sees_them(tmp_path):
     sink = EventList()
     bus = EventBus("m1", [sink], Redactor([CANARY]), clock=lambda: 1.0)
     b64 = base64.b64encode(CANARY.encode()).decode()
-    bus.emit("tool_result", output=f"{b64}\n{CANARY.encode().hex()}\n", status="ok")
+    bus.emit(
+        "tool_result",
+        id="c1",
+        tool="run_command",
+        output=f"{b64}\n{CANARY.encode().hex()}\n",
+        status="ok",
+    )
     output = sink.events[0].to_dict()["output"]
     assert output == f"{MASK}\n{MASK}\n"

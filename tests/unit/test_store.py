@@ -324,11 +324,19 @@ def test_events_round_trip_in_order_through_an_event_bus_sink(store: Store):
     memory = EventList()
     bus = EventBus(mission.id, sinks=[store.event_sink(mission.id), memory])
     bus.enter("prepare", source="acme/app")
-    bus.emit("tool_call", tool="run_command", arguments={"command": "pytest -q"})
-    bus.emit("tool_result", output="ünïcode ✓\n" * 3, exit_code=1)
+    bus.emit(
+        "tool_call",
+        id="c1",
+        tool="run_command",
+        arguments='{"command": "pytest -q"}',
+        args={"command": "pytest -q"},
+        summary="Ran `pytest -q`",
+    )
+    bus.emit("tool_result", id="c1", tool="run_command", status="failed",
+             output="ünïcode ✓\n" * 3, exit_code=1)  # fmt: skip
     bus.leave("prepare", "done")
     bus.enter("loop")
-    bus.emit("done", status="verified", nested={"rows": [1, 2, {"a": None}]})
+    bus.emit("verification", verified=True, rows=[{"id": "t", "nested": [1, 2, {"a": None}]}])
 
     expected = [e.to_dict() for e in memory.events]
     assert store.events_after(mission.id, 0) == expected
@@ -359,11 +367,11 @@ def test_a_repeated_event_is_not_stored_twice_and_unknown_missions_fail(store: S
 def test_model_calls_make_cost_and_usage_live_while_the_mission_runs(store: Store):
     mission, _ = store.create_mission(request())
     bus = EventBus(mission.id, sinks=[store.event_sink(mission.id)])
-    bus.emit("model_call", "loop", tier="nano", prompt_tokens=100, completion_tokens=10,
+    bus.emit("model_call", "loop", step=1, tier="nano", prompt_tokens=100, completion_tokens=10,
              cost_usd=0.01, total_cost_usd=0.01)  # fmt: skip
-    bus.emit("model_call", "loop", tier="nano", prompt_tokens=200, completion_tokens=20,
+    bus.emit("model_call", "loop", step=2, tier="nano", prompt_tokens=200, completion_tokens=20,
              cost_usd=0.02, total_cost_usd=0.03)  # fmt: skip
-    bus.emit("model_call", "loop", tier="super", prompt_tokens=300, completion_tokens=30,
+    bus.emit("model_call", "loop", step=3, tier="super", prompt_tokens=300, completion_tokens=30,
              cost_usd=0.5, total_cost_usd=0.53)  # fmt: skip
     running = store.get_mission(mission.id)
     assert running is not None

@@ -219,30 +219,33 @@
     });
   }
 
-  function describe(tool, args) {
-    args = args || {};
-    if (tool === "run_command") return args.command;
-    if (tool === "read_file" || tool === "write_file" || tool === "edit_file") return args.path;
-    if (tool === "update_plan") return (args.items || args.plan || []).length + " items";
-    if (tool === "finish") return args.summary;
-    return "";
+  // The decoded arguments: `args` from the event, or the raw `arguments` text parsed here
+  // (older logs); pretty-printed once, never escaped twice.
+  function argumentsOf(e) {
+    if (e.args_error && typeof e.arguments === "string") return e.arguments;
+    if (e.args && typeof e.args === "object") return e.args;
+    if (typeof e.arguments === "string") {
+      try { return JSON.parse(e.arguments); } catch (err) { return e.arguments; }
+    }
+    return e.arguments || {};
   }
   function onToolCall(e) {
-    var li = item(e, "tool running", e.tool, "");
-    var detail = describe(e.tool, e.arguments);
-    if (detail) li.querySelector(".line").insertBefore(el("code", "cmd", detail), li.querySelector(".meta"));
+    var li = item(e, "tool running", e.summary || e.tool, "");
+    li.dataset.tool = e.tool;
     var badge = el("span", "badge running", "running");
     li.querySelector(".line").insertBefore(badge, li.querySelector(".time"));
+    var decoded = argumentsOf(e);
     var args = el("details", "args");
-    args.appendChild(el("summary", "", "arguments"));
-    args.appendChild(el("pre", "args", JSON.stringify(e.arguments || {}, null, 2)));
+    args.appendChild(el("summary", "", e.tool + " arguments"));
+    args.appendChild(el("pre", "args", typeof decoded === "string" ? decoded : JSON.stringify(decoded, null, 2)));
+    if (e.args_error) args.appendChild(el("div", "meta", "not valid JSON: " + e.args_error));
     li.appendChild(args);
     toolItems[e.id] = { li: li, badge: badge };
   }
   function onToolResult(e) {
     var entry = toolItems[e.id];
     if (!entry) {
-      onToolCall({ seq: 0, ts: e.ts, id: e.id, tool: e.tool, arguments: {} });
+      onToolCall({ seq: 0, ts: e.ts, id: e.id, tool: e.tool, args: {} });
       entry = toolItems[e.id];
       delete entry.li.dataset.seq;
     }
@@ -392,6 +395,75 @@
     document.getElementById("cost").textContent = money(e.cost_usd);
     document.getElementById("elapsed").textContent = Number(e.elapsed_s || 0).toFixed(1) + "s";
     item(e, "done-ev", "done \u00B7 " + status.replace(/_/g, " "), e.steps + " steps");
+    loadChanges();
+  }
+
+  // -- the Changes panel: the mission's patch, per file, coloured on the server ---------
+  var changesLoaded = false;
+  function loadChanges() {
+    if (changesLoaded) return;
+    fetch("/api/missions/" + encodeURIComponent(missionId) + "/changes", { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) {
+        if (!data || !data.ready) return;
+        changesLoaded = true;
+        renderChanges(data);
+      })
+      .catch(function (err) { console.error("changes", err); });
+  }
+  function renderChanges(data) {
+    var card = document.getElementById("changes-card");
+    var box = document.getElementById("changes");
+    box.textContent = "";
+    card.hidden = false;
+    var files = data.files || [];
+    var stat = data.stat || { files: 0, added: 0, removed: 0 };
+    document.getElementById("changes-stat").textContent = files.length
+      ? stat.files + (stat.files === 1 ? " file" : " files") + " \u00B7 +" + stat.added + " \u2212" + stat.removed
+      : "no changes";
+    files.forEach(function (f) {
+      var det = el("details", "diff-file");
+      det.open = true;
+      det.dataset.path = f.path;
+      var head = el("summary", "diff-head");
+      head.appendChild(el("span", "diff-path", f.path));
+      if (f.old_path && f.old_path !== f.path) head.appendChild(el("span", "meta", "from " + f.old_path));
+      head.appendChild(el("span", "diff-status " + f.status, f.status));
+      head.appendChild(el("span", "diff-count", "+" + f.added + " \u2212" + f.removed));
+      det.appendChild(head);
+      if (f.binary) det.appendChild(el("p", "meta", "binary file"));
+      var table = el("table", "diff");
+      var body = el("tbody");
+      (f.hunks || []).forEach(function (h) {
+        var hr = el("tr", "hunk");
+        var hc = el("td", "", h.header);
+        hc.colSpan = 3;
+        hr.appendChild(hc);
+        body.appendChild(hr);
+        h.lines.forEach(function (line) {
+          var cls = line.op === "+" ? "add" : line.op === "-" ? "del" : "ctx";
+          var tr = el("tr", cls);
+          tr.appendChild(el("td", "ln", line.old === null ? "" : line.old));
+          tr.appendChild(el("td", "ln", line.new === null ? "" : line.new));
+          var code = el("td", "code");
+          code.appendChild(el("span", "op", line.op));
+          (line.tokens || []).forEach(function (t) {
+            if (t[0]) code.appendChild(el("span", t[0], t[1]));
+            else code.appendChild(document.createTextNode(t[1]));
+          });
+          tr.appendChild(code);
+          body.appendChild(tr);
+        });
+      });
+      table.appendChild(body);
+      det.appendChild(table);
+      if (f.truncated) det.appendChild(el("p", "meta", "cut here; the whole patch is linked above"));
+      box.appendChild(det);
+    });
+  }
+
+  function onPhase(e) {
+    item(e, "phase-ev", String(e.name || "phase").replace(/_/g, " "), Number(e.duration_s || 0).toFixed(2) + "s");
   }
 
   function onError(e) {
@@ -408,7 +480,7 @@
   var handlers = {
     stage: onStage, plan: onPlan, model_call: onModelCall, tool_call: onToolCall,
     tool_result: onToolResult, escalation: onEscalation, verification: onVerification,
-    screenshot: onScreenshot, delivery: onDelivery, done: onDone, error: onError
+    screenshot: onScreenshot, delivery: onDelivery, done: onDone, error: onError, phase: onPhase
   };
 
   function handle(e) {
@@ -438,6 +510,7 @@
     source.addEventListener("end", function (m) {
       ended = true;
       root.dataset.ended = "true";
+      loadChanges();
       source.close();
       live.hidden = true;
       var summary = {};

@@ -1,0 +1,80 @@
+"""The Changes panel's data: a patch split into files, hunks and syntax tokens."""
+
+from __future__ import annotations
+
+from loopwright.app.changes import render_changes
+
+PATCH = """\
+diff --git a/invoice/totals.py b/invoice/totals.py
+index 3b18e51..a8c1f2e 100644
+--- a/invoice/totals.py
++++ b/invoice/totals.py
+@@ -10,4 +10,4 @@ def line_total(line):
+     doc = \"\"\"first line
+-    old\"\"\"
++    new\"\"\"
+     return round(total, 2)
+diff --git a/notes/NEW.weird b/notes/NEW.weird
+new file mode 100644
+--- /dev/null
++++ b/notes/NEW.weird
+@@ -0,0 +1,2 @@
++<script>alert(1)</script>
++second
+"""
+
+
+def text_of(line):
+    return "".join(text for _cls, text in line["tokens"])
+
+
+def test_files_hunks_and_line_numbers_follow_the_patch():
+    data = render_changes(PATCH)
+    assert data["stat"] == {"files": 2, "added": 3, "removed": 1}
+    first, second = data["files"]
+    assert (first["path"], first["status"], first["added"], first["removed"]) == (
+        "invoice/totals.py",
+        "modified",
+        1,
+        1,
+    )
+    lines = first["hunks"][0]["lines"]
+    assert [(ln["op"], ln["old"], ln["new"]) for ln in lines] == [
+        (" ", 10, 10),
+        ("-", 11, None),
+        ("+", None, 11),
+        (" ", 12, 12),
+    ]
+    assert [text_of(ln) for ln in lines] == [
+        '    doc = """first line',
+        '    old"""',
+        '    new"""',
+        "    return round(total, 2)",
+    ]
+    assert (second["path"], second["status"]) == ("notes/NEW.weird", "added")
+    assert text_of(second["hunks"][0]["lines"][0]) == "<script>alert(1)</script>"  # text, as is
+
+
+def test_tokens_carry_pygments_classes_and_multi_line_strings_stay_strings():
+    lines = render_changes(PATCH)["files"][0]["hunks"][0]["lines"]
+    classes = {cls for cls, text in lines[3]["tokens"] if text == "return"}
+    assert classes == {"tok-k"}
+    # `old"""` closes the string opened on the line above, so it is coloured as a string.
+    assert {cls for cls, _t in lines[1]["tokens"] if _t.strip()} <= {"tok-s2", "tok-sd", "tok-s"}
+
+
+def test_a_long_patch_is_cut_and_says_so():
+    body = "".join(f"+line {n}\n" for n in range(50))
+    patch = f"--- /dev/null\n+++ b/big.txt\n@@ -0,0 +1,50 @@\n{body}"
+    data = render_changes(patch, max_lines=20)
+    assert data["truncated"] is True
+    assert len(data["files"][0]["hunks"][0]["lines"]) == 20
+    assert data["files"][0]["added"] == 50
+
+
+def test_an_empty_patch_has_no_files():
+    assert render_changes("") == {
+        "files": [],
+        "stat": {"files": 0, "added": 0, "removed": 0},
+        "truncated": False,
+    }

@@ -1,0 +1,125 @@
+"""Every event type has a typed model and a JSON Schema; the bus refuses what does not fit."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from loopwright.agent.tools import TOOLS, describe_call
+from loopwright.events import (
+    EVENT_MODELS,
+    EVENT_TYPES,
+    EventBus,
+    EventFieldsError,
+    EventList,
+    event_schemas,
+)
+
+
+def test_every_event_type_has_a_model_and_a_valid_schema():
+    schemas = event_schemas()
+    assert set(EVENT_TYPES) == set(EVENT_MODELS) == set(schemas)
+    for name, schema in schemas.items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["properties"]["type"]["const"] == name
+        assert {"seq", "ts", "mission", "type", "stage"} <= set(schema["required"])
+        assert schema["additionalProperties"] is False
+
+
+def test_phase_events_carry_a_known_name_and_a_duration():
+    sink = EventList()
+    bus = EventBus("m", [sink])
+    bus.emit("phase", "verify", name="patch_export", duration_s=0.042)
+    schema = event_schemas()["phase"]
+    jsonschema.validate(sink.events[0].to_dict(), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**sink.events[0].to_dict(), "name": "coffee"}, schema)
+
+
+@pytest.mark.parametrize(
+    ("type_", "fields", "message"),
+    [
+        ("tool_call", {"id": "c1", "tool": "read_file"}, "arguments: Field required"),
+        ("done", {"status": "verified", "colour": "green"}, "colour: Extra inputs"),
+        ("phase", {"name": "coffee_break", "duration_s": 1.0}, "name: Input should be"),
+        ("tool_result", {"id": "c1", "tool": "x", "status": "maybe"}, "status: Input should be"),
+        ("mystery", {}, "unknown event type 'mystery'"),
+    ],
+    ids=["missing", "unknown-field", "bad-phase", "bad-status", "unknown-type"],
+)
+def test_the_bus_refuses_fields_that_do_not_match_the_model(type_, fields, message):
+    sink = EventList()
+    bus = EventBus("m", [sink])
+    with pytest.raises(EventFieldsError, match=message):
+        bus.emit(type_, "loop", **fields)
+    assert sink.events == []
+    bus.emit("error", message="after a refused event the numbering has no gap")
+    assert [e.seq for e in sink.events] == [1]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "summary"),
+    [
+        (
+            "read_file",
+            {"path": "tests/test_totals.py", "start_line": 1, "end_line": 40},
+            "Read tests/test_totals.py:1-40",
+        ),
+        ("read_file", {"path": "src/app.py"}, "Read src/app.py"),
+        ("read_file", {"path": "src/app.py", "start_line": 30}, "Read src/app.py:30-end"),
+        (
+            "edit_file",
+            {"path": "invoice/totals.py", "old": "a = 1\n", "new": "a = 2\n"},
+            "Edited invoice/totals.py (+1 \u22121)",
+        ),
+        (
+            "edit_file",
+            {"path": "x.py", "old": "a\nb\n", "new": "a\nb\nc\nd\n"},
+            "Edited x.py (+2 \u22120)",
+        ),
+        (
+            "write_file",
+            {"path": "src/x.py", "content": "x = 1\n" * 12},
+            "Wrote src/x.py (12 lines)",
+        ),
+        ("write_file", {"path": "one.txt", "content": "hi"}, "Wrote one.txt (1 line)"),
+        ("run_command", {"command": "pytest -q"}, "Ran `pytest -q`"),
+        ("run_command", {"command": "echo `date`\nls"}, "Ran `echo 'date' ls`"),
+        (
+            "update_plan",
+            {"items": [{"step": s, "status": "pending"} for s in "abc"]},
+            "Updated the plan (3 items)",
+        ),
+        ("update_plan", {"items": "nope"}, "Updated the plan (no items)"),
+        ("finish", {"summary": "divide by 100"}, "Finished"),
+        ("read_file", {}, "Read (no path)"),
+        ("delete_everything", {"path": "."}, "Called the unknown tool `delete_everything`"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and " " not in v else None,
+)
+def test_each_tool_call_is_summarised_in_words(tool, arguments, summary):
+    described = describe_call(tool, json.dumps(arguments))
+    assert described.summary == summary
+    assert described.args == arguments
+    assert described.args_error is None
+
+
+def test_every_tool_has_a_summary_of_its_own():
+    for name in TOOLS:
+        assert not describe_call(name, "{}").summary.startswith("Called"), name
+
+
+def test_arguments_that_do_not_parse_say_so():
+    described = describe_call("read_file", '{"path": "a.py"')
+    assert described.args == {}
+    assert described.summary == "Called read_file with arguments that are not JSON"
+    assert described.args_error and "position" in described.args_error
+    listed = describe_call("run_command", "[1, 2]")
+    assert (listed.args, listed.args_error) == ({}, "not an object")
+
+
+def test_a_long_command_is_summarised_on_one_short_line():
+    summary = describe_call("run_command", json.dumps({"command": "x" * 500})).summary
+    assert len(summary) < 130 and summary.endswith("…`")
