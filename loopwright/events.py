@@ -26,6 +26,7 @@ EventType = Literal[
     "verification",
     "screenshot",
     "delivery",
+    "phase",
     "done",
     "error",
 ]
