@@ -6,6 +6,7 @@ answering when the setup network is cut (see `SANDBOX_GIT` in loopwright/sandbox
 
 from __future__ import annotations
 
+from tests.conftest import step, tool
 from tests.integration.test_fix_cli import CORRECT, model_env
 
 EXPECTED = [
@@ -47,3 +48,33 @@ def test_phases_arrive_in_order_with_durations(example_repo, scripted, run_cli, 
     )
     verify_start = next(e for e in run.events if e["seq"] == started["verify"])
     assert verify_start["ts"] - loop_done["ts"] < EXPORT_BOUND_S
+
+
+def test_setup_and_new_tests_are_timed_phases_of_their_stages(example_repo, scripted, run_cli):
+    repo = example_repo("python-invoice")
+    new_test = tool(
+        "write_file",
+        path="tests/test_discount_percent.py",
+        content="from invoice.totals import Line, line_total\n\n\n"
+        "def test_half_off():\n"
+        "    assert line_total(Line('x', 100, 1, 50)) == 50\n",
+    )
+    server = scripted([*CORRECT[:3], step(new_test), *CORRECT[3:]])
+    run = run_cli(
+        "fix", str(repo), "--sandbox", "local", "--setup-cmd", "true", env=model_env(server)
+    )
+
+    assert run.exit_code == 0, run.stderr
+    assert [(e["name"], e["stage"]) for e in run.of_type("phase")] == [
+        ("snapshot", "prepare"),
+        ("sandbox_start", "prepare"),
+        ("setup", "prepare"),
+        ("reproduce", "prepare"),
+        ("patch_export", "loop"),
+        ("verify_sandbox", "verify"),
+        ("verify_setup", "verify"),
+        ("verify_tests", "verify"),
+        ("new_tests", "verify"),
+        ("deliver", "deliver"),
+    ]
+    assert run.result["verification"]["new_tests"]["passed"] is True
