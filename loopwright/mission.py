@@ -16,16 +16,17 @@ merged, the suite would be red).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation, truncate_middle
@@ -42,7 +43,7 @@ from loopwright.config import (
     effective_network,
     load_repo_config,
 )
-from loopwright.events import EventBus
+from loopwright.events import EventBus, PhaseName
 from loopwright.sandbox.base import Sandbox, SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,
@@ -75,6 +76,8 @@ from loopwright.verify.testfiles import (
 from loopwright.verify.web import BOOT_TIMEOUT_S, WebCheck, find_app, screenshot_app
 
 Status = Literal["verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error"]
+PHASES: tuple[PhaseName, ...] = get_args(PhaseName)
+"""The timed phases of a fix mission, in the order they run."""
 FLAKY_RERUNS = 3
 SETUP_TIMEOUT_S = 900.0
 
@@ -178,6 +181,17 @@ def conclude(
     shutil.rmtree(workdir / "trees", ignore_errors=True)
 
 
+@contextlib.contextmanager
+def timed_phase(events: EventBus, name: PhaseName) -> Iterator[None]:
+    """Time one step of a mission that can take over a second; when it ends (or fails), emit
+    a `phase` event with its wall time, in the stage it belongs to."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        events.emit("phase", name=name, duration_s=round(time.monotonic() - started, 3))
+
+
 def announce_done(result: Any, events: EventBus, **extra: Any) -> None:
     """The last event of every mission: its outcome, cost and effort."""
     events.emit(
@@ -259,12 +273,13 @@ class FixMission:
         self.events.enter("prepare", source=without_credentials(self.request.source))
         trees = self.workdir / "trees"
         source = self.request.source
-        if is_git_url(source):
-            local = clone(source, trees / "clone")
-        else:
-            local = Path(source).expanduser().resolve()
         base = trees / "base"
-        head = snapshot(local, base)
+        with timed_phase(self.events, "snapshot"):
+            if is_git_url(source):
+                local = clone(source, trees / "clone")
+            else:
+                local = Path(source).expanduser().resolve()
+            head = snapshot(local, base)
         repo = self.request.repo_config or load_repo_config(base)
         plan = detect_tests(
             base,
@@ -286,13 +301,15 @@ class FixMission:
         self, tree: Path, plan: TestPlan, repo: RepoConfig, *, exports_patch: bool = True
     ) -> Sandbox:
         network = effective_network(self.settings.network, repo.network)
-        sandbox = self.sandboxes.open(tree, network=network != "none")
-        if exports_patch:
-            prepare_sandbox_repo(sandbox, timeout_s=60)
+        with timed_phase(self.events, "sandbox_start"):
+            sandbox = self.sandboxes.open(tree, network=network != "none")
+            if exports_patch:
+                prepare_sandbox_repo(sandbox, timeout_s=60)
         if plan.setup:
-            result = sandbox.exec(
-                plan.setup, timeout_s=max(SETUP_TIMEOUT_S, self.settings.command_timeout_s)
-            )
+            with timed_phase(self.events, "setup"):
+                result = sandbox.exec(
+                    plan.setup, timeout_s=max(SETUP_TIMEOUT_S, self.settings.command_timeout_s)
+                )
             if not result.ok:
                 raise MissionFailed(
                     "error",
@@ -305,6 +322,11 @@ class FixMission:
 
     def _reproduce(self, base: Path, plan: TestPlan, repo: RepoConfig) -> SuiteRun:
         sandbox = self._open_sandbox(base, plan, repo)
+        with timed_phase(self.events, "reproduce"):
+            return self._reproduce_in(sandbox, base, plan)
+
+    def _reproduce_in(self, sandbox: Sandbox, base: Path, plan: TestPlan) -> SuiteRun:
+        """Run the suite on the base tree: it must fail, and fail again on every re-run."""
         timeout = self.settings.command_timeout_s
         before = run_suite(sandbox, plan, timeout_s=timeout)
         problem = environment_problem(before, base)
@@ -373,7 +395,8 @@ class FixMission:
         )
         outcome = loop.run()
         self.result.final_tier = loop.escalation.current
-        patch = export_patch(sandbox, timeout_s=120, base=self.workdir / "trees" / "base")
+        with timed_phase(self.events, "patch_export"):
+            patch = export_patch(sandbox, timeout_s=120, base=self.workdir / "trees" / "base")
         self.result.patch = patch
         if outcome.outcome == "budget_exceeded":
             raise MissionFailed("budget_exceeded", outcome.reason)
@@ -409,9 +432,11 @@ class FixMission:
         reasons: list[str] = []
         dependency, main = layout.phase("dependency"), layout.phase("main")
         if plan.setup:
-            sandbox = self.sandboxes.open(base, network=network != "none")
-            write_into_sandbox(sandbox, patched, dependency, base=base, timeout_s=timeout)
-            setup = sandbox.exec(plan.setup, timeout_s=max(SETUP_TIMEOUT_S, timeout))
+            with timed_phase(self.events, "verify_sandbox"):
+                sandbox = self.sandboxes.open(base, network=network != "none")
+                write_into_sandbox(sandbox, patched, dependency, base=base, timeout_s=timeout)
+            with timed_phase(self.events, "verify_setup"):
+                setup = sandbox.exec(plan.setup, timeout_s=max(SETUP_TIMEOUT_S, timeout))
             phases.append(setup_phase(plan.setup, network, dependency, exit_code=setup.exit_code))
             if not setup.ok and not dependency:
                 raise MissionFailed(
@@ -430,12 +455,14 @@ class FixMission:
         else:
             # Nothing runs before the tests, so the sandbox can start from the filtered tree,
             # without a network.
-            tree = copy_tree(base, self.workdir / "trees" / "verify-filtered")
-            write_into_tree(tree, patched, [*dependency, *main])
-            sandbox = self.sandboxes.open(tree, network=False)
+            with timed_phase(self.events, "verify_sandbox"):
+                tree = copy_tree(base, self.workdir / "trees" / "verify-filtered")
+                write_into_tree(tree, patched, [*dependency, *main])
+                sandbox = self.sandboxes.open(tree, network=False)
             main = [*dependency, *main]
         phases.append({"phase": "apply", "files": [r.path for r in main], "network": "none"})
-        after = run_suite(sandbox, plan, timeout_s=timeout)
+        with timed_phase(self.events, "verify_tests"):
+            after = run_suite(sandbox, plan, timeout_s=timeout)
         phases.append(
             {
                 "phase": "tests",
@@ -454,7 +481,9 @@ class FixMission:
             reasons.append(web.reason)
         # Last: the new tests' code runs after everything the verdict reads from this
         # sandbox, so it cannot change what the original tests or the web check saw.
-        new_tests = run_new_tests(sandbox, base, patched, plan, layout, timeout_s=timeout)
+        new_tests = run_new_tests(
+            sandbox, base, patched, plan, layout, timeout_s=timeout, events=self.events
+        )
         if new_tests is not None and new_tests["passed"] is False:
             reasons.append(new_tests["reason"])
         verified = not reasons and verdict.verified and not findings and bool(patch.strip())
@@ -473,13 +502,14 @@ class FixMission:
         app = find_app(tree, repo)
         if app is None:
             return None
-        web = screenshot_app(
-            sandbox,
-            app,
-            self.workdir / "screenshot.png",
-            boot_timeout_s=self.request.boot_timeout_s,
-            events=self.events,
-        )
+        with timed_phase(self.events, "web_check"):
+            web = screenshot_app(
+                sandbox,
+                app,
+                self.workdir / "screenshot.png",
+                boot_timeout_s=self.request.boot_timeout_s,
+                events=self.events,
+            )
         self.result.screenshot = str(web.screenshot) if web.screenshot else None
         return web
 
@@ -493,7 +523,8 @@ class FixMission:
             return
         target = Path(source).expanduser().resolve()
         try:
-            stat = apply_patch(target, patch)
+            with timed_phase(self.events, "deliver"):
+                stat = apply_patch(target, patch)
         except WorkspaceError as exc:
             # Verified but not applicable (the working tree changed meanwhile): keep the
             # patch in the result and leave the working tree exactly as it was.
@@ -769,13 +800,30 @@ def run_new_tests(
     layout: VerificationLayout,
     *,
     timeout_s: float,
+    events: EventBus | None = None,
 ) -> dict[str, Any] | None:
     """Run the test files the patch adds in a process of their own, after the original
-    tests, and report them (None when the patch adds none)."""
+    tests, and report them (None when the patch adds none); `events` gets the phase's time."""
     added = layout.phase("new_tests")
     modules = [r.path for r in added if is_test_module(r.path)]
     if not modules:
         return None
+    if events is None:
+        return _run_new_tests(sandbox, base, patched, plan, added, modules, layout, timeout_s)
+    with timed_phase(events, "new_tests"):
+        return _run_new_tests(sandbox, base, patched, plan, added, modules, layout, timeout_s)
+
+
+def _run_new_tests(
+    sandbox: Sandbox,
+    base: Path,
+    patched: Path,
+    plan: TestPlan,
+    added: list[Routed],
+    modules: list[str],
+    layout: VerificationLayout,
+    timeout_s: float,
+) -> dict[str, Any]:
     write_into_sandbox(sandbox, patched, added, base=base, timeout_s=timeout_s)
     command = new_tests_command(
         plan.command, plan.runner, modules, sorted(layout.base_config.preload_paths)

@@ -105,6 +105,8 @@ class ProgressPrinter:
             if f.get("path"):
                 return f"  screenshot: {f.get('path')} (HTTP {f.get('http_status')})"
             return self._c("33", f"  no screenshot: {f.get('reason') or 'the page did not load'}")
+        if event.type == "phase":
+            return self._c("2", render_phase(f))
         if event.type == "error":
             return self._c("31", f"  error: {f.get('message')}")
         if event.type == "done":
@@ -118,6 +120,31 @@ class ProgressPrinter:
                 + (f"\n  {f.get('message')}" if f.get("message") else ""),
             )
         return None
+
+
+_PHASE_WORDS = {
+    "snapshot": "snapshot",
+    "sandbox_start": "sandbox start",
+    "setup": "setup",
+    "reproduce": "reproduce",
+    "patch_export": "patch export",
+    "verify_sandbox": "verification sandbox",
+    "verify_setup": "verification setup",
+    "verify_tests": "verification tests",
+    "web_check": "web check",
+    "new_tests": "new tests",
+    "deliver": "deliver",
+}
+
+
+def render_phase(f: dict[str, Any]) -> str:
+    """`  ⏱ patch export 0.31s`: which timed phase just ended and how long it took."""
+    name = str(f.get("name"))
+    try:
+        seconds = f"{float(f.get('duration_s') or 0):.2f}s"
+    except (TypeError, ValueError):
+        seconds = "?s"
+    return f"  ⏱ {_PHASE_WORDS.get(name, name)} {seconds}"
 
 
 def render_verification(f: dict[str, Any]) -> str:

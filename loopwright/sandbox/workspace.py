@@ -19,11 +19,16 @@ from loopwright import git as host_git
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
 
 # Options for git *inside* a sandbox: the tree there is disposable, but the export still
-# must not run anything the model configured.
+# must not run anything the model configured. The identity spares git its default one,
+# `user@$(hostname -f)`: once the setup network is cut, Docker leaves a resolver in the
+# container's resolv.conf that never answers, so that lookup of the container's own name
+# (for the reflog entry `git reset` writes) waited out two 5 s timeouts on every export.
 SANDBOX_GIT = [
     "-c", "core.hooksPath=/dev/null",
     "-c", "core.fsmonitor=false",
     "-c", "core.pager=cat",
+    "-c", "user.name=Loopwright",
+    "-c", "user.email=loopwright@sandbox.invalid",
 ]  # fmt: skip
 
 # Installed dependencies and caches never belong in a patch.

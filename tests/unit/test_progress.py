@@ -139,3 +139,20 @@ def test_printer_colours_a_terminal_unless_term_is_dumb(monkeypatch):
     assert ProgressPrinter(Terminal()).render(ev) == "\033[1;36m● verify\033[0m"
     monkeypatch.setenv("TERM", "dumb")
     assert ProgressPrinter(Terminal()).render(ev) == "● verify"
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"name": "patch_export", "duration_s": 0.314}, "  ⏱ patch export 0.31s"),
+        ({"name": "verify_tests", "duration_s": 12.0}, "  ⏱ verification tests 12.00s"),
+        ({"name": "snapshot", "duration_s": None}, "  ⏱ snapshot 0.00s"),
+        ({"name": "deliver", "duration_s": "soon"}, "  ⏱ deliver ?s"),
+    ],
+    ids=["patch-export", "verify-tests", "missing-duration", "bad-duration"],
+)
+def test_a_phase_event_shows_its_name_and_duration(fields, expected):
+    printer = ProgressPrinter(io.StringIO(), color=False)
+    assert printer.render(event("phase", "loop", **fields)) == expected
+    colored = ProgressPrinter(io.StringIO(), color=True).render(event("phase", "loop", **fields))
+    assert colored == f"\033[2m{expected}\033[0m"
