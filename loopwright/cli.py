@@ -20,7 +20,7 @@ from loopwright import __version__
 from loopwright.config import ConfigError, Settings
 from loopwright.events import Event, EventBus, EventSink, NdjsonWriter
 from loopwright.mission_log import KeptMission, cli_request
-from loopwright.progress import ProgressPrinter, color_enabled, render_verification, replay
+from loopwright.progress import ProgressPrinter, color_enabled, replay
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.secret_env import HandoffError, restart_without_secrets
@@ -718,10 +718,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_mission_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_mission_commands(sub: argparse._SubParsersAction[Parser]) -> None:
     """`missions` and `show`: the kept missions of this data directory."""
     missions = sub.add_parser("missions", help="list the stored missions, newest first")
-    missions.add_argument("--json", action="store_true", help="print them as a JSON array")
+    missions.add_argument(
+        "--json", action="store_true", help='print {"missions": [...]} as one JSON object'
+    )
     missions.add_argument("--limit", type=int, default=50, help="how many to list (default 50)")
     show = sub.add_parser(
         "show", help="a stored mission: result, verdict table, diff and event log"
@@ -745,7 +747,7 @@ def cmd_missions(args: argparse.Namespace, settings: Settings) -> int:
         missions = store.list_missions(limit=args.limit)
     now = datetime.datetime.now(datetime.UTC)
     rows = [list_row(m, now) for m in missions]
-    print(json.dumps(rows, indent=2) if args.json else render_list(rows))
+    print(json.dumps({"missions": rows}, indent=2) if args.json else render_list(rows))
     return EXIT_OK
 
 

@@ -17,7 +17,8 @@ from tests.e2e.conftest import screenshot_path
 from tests.e2e.scripted_mission import Player, create_mission
 from tests.integration.test_fix_cli import FIX_NEW
 
-pytestmark = pytest.mark.browser
+# One worker runs every test that shares the `legible_mission` run (see scripts/test.sh).
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("legible_mission")]
 
 
 @dataclasses.dataclass

@@ -4,8 +4,12 @@ writes them, against the published schemas."""
 from __future__ import annotations
 
 import jsonschema
+import pytest
 
 from loopwright.events import event_schemas
+
+# One worker runs every test that shares the `legible_mission` run (see scripts/test.sh).
+pytestmark = pytest.mark.xdist_group("legible_mission")
 
 
 def test_every_event_of_a_real_mission_matches_its_schema(legible_mission):

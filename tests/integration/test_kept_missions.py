@@ -37,7 +37,7 @@ def test_a_fix_without_serve_is_listed_shown_and_on_the_local_dashboard(
 
     code, out, _ = _cli(capsys, "missions", "--json")
     assert code == 0
-    (row,) = json.loads(out)
+    (row,) = json.loads(out)["missions"]
     assert row["id"] == mission_id
     assert row["status"] == "verified"
     assert row["repo"] == str(repo.resolve())
@@ -144,7 +144,7 @@ def test_missions_on_an_empty_store_says_how_to_start(tmp_path, monkeypatch, cap
     code, out, _ = _cli(capsys, "missions")
     assert code == 0 and "no missions yet" in out
     code, out, _ = _cli(capsys, "missions", "--json")
-    assert json.loads(out) == []
+    assert json.loads(out) == {"missions": []}
 
 
 def test_a_build_is_kept_as_a_build(tmp_path, scripted, run_cli, capsys):
@@ -155,7 +155,7 @@ def test_a_build_is_kept_as_a_build(tmp_path, scripted, run_cli, capsys):
     )
     assert run.result is not None and run.result["status"] != "verified"
     _, listed, _ = _cli(capsys, "missions", "--json")
-    (row,) = json.loads(listed)
+    (row,) = json.loads(listed)["missions"]
     assert (row["id"], row["kind"]) == (run.result["mission"], "build")
     assert row["status"] == run.result["status"]
     assert row["repo"] == str(out.resolve())
