@@ -285,7 +285,7 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
     def live_sinks(stack: ExitStack, settings: Settings) -> list[EventSink]:
         nonlocal live, kept
         stored = cli_request(request.source, request.mission_id, guidance=request.guidance)
-        kept = keep_mission(stack, settings, stored)
+        kept = keep_mission(stack, settings, stored, paths)
         if not args.serve:
             return [kept.sink]
         view = stack.enter_context(live_view(args, settings, request))
@@ -501,9 +501,11 @@ class LiveView:
     sinks: list[EventSink]
 
 
-def keep_mission(stack: ExitStack, settings: Settings, request: MissionRequest) -> KeptMission:
+def keep_mission(
+    stack: ExitStack, settings: Settings, request: MissionRequest, paths: UserPaths
+) -> KeptMission:
     """Store a CLI mission (its events, result and patch) for `missions`, `show` and the
-    dashboard, whether or not `--serve` was given."""
+    dashboard, whether or not `--serve` was given; a failure is stored in the user's paths."""
     from loopwright.mission_log import kept_mission
 
     kept = stack.enter_context(kept_mission(settings, request, request.head_sha))
@@ -512,7 +514,7 @@ def keep_mission(stack: ExitStack, settings: Settings, request: MissionRequest) 
                        tb: object) -> None:  # fmt: skip
         # Runs before the record closes, so the list and the page show why it failed.
         if isinstance(exc, SandboxError):
-            kept.fail(str(exc))
+            kept.fail(paths.text(str(exc)))
 
     stack.push(record_failure)
     return kept
@@ -595,7 +597,7 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     def kept_sinks(stack: ExitStack, settings: Settings) -> list[EventSink]:
         nonlocal kept
         stored = cli_request(str(args.out), request.mission_id, kind="build")
-        kept = keep_mission(stack, settings, stored)
+        kept = keep_mission(stack, settings, stored, paths)
         return [kept.sink]
 
     try:
