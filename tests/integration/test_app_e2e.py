@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import VENV_BIN, step, tool
 from tests.integration.app_harness import REPO, app_world
-from tests.integration.test_fix_cli import CORRECT, FIX_NEW
+from tests.integration.test_fix_cli import CORRECT, FIX_NEW, assert_one_deliver_then_done
 
 
 @pytest.fixture(autouse=True)
@@ -56,6 +56,9 @@ def test_red_check_run_becomes_a_verified_pull_request(tmp_path):
         assert (runs[0]["status"], runs[0]["conclusion"]) == ("completed", "success")
         assert runs[0]["details_url"] == f"http://loopwright.test/missions/{mission_id}"
 
+        stored = world.client.get(f"/api/missions/{mission_id}/events").json()
+        assert_one_deliver_then_done(stored, "delivered")
+        assert next(e for e in stored if e["type"] == "delivery")["url"] == pull["html_url"]
         world.github.assert_no_rejections()
         # The installation token never shows up where people or models can read it.
         tokens = list(world.github.tokens)

@@ -24,6 +24,17 @@ CORRECT = [
 ]
 
 
+def assert_one_deliver_then_done(events: list[dict], status: str) -> None:
+    """A mission's one deliver stage ends with `status`, `done` is the last event after it,
+    and no event speaks of a dry run the user never asked for."""
+    deliver = [e for e in events if e["type"] == "stage" and e["stage"] == "deliver"]
+    assert [e["status"] for e in deliver] == ["started", status], deliver
+    assert events[-1]["type"] == "done"
+    assert [e["type"] for e in events].count("done") == 1
+    assert events.index(deliver[-1]) < len(events) - 1
+    assert "dry run" not in json.dumps(events)
+
+
 def model_env(server, **extra: str) -> dict[str, str]:
     return {
         "LOOPWRIGHT_MODEL_BASE_URL": server.base_url,
@@ -59,6 +70,7 @@ def test_correct_fix_is_verified_and_applied(example_repo, scripted, run_cli, sa
     ]
     assert run.of_type("done")[-1]["status"] == "verified"
     assert [e["seq"] for e in run.events] == list(range(1, len(run.events) + 1))
+    assert_one_deliver_then_done(run.events, "applied")
 
 
 def test_model_claiming_success_without_fixing_is_not_verified(
