@@ -114,6 +114,10 @@ class MissionResult:
     flaky: dict[str, Any] | None = None
     screenshot: str | None = None
     """The PNG of the booted web app, when the repository has a start command."""
+    title: str = ""
+    """The short subject the model gave with `finish` (empty when it gave none)."""
+    plan: list[dict[str, str]] = field(default_factory=list)
+    """The model's latest plan, `{step, status}` items as in the `plan` event."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -398,6 +402,8 @@ class FixMission:
         )
         outcome = loop.run()
         self.result.final_tier = loop.escalation.current
+        self.result.plan = [{"step": i.step, "status": i.status} for i in toolbox.plan]
+        self.result.title = toolbox.title or ""
         patch = export_patch(sandbox, timeout_s=120, base=self.workdir / "trees" / "base")
         self.result.patch = patch
         if outcome.outcome == "budget_exceeded":

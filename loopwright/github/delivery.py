@@ -159,4 +159,4 @@ def _commit_to_branch(
 
 def pr_title(result: MissionResult) -> str:
     """The PR title and commit subject: model text, so rendered inert (no closing keyword)."""
-    return render.pr_title(result.summary)
+    return render.pr_title(result.summary, title=result.title)

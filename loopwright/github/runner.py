@@ -264,6 +264,8 @@ def _redacted(result: MissionResult, redactor: Redactor) -> MissionResult:
         result,
         message=redactor.text(result.message),
         summary=redactor.text(result.summary),
+        title=redactor.text(result.title),
+        plan=redactor.data(result.plan),
         patch=redactor.text(result.patch),
         verification=redactor.data(result.verification),
         flaky=redactor.data(result.flaky),
