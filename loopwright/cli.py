@@ -160,8 +160,12 @@ def make_provider(settings: Settings) -> SandboxProvider:
 
 
 @contextmanager
-def model_endpoint(args: argparse.Namespace, settings: Settings) -> Iterator[Settings]:
-    """Point the settings at a replay server when asked to; otherwise check the key."""
+def model_endpoint(
+    args: argparse.Namespace, settings: Settings, mission: dict[str, Any] | None = None
+) -> Iterator[Settings]:
+    """Point the settings at a replay server when asked to; otherwise check the key. A
+    recording made for another mission than `mission` (its fingerprint) is refused here,
+    before anything runs."""
     if args.replay is None:
         if settings.model_api_key is None and "tokenfactory.nebius.com" in settings.model_base_url:
             raise UsageError(
@@ -171,16 +175,46 @@ def model_endpoint(args: argparse.Namespace, settings: Settings) -> Iterator[Set
             )
         yield settings
         return
-    from loopwright.agent.scripted import ScriptedModelServer, load_script
+    from loopwright.agent.scripted import (
+        ScriptedModelServer,
+        fingerprint_mismatch,
+        load_recording,
+    )
 
     if not args.replay.is_file():
         raise UsageError(f"--replay {args.replay}: no such file")
     try:
-        steps = load_script(args.replay)
+        steps, recorded = load_recording(args.replay)
     except ValueError as exc:
         raise UsageError(f"--replay {args.replay}: {exc}") from None
+    if recorded is not None and mission is not None:
+        why = fingerprint_mismatch(recorded, mission)
+        if why is not None:
+            raise UsageError(
+                f"--replay {args.replay} belongs to another mission: {why}. Replay it "
+                "against the mission it was recorded for, or record this one with --record"
+            )
     with ScriptedModelServer(steps) as server:
         yield settings.with_overrides(model_base_url=server.base_url, model_api_key="replay")
+
+
+def fix_mission_fingerprint(request: FixRequest) -> dict[str, Any] | None:
+    """The fingerprint of a fix: what `--record` writes and `--replay` checks."""
+    from loopwright.agent.scripted import fix_fingerprint
+    from loopwright.sandbox.workspace import (
+        WorkspaceError,
+        is_git_url,
+        tree_fingerprint,
+        without_credentials,
+    )
+
+    if is_git_url(request.source):
+        return fix_fingerprint(None, without_credentials(request.source))
+    try:
+        tree = tree_fingerprint(Path(request.source).expanduser().resolve())
+    except (OSError, WorkspaceError):
+        return None  # the mission itself says what is wrong with the source
+    return fix_fingerprint(tree, request.source) if tree else None
 
 
 def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
@@ -217,7 +251,9 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
         return view.sinks
 
     try:
-        with mission_wiring(args, settings, request.mission_id, live_sinks) as wired:
+        with mission_wiring(
+            args, settings, request.mission_id, live_sinks, fix_mission_fingerprint(request)
+        ) as wired:
             result = FixMission(
                 request,
                 settings=wired.settings,
@@ -250,6 +286,7 @@ def mission_wiring(
     settings: Settings,
     mission_id: str,
     extra_sinks: Callable[[ExitStack, Settings], list[EventSink]] | None = None,
+    fingerprint: dict[str, Any] | None = None,
 ) -> Iterator[Wiring]:
     """Open everything `fix` and `build` share, and close it all on the way out.
 
@@ -263,11 +300,12 @@ def mission_wiring(
             writer = NdjsonWriter(args.events)
             stack.callback(writer.close)
             sinks.append(writer)
-        settings = stack.enter_context(model_endpoint(args, settings))
+        settings = stack.enter_context(model_endpoint(args, settings, fingerprint))
         if extra_sinks is not None:
             sinks.extend(extra_sinks(stack, settings))
         events = EventBus(mission_id, sinks, Redactor(settings.secrets()))
-        model = OpenAIModel(settings, recorder=Recorder(args.record) if args.record else None)
+        recorder = Recorder(args.record, fingerprint) if args.record else None
+        model = OpenAIModel(settings, recorder=recorder)
         stack.callback(model.close)
         provider = make_provider(settings)
         stack.callback(provider.close)
@@ -348,6 +386,7 @@ def live_view(
 
 
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
+    from loopwright.agent.scripted import build_fingerprint
     from loopwright.build import BuildMission, BuildRequest, SpecError, check_out_dir, read_spec
     from loopwright.verify.web import BOOT_TIMEOUT_S
 
@@ -368,7 +407,8 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
         boot_timeout_s=args.boot_timeout or BOOT_TIMEOUT_S,
     )
     try:
-        with mission_wiring(args, settings, request.mission_id) as wired:
+        fingerprint = build_fingerprint(request.spec, request.lang)
+        with mission_wiring(args, settings, request.mission_id, None, fingerprint) as wired:
             result = BuildMission(
                 request,
                 settings=wired.settings,

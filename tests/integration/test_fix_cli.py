@@ -329,3 +329,36 @@ def test_recorded_session_replays_through_the_console_script(example_repo, tmp_p
     result = json.loads(proc.stdout)
     assert result["status"] == "verified"
     assert "● verify" in proc.stderr and "verified" in proc.stderr
+
+
+def test_a_recording_of_another_repository_is_refused_before_any_tool_runs(
+    example_repo, run_cli, tmp_path
+):
+    node = example_repo("node-slugify")
+    recording = RECORDINGS / "python-invoice.json"
+    run = run_cli("fix", str(node), "--sandbox", "local", "--replay", str(recording))
+
+    assert run.exit_code == 2, run.stderr
+    assert f"--replay {recording} belongs to another mission" in run.stderr
+    assert "recorded against another repository" in run.stderr
+    assert run.events == [] and run.result is None
+    assert git("status", "--porcelain", cwd=node) == ""
+    # A build recording is not a fix's either.
+    build = RECORDINGS / "build-node-reading-list.json"
+    run = run_cli("fix", str(node), "--sandbox", "local", "--replay", str(build))
+    assert run.exit_code == 2
+    assert "it was recorded for `loopwright build`, and this is `loopwright fix`" in run.stderr
+
+
+@pytest.mark.parametrize("name", ["python-invoice", "node-slugify"])
+def test_the_bundled_recordings_carry_their_examples_fingerprint(example_repo, name):
+    from loopwright.sandbox.workspace import tree_fingerprint
+
+    repo = example_repo(name)
+    bundled = json.loads((RECORDINGS / f"{name}.json").read_text())["mission"]
+    # The recording was made against this very example, so the demo replays it...
+    assert bundled == {"mode": "fix", "tree": tree_fingerprint(repo)}
+    # ...and one changed byte, even uncommitted, makes it another repository.
+    readme = repo / "README.md"
+    readme.write_text(readme.read_text() + " ")
+    assert tree_fingerprint(repo) != bundled["tree"]
