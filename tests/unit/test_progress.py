@@ -82,3 +82,11 @@ def test_replay_renders_a_saved_log_and_names_a_bad_line():
     assert "● plan" in out.getvalue()
     with pytest.raises(ValueError, match="line 2"):
         replay([good, "{not json"], ProgressPrinter(io.StringIO(), color=False))
+
+
+def test_the_deliver_stage_names_the_pull_request_it_opened():
+    url = "https://github.test/acme/invoice/pull/8"
+    line = ProgressPrinter(io.StringIO(), color=False).render(
+        event("stage", "deliver", status="delivered", kind="pull_request", url=url)
+    )
+    assert line == f"  deliver delivered — url: {url}"
