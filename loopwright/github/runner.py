@@ -152,10 +152,11 @@ class AppMissionRunner:
                 failure = str(exc)
             finally:
                 # The result is stored last (after GitHub shows it) but always, even when
-                # delivery or the check-run update failed.
-                self.store.mark_finished(_redacted(result, redactor))
+                # delivery or the check-run update failed; the link first, so a client that
+                # sees the final status sees the pull request too.
                 if delivered.url:
                     self.store.set_links(mission_id, pr_url=delivered.url)
+                self.store.mark_finished(_redacted(result, redactor))
                 if failure:
                     self.store.set_status(mission_id, "error", message=redactor.text(failure))
         finally:
