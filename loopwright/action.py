@@ -39,7 +39,7 @@ from typing import Any
 from loopwright.config import ConfigError, RepoConfig, Settings, load_repo_config
 from loopwright.events import EventBus, EventSink, NdjsonWriter
 from loopwright.github import render
-from loopwright.github.delivery import Delivered, DeliveryMode, deliver_fix
+from loopwright.github.delivery import Delivered, DeliveryMode, GitHubDelivery
 from loopwright.github.gitops import clone_at
 from loopwright.github.service import GitHubError, RepoSession, token_session
 from loopwright.github.triggers import (
@@ -324,7 +324,7 @@ class Outcome:
     def exit_code(self) -> int:
         if self.status == "ignored":
             return EXIT_OK
-        ok = self.delivered is not None and self.delivered.kind != "skipped"
+        ok = self.delivered is not None and self.delivered.kind not in ("skipped", "failed")
         return EXIT_OK if self.status == "verified" and ok else EXIT_FAILED
 
 
@@ -563,13 +563,35 @@ class ActionRun:
 
             model = OpenAIModel(settings)
             stack.callback(model.close)
+
+            def checkout() -> Path:
+                # The model only ever worked on copies: `source` is untouched. For the
+                # workspace, delivery still uses its own clone, with git hooks off, at the
+                # pinned commit.
+                if not plan.from_workspace:
+                    return source
+                return clone_at(
+                    request.clone_url, request.head_sha, self.scratch / "checkout", session.token
+                )
+
+            delivery = GitHubDelivery(
+                request=request,
+                session=session,
+                checkout=checkout,
+                bus=bus,
+                redactor=self.redactor,
+                mission_url=self.action.run_url,
+                mode=self.action.deliver,
+                # The run page has no address for one artifact file, so the body does not
+                # link the screenshot; it is in the artifact.
+                link_screenshot=False,
+            )
             result = FixMission(
                 FixRequest(
                     source=str(source),
                     test_cmd=self.action.test_command,
                     setup_cmd=self.action.setup_command,
                     guidance=request.guidance,
-                    dry_run=True,
                     mission_id=self.mission_id,
                     repo_config=config,
                 ),
@@ -577,29 +599,14 @@ class ActionRun:
                 provider=provider,
                 model=model,
                 events=bus,
+                deliver=delivery,
             ).run()
             _save_artifacts(self.action.artifact_dir, result, self.redactor)
-            if result.status != "verified":
-                return Outcome(result.status, result.message, result)
-            # The model only ever worked on copies: `source` is untouched. For the workspace,
-            # delivery still uses its own clone, with git hooks off, at the pinned commit.
-            tree = source
-            if plan.from_workspace:
-                tree = clone_at(
-                    request.clone_url, request.head_sha, self.scratch / "checkout", session.token
-                )
-            delivered = deliver_fix(
-                request=request,
-                session=session,
-                # The run page has no address for one artifact file, so the body does not
-                # link the screenshot; it is in the artifact.
-                result=replace(result, screenshot=None),
-                tree=tree,
-                bus=bus,
-                redactor=self.redactor,
-                mission_url=self.action.run_url,
-                mode=self.action.deliver,
-            )
+        if result.status != "verified":
+            return Outcome(result.status, result.message, result)
+        delivered = delivery.delivered
+        if delivered.kind == "failed":
+            return Outcome("error", delivered.reason, result, delivered)
         message = result.message
         if delivered.kind == "skipped":
             message += f"; not delivered: {delivered.reason}"

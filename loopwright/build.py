@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from loopwright.agent.budget import Budget
@@ -63,6 +63,46 @@ TEST_COMMANDS: dict[Lang, str] = {"node": "npm test", "python": "python -m pytes
 # The model declares how a Python app starts in .loopwright.yml, so that file is writable here.
 BUILD_PROTECTED = tuple(p for p in DEFAULT_PROTECTED_PATHS if not p.endswith("loopwright.yml"))
 NOT_COPIED = (".git", ".loopwright", "node_modules", "__pycache__", ".pytest_cache", ".venv")
+
+
+PYTHON_MANIFESTS = ("pyproject.toml", "requirements.txt")
+
+
+def stack_mismatch(files: list[str], lang: Lang) -> str | None:
+    """Why the files the model wrote are not an app in `lang` (None when they are): a
+    Python app has pyproject.toml or requirements.txt and tests in .py files; a Node app
+    has package.json."""
+    names = {PurePosixPath(f).name for f in files}
+    top = set(files)
+    if lang == "node":
+        if "package.json" in top:
+            return None
+        other = " (it looks like a Python app)" if top & set(PYTHON_MANIFESTS) else ""
+        return f"--lang node asked for a Node app, and the model wrote no package.json{other}"
+    python_tests = [f for f in files if PurePosixPath(f).suffix == ".py" and _is_python_test(f)]
+    if not top & set(PYTHON_MANIFESTS):
+        other = " (it looks like a Node app)" if "package.json" in names else ""
+        return (
+            "--lang python asked for a Python app, and the model wrote neither "
+            f"pyproject.toml nor requirements.txt{other}"
+        )
+    if not python_tests:
+        return "--lang python asked for a Python app, and the model wrote no tests in .py files"
+    return None
+
+
+def _is_python_test(path: str) -> bool:
+    name = PurePosixPath(path).name
+    return name.startswith("test_") or name.endswith("_test.py")
+
+
+def verified_message(verification: dict[str, Any], out: Path) -> str:
+    """The verdict of a verified build, naming what was checked and nothing more."""
+    checked = ["the app's own tests pass"]
+    web = verification.get("web")
+    if isinstance(web, dict) and web.get("ok"):
+        checked.append("the app boots and renders")
+    return f"verified: {'; '.join(checked)}; the app is in {out}"
 
 
 class SpecError(ValueError):
@@ -235,6 +275,11 @@ class BuildMission:
         apply_patch(tree, patch)
         reasons: list[str] = []
         evidence: dict[str, Any] = {"rows": [], "commands": [], "tamper": [], "web": None}
+        stack = stack_mismatch(tree_files(tree), self.request.lang)
+        if stack is not None:
+            # Nothing of an app in another language is run: it is not what was asked for.
+            reasons.append(stack)
+            return tree, self._verdict(evidence, reasons)
         try:
             repo = load_repo_config(tree)
             plan = detect_tests(tree, explicit=repo.test_cmd, config_setup=repo.setup_cmd)
@@ -365,9 +410,7 @@ class BuildMission:
         self.result.report = str(report_dir / "verification.json")
         if verified:
             self.result.status = "verified"
-            self.result.message = (
-                f"verified: the tests pass and the page loads; the app is in {out}"
-            )
+            self.result.message = verified_message(self.result.verification or {}, out)
         else:
             reasons = (self.result.verification or {}).get("reasons") or ["verification failed"]
             self.result.status = "unverified"

@@ -240,8 +240,12 @@ def make_provider(settings: Settings) -> SandboxProvider:
 
 
 @contextmanager
-def model_endpoint(args: argparse.Namespace, settings: Settings) -> Iterator[Settings]:
-    """Point the settings at a replay server when asked to; otherwise check the key."""
+def model_endpoint(
+    args: argparse.Namespace, settings: Settings, mission: dict[str, Any] | None = None
+) -> Iterator[Settings]:
+    """Point the settings at a replay server when asked to; otherwise check the key. A
+    recording made for another mission than `mission` (its fingerprint) is refused here,
+    before anything runs."""
     if args.replay is None:
         if settings.model_api_key is None and "tokenfactory.nebius.com" in settings.model_base_url:
             raise UsageError(
@@ -251,16 +255,46 @@ def model_endpoint(args: argparse.Namespace, settings: Settings) -> Iterator[Set
             )
         yield settings
         return
-    from loopwright.agent.scripted import ScriptedModelServer, load_script
+    from loopwright.agent.scripted import (
+        ScriptedModelServer,
+        fingerprint_mismatch,
+        load_recording,
+    )
 
     if not args.replay.is_file():
         raise UsageError(f"--replay {args.replay}: no such file")
     try:
-        steps = load_script(args.replay)
+        steps, recorded = load_recording(args.replay)
     except ValueError as exc:
         raise UsageError(f"--replay {args.replay}: {exc}") from None
+    if recorded is not None and mission is not None:
+        why = fingerprint_mismatch(recorded, mission)
+        if why is not None:
+            raise UsageError(
+                f"--replay {args.replay} belongs to another mission: {why}. Replay it "
+                "against the mission it was recorded for, or record this one with --record"
+            )
     with ScriptedModelServer(steps) as server:
         yield settings.with_overrides(model_base_url=server.base_url, model_api_key="replay")
+
+
+def fix_mission_fingerprint(request: FixRequest) -> dict[str, Any] | None:
+    """The fingerprint of a fix: what `--record` writes and `--replay` checks."""
+    from loopwright.agent.scripted import fix_fingerprint
+    from loopwright.sandbox.workspace import (
+        WorkspaceError,
+        is_git_url,
+        tree_fingerprint,
+        without_credentials,
+    )
+
+    if is_git_url(request.source):
+        return fix_fingerprint(None, without_credentials(request.source))
+    try:
+        tree = tree_fingerprint(Path(request.source).expanduser().resolve())
+    except (OSError, WorkspaceError):
+        return None  # the mission itself says what is wrong with the source
+    return fix_fingerprint(tree, request.source) if tree else None
 
 
 def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
@@ -295,7 +329,14 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
     try:
         with (
             cli_logging(args, settings),
-            mission_wiring(args, settings, request.mission_id, paths, live_sinks) as wired,
+            mission_wiring(
+                args,
+                settings,
+                request.mission_id,
+                paths,
+                live_sinks,
+                fix_mission_fingerprint(request),
+            ) as wired,
         ):
             result = FixMission(
                 request,
@@ -417,6 +458,7 @@ def mission_wiring(
     mission_id: str,
     paths: UserPaths,
     extra_sinks: Callable[[ExitStack, Settings], list[EventSink]] | None = None,
+    fingerprint: dict[str, Any] | None = None,
 ) -> Iterator[Wiring]:
     """Open everything `fix` and `build` share, and close it all on the way out.
 
@@ -431,14 +473,15 @@ def mission_wiring(
             writer = NdjsonWriter(args.events)
             stack.callback(writer.close)
             sinks.append(writer)
-        settings = stack.enter_context(model_endpoint(args, settings))
+        settings = stack.enter_context(model_endpoint(args, settings, fingerprint))
         if extra_sinks is not None:
             sinks.extend(extra_sinks(stack, settings))
         # The terminal, the event log and the live view name the user's repository, not
         # the mission's working copies of it.
         shown = [in_user_paths(sink, paths) for sink in sinks]
         events = EventBus(mission_id, shown, Redactor(settings.secrets()))
-        model = OpenAIModel(settings, recorder=Recorder(args.record) if args.record else None)
+        recorder = Recorder(args.record, fingerprint) if args.record else None
+        model = OpenAIModel(settings, recorder=recorder)
         stack.callback(model.close)
         provider = make_provider(settings)
         stack.callback(provider.close)
@@ -572,6 +615,7 @@ def wait_for_interrupt() -> None:
 
 
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
+    from loopwright.agent.scripted import build_fingerprint
     from loopwright.build import BuildMission, BuildRequest, SpecError, check_out_dir, read_spec
     from loopwright.verify.web import BOOT_TIMEOUT_S
 
@@ -601,9 +645,12 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
         return [kept.sink]
 
     try:
+        fingerprint = build_fingerprint(request.spec, request.lang)
         with (
             cli_logging(args, settings),
-            mission_wiring(args, settings, request.mission_id, paths, kept_sinks) as wired,
+            mission_wiring(
+                args, settings, request.mission_id, paths, kept_sinks, fingerprint
+            ) as wired,
         ):
             result = BuildMission(
                 request,

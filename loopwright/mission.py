@@ -117,9 +117,30 @@ class MissionResult:
     flaky: dict[str, Any] | None = None
     screenshot: str | None = None
     """The PNG of the booted web app, when the repository has a start command."""
+    title: str = ""
+    """The short subject the model gave with `finish` (empty when it gave none)."""
+    plan: list[dict[str, str]] = field(default_factory=list)
+    """The model's latest plan, `{step, status}` items as in the `plan` event."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class DeliveryOutcome:
+    """How a mission's deliver stage ended: `status` is the stage event's status
+    (`applied`, `delivered`, `skipped` or `failed`) and `fields` its extra fields; a `note`
+    is appended to the result's message."""
+
+    status: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+
+Deliverer = Callable[[MissionResult], DeliveryOutcome]
+"""Delivers a verified result inside the mission's one deliver stage: the App and the
+Action open a pull request (or commit, or comment) here; without one the CLI applies the
+patch to the user's working tree."""
 
 
 class MissionSandboxes:
@@ -158,6 +179,14 @@ class _Concludable(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
+def account(result: _Concludable, *, budget: Budget, elapsed_s: float) -> None:
+    """The model usage, cost and effort so far, into the result."""
+    result.usage = budget.report()
+    result.cost_usd = round(budget.cost_usd, 6)
+    result.steps = budget.steps
+    result.elapsed_s = round(elapsed_s, 3)
+
+
 def conclude(
     result: _Concludable,
     *,
@@ -170,10 +199,7 @@ def conclude(
     """The end of every mission: sandboxes closed, usage accounted, the result and patch
     saved next to the mission, the working trees removed."""
     sandboxes.close_all(events)
-    result.usage = budget.report()
-    result.cost_usd = round(budget.cost_usd, 6)
-    result.steps = budget.steps
-    result.elapsed_s = round(elapsed_s, 3)
+    account(result, budget=budget, elapsed_s=elapsed_s)
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "result.json").write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
     if result.patch:
@@ -227,8 +253,10 @@ class FixMission:
         model: Model,
         events: EventBus,
         clock: Callable[[], float] = time.monotonic,
+        deliver: Deliverer | None = None,
     ) -> None:
         self.request = request
+        self.deliverer = deliver
         self.settings = settings
         self.provider = provider
         self.model = model
@@ -238,11 +266,12 @@ class FixMission:
         self.budget = Budget(settings, clock=clock)
         self.result = MissionResult(request.mission_id, "error")
         self.sandboxes = MissionSandboxes(provider, request.mission_id)
+        self.started = clock()
 
     # -- the stages --------------------------------------------------------------------
 
     def run(self) -> MissionResult:
-        started = self.clock()
+        started = self.started = self.clock()
         try:
             base, repo, plan = self._prepare_tree()
             before = self._reproduce(base, plan, repo)
@@ -395,6 +424,8 @@ class FixMission:
         )
         outcome = loop.run()
         self.result.final_tier = loop.escalation.current
+        self.result.plan = [{"step": i.step, "status": i.status} for i in toolbox.plan]
+        self.result.title = toolbox.title or ""
         with timed_phase(self.events, "patch_export"):
             patch = export_patch(sandbox, timeout_s=120, base=self.workdir / "trees" / "base")
         self.result.patch = patch
@@ -514,13 +545,25 @@ class FixMission:
         return web
 
     def _deliver(self, patch: str) -> None:
+        """The mission's one deliver stage; `done` follows it."""
         self.events.enter("deliver")
+        if self.deliverer is not None:
+            # What a pull request shows (the cost, the effort) is known by now.
+            account(self.result, budget=self.budget, elapsed_s=self.clock() - self.started)
+            with timed_phase(self.events, "deliver"):
+                outcome = self.deliverer(self.result)
+        else:
+            outcome = self._apply_locally(patch)
+        if outcome.note:
+            self.result.message += f"; {outcome.note}"
+        self.events.leave("deliver", outcome.status, **outcome.fields)
+
+    def _apply_locally(self, patch: str) -> DeliveryOutcome:
         source = self.request.source
         if self.request.dry_run or is_git_url(source):
             why = "dry run" if self.request.dry_run else "the source is a URL"
             saved = self.workdir / "patch.diff"
-            self.events.leave("deliver", "skipped", reason=f"{why}: the patch is saved as {saved}")
-            return
+            return DeliveryOutcome("skipped", {"reason": f"{why}: the patch is saved as {saved}"})
         target = Path(source).expanduser().resolve()
         try:
             with timed_phase(self.events, "deliver"):
@@ -528,12 +571,16 @@ class FixMission:
         except WorkspaceError as exc:
             # Verified but not applicable (the working tree changed meanwhile): keep the
             # patch in the result and leave the working tree exactly as it was.
-            self.events.leave("deliver", "failed", reason=str(exc))
-            self.result.message += f"; the patch could not be applied to {target}: {exc}"
-            return
+            return DeliveryOutcome(
+                "failed",
+                {"reason": str(exc)},
+                note=f"the patch could not be applied to {target}: {exc}",
+            )
         self.result.applied = True
         files = stat.strip().splitlines()
-        self.events.leave("deliver", "applied", path=str(target), files=files[-1:] if files else [])
+        return DeliveryOutcome(
+            "applied", {"path": str(target), "files": files[-1:] if files else []}
+        )
 
     # -- housekeeping ------------------------------------------------------------------
 

@@ -174,7 +174,7 @@ def render_verification(f: dict[str, Any]) -> str:
 
 
 def _stage_detail(f: dict[str, Any]) -> str:
-    keys = [k for k in ("failing", "reason", "tests", "path") if f.get(k)]
+    keys = [k for k in ("failing", "reason", "tests", "path", "url") if f.get(k)]
     if not keys:
         return ""
     parts = []

@@ -436,8 +436,10 @@ class Recorder:
     The file is rewritten atomically after every exchange, so a crash keeps what was recorded.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, mission: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
+        self.mission = mission
+        """The fingerprint of the recorded mission, checked when the recording is replayed."""
         self._exchanges: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
@@ -450,7 +452,11 @@ class Recorder:
         exchange = {"tier": tier.name, "model": reply.model, "response": reply_to_step(reply)}
         with self._lock:
             self._exchanges.append(exchange)
-            self._write({"version": 1, "exchanges": self._exchanges})
+            document: dict[str, Any] = {"version": 1}
+            if self.mission is not None:
+                document["mission"] = self.mission
+            document["exchanges"] = self._exchanges
+            self._write(document)
 
     def _write(self, document: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

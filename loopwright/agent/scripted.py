@@ -5,13 +5,14 @@ each request with the next step of a script, for tests, demos and `loopwright fi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -190,6 +191,12 @@ def parse_steps(data: Any) -> list[ScriptStep]:
 
 def load_script(path: Path) -> list[ScriptStep]:
     """Read a script or a recording; any problem is a ValueError naming the file (and step)."""
+    return load_recording(path)[0]
+
+
+def load_recording(path: Path) -> tuple[list[ScriptStep], dict[str, Any] | None]:
+    """The steps of a script or recording, and the recording's mission fingerprint (None for
+    a plain list of steps or a recording made before fingerprints)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -197,9 +204,50 @@ def load_script(path: Path) -> list[ScriptStep]:
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON: {exc}") from None
     try:
-        return parse_steps(data)
+        steps = parse_steps(data)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
+    mission = data.get("mission") if isinstance(data, dict) else None
+    if mission is not None and not isinstance(mission, dict):
+        raise ValueError(f"{path}: 'mission' must be an object (the recorded mission)")
+    return steps, mission
+
+
+def fix_fingerprint(tree: str | None, source: str) -> dict[str, Any]:
+    """What a fix recording belongs to: the hash of the repository's files (or, for a git
+    URL, the URL)."""
+    return {"mode": "fix", "tree": tree} if tree else {"mode": "fix", "source": source}
+
+
+def build_fingerprint(spec: str, lang: str) -> dict[str, Any]:
+    """What a build recording belongs to: the specification's hash and the language."""
+    digest = hashlib.sha256(spec.strip().encode("utf-8")).hexdigest()
+    return {"mode": "build", "spec": f"sha256:{digest}", "lang": lang}
+
+
+def fingerprint_mismatch(recorded: Mapping[str, Any], actual: Mapping[str, Any]) -> str | None:
+    """Why a recording made for mission `recorded` cannot replay mission `actual` (None when
+    it can): a replay only makes sense against the mission it was recorded for."""
+    mode = recorded.get("mode")
+    if mode != actual["mode"]:
+        return f"it was recorded for `loopwright {mode}`, and this is `loopwright {actual['mode']}`"
+    if mode == "build":
+        if recorded.get("lang") != actual["lang"]:
+            return f"it was recorded for --lang {recorded.get('lang')}, not --lang {actual['lang']}"
+        if recorded.get("spec") != actual["spec"]:
+            return "it was recorded for another specification"
+        return None
+    if "tree" in actual or "tree" in recorded:
+        if recorded.get("tree") != actual.get("tree"):
+            return (
+                "it was recorded against another repository (or other files in it): its "
+                f"files hashed to {str(recorded.get('tree'))[:19]}…, these hash to "
+                f"{str(actual.get('tree'))[:19]}…"
+            )
+        return None
+    if recorded.get("source") != actual.get("source"):
+        return f"it was recorded for {recorded.get('source')}, not {actual.get('source')}"
+    return None
 
 
 class _RequestError(Exception):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from loopwright.agent.context import PlanItem
 from loopwright.agent.policy import (
@@ -71,8 +71,33 @@ class RunCommandArgs(_Args):
     timeout_s: float | None = Field(default=None, gt=0)
 
 
+TITLE_LIMIT = 71
+"""A pull-request title or commit subject stays under 72 characters."""
+
+
 class FinishArgs(_Args):
     summary: str = Field(min_length=1)
+    title: str | None = Field(
+        default=None,
+        description="A short imperative subject for the pull request and commit, one line "
+        f"of at most {TITLE_LIMIT} characters (e.g. 'Divide discount_percent by 100').",
+    )
+
+    @field_validator("title")
+    @classmethod
+    def _one_short_line(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if "\n" in value or "\r" in value:
+            raise ValueError("the title must be one line; put details in the summary")
+        title = value.strip()
+        if not title:
+            raise ValueError("the title is empty; omit it or write a short subject")
+        if len(title) > TITLE_LIMIT:
+            raise ValueError(
+                f"the title has {len(title)} characters; keep it under {TITLE_LIMIT + 1}"
+            )
+        return title
 
 
 def _function(name: str, description: str, model: type[BaseModel]) -> dict[str, Any]:
@@ -154,6 +179,10 @@ class Toolbox:
         self._protected = tuple(protected_paths)
         self._on_output = on_output
         self.test_command = test_command
+        self.plan: list[PlanItem] = []
+        """The latest plan the model sent."""
+        self.title: str | None = None
+        """The pull-request title the model gave with `finish`, if any."""
         self._handlers: dict[str, Callable[[Any], ToolOutcome]] = {
             "update_plan": self._update_plan,
             "read_file": self._read_file,
@@ -199,6 +228,7 @@ class Toolbox:
 
     def _update_plan(self, args: UpdatePlanArgs) -> ToolOutcome:
         plan = [PlanItem(item.step, item.status) for item in args.items]
+        self.plan = plan
         done = sum(1 for item in plan if item.status == "done")
         return ToolOutcome("ok", f"Plan updated ({done}/{len(plan)} done).", plan=plan)
 
@@ -315,6 +345,7 @@ class Toolbox:
         )
 
     def _finish(self, args: FinishArgs) -> ToolOutcome:
+        self.title = args.title
         return ToolOutcome(
             "ok", "Finish recorded; verification will now run.", finished=args.summary
         )

@@ -7,6 +7,7 @@ someone else's commits is never pushed over.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -14,17 +15,18 @@ from typing import Literal
 from loopwright.events import EventBus
 from loopwright.github import render
 from loopwright.github.gitops import commit_patch, push_branch, remote_branch
-from loopwright.github.service import RepoSession
-from loopwright.mission import MissionResult
+from loopwright.github.service import GitHubError, RepoSession
+from loopwright.mission import DeliveryOutcome, MissionResult
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
+from loopwright.sandbox.workspace import WorkspaceError
 
 DeliveryMode = Literal["pull-request", "commit", "comment"]
 
 
 @dataclass(frozen=True)
 class Delivered:
-    kind: Literal["pull_request", "commit", "comment", "skipped"]
+    kind: Literal["pull_request", "commit", "comment", "skipped", "failed"]
     url: str | None
     reason: str = ""
 
@@ -34,32 +36,63 @@ def fix_branch(request: MissionRequest) -> str:
     return f"loopwright/fix-{request.pr_number or request.head_sha[:12]}"
 
 
-def deliver_fix(
-    *,
-    request: MissionRequest,
-    session: RepoSession,
-    result: MissionResult,
-    tree: Path,
-    bus: EventBus,
-    redactor: Redactor,
-    mission_url: str | None,
-    mode: DeliveryMode = "pull-request",
-) -> Delivered:
-    """Deliver a verified `result` from `tree`, a clean clone at `request.head_sha`; every
-    fetch and push goes to `request.clone_url`, the URL the host computed."""
-    bus.enter("deliver")
-    delivered = _deliver(request, session, result, tree, redactor, mission_url, mode)
-    bus.emit("delivery", kind=delivered.kind, url=delivered.url, reason=delivered.reason)
-    bus.leave("deliver", "skipped" if delivered.kind == "skipped" else "delivered")
-    return delivered
+class GitHubDelivery:
+    """The deliver stage of an App or Action mission (a `Deliverer`): a verified result is
+    delivered from the tree `checkout()` returns, a clean clone at `request.head_sha`;
+    every fetch and push goes to `request.clone_url`, the URL the host computed. What
+    happened is in `delivered` afterwards; a mission that was not verified never calls it."""
+
+    def __init__(
+        self,
+        *,
+        request: MissionRequest,
+        session: RepoSession,
+        checkout: Callable[[], Path],
+        bus: EventBus,
+        redactor: Redactor,
+        mission_url: str | None,
+        mode: DeliveryMode = "pull-request",
+        link_screenshot: bool = True,
+    ) -> None:
+        self.request = request
+        self.session = session
+        self.checkout = checkout
+        self.bus = bus
+        self.redactor = redactor
+        self.mission_url = mission_url
+        self.mode = mode
+        self.link_screenshot = link_screenshot
+        self.delivered = Delivered("skipped", None, "not verified")
+
+    def __call__(self, result: MissionResult) -> DeliveryOutcome:
+        try:
+            delivered = _deliver(
+                self.request,
+                self.session,
+                result,
+                self.checkout,
+                self.redactor,
+                self.mission_url if self.link_screenshot else None,
+                self.mission_url,
+                self.mode,
+            )
+        except (GitHubError, WorkspaceError) as exc:
+            self.bus.emit("error", message=str(exc), kind=type(exc).__name__)
+            delivered = Delivered("failed", None, str(exc))
+        self.delivered = delivered
+        self.bus.emit("delivery", kind=delivered.kind, url=delivered.url, reason=delivered.reason)
+        if delivered.kind in ("skipped", "failed"):
+            return DeliveryOutcome(delivered.kind, {"reason": delivered.reason})
+        return DeliveryOutcome("delivered", {"kind": delivered.kind, "url": delivered.url})
 
 
 def _deliver(
     request: MissionRequest,
     session: RepoSession,
     result: MissionResult,
-    tree: Path,
+    checkout: Callable[[], Path],
     redactor: Redactor,
+    screenshot_base: str | None,
     mission_url: str | None,
     mode: DeliveryMode,
 ) -> Delivered:
@@ -74,7 +107,7 @@ def _deliver(
         return Delivered("comment", session.comment(request.pr_number, body))
     title = redactor.text(pr_title(result))
     if mode == "commit":
-        return _commit_to_branch(request, session, result, tree, title)
+        return _commit_to_branch(request, session, result, checkout(), title)
     branch = fix_branch(request)
     pulls = session.pulls_for_branch(branch)
     open_pull = next((p for p in pulls if p.state == "open"), None)
@@ -87,6 +120,7 @@ def _deliver(
             f"a pull request for {branch} was closed unmerged; comment `/loopwright fix` to "
             "ask for a new one",
         )
+    tree = checkout()
     remote = remote_branch(tree, branch, request.head_sha, session.token, url=request.clone_url)
     if remote is not None and not remote.ours:
         reason = f"{branch} has commits by someone else; Loopwright does not push over them"
@@ -101,7 +135,7 @@ def _deliver(
         replace=remote.sha if remote else None,
         url=request.clone_url,
     )
-    shot = f"{mission_url}/screenshot.png" if mission_url and result.screenshot else None
+    shot = f"{screenshot_base}/screenshot.png" if screenshot_base and result.screenshot else None
     body = render.pr_body(data, mission_url=mission_url, screenshot_url=shot, redactor=redactor)
     if open_pull is not None:
         pull = session.update_pull(open_pull.number, title, body)
@@ -125,4 +159,4 @@ def _commit_to_branch(
 
 def pr_title(result: MissionResult) -> str:
     """The PR title and commit subject: model text, so rendered inert (no closing keyword)."""
-    return render.pr_title(result.summary)
+    return render.pr_title(result.summary, title=result.title)

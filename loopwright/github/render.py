@@ -107,16 +107,48 @@ def plain_title(text: Any, redactor: Redactor, *, limit: int = 90) -> str:
     Titles are not Markdown, but GitHub links references in them and reads closing
     keywords in commit messages: those, mentions and URLs are broken like in prose.
     """
+    return _inert(_cut(_one_line(text, redactor), limit))
+
+
+TITLE_LIMIT = 71
+"""A pull-request title or commit subject stays under 72 characters."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+
+
+def pr_title(summary: Any, redactor: Redactor | None = None, *, title: Any = None) -> str:
+    """The fix's pull-request title and commit subject, inert and under 72 characters: the
+    model's `title` when it gave one, else the summary's first sentence, shortened at a word
+    boundary (with an ellipsis) rather than cut mid-word."""
+    redactor = redactor or Redactor()
+    for text in (title, summary):
+        line = _one_line(text, redactor)
+        if line:
+            return _inert(short_subject(line))
+    return "Fix failing tests"
+
+
+def short_subject(line: str, limit: int = TITLE_LIMIT) -> str:
+    """`line`'s first sentence in at most `limit` characters, without cutting a word: when
+    it is longer, whole words up to the limit and an ellipsis."""
+    sentence = _SENTENCE_END.split(line, maxsplit=1)[0].strip()
+    if len(sentence) <= limit:
+        return sentence.rstrip(".").strip() or sentence
+    words: list[str] = []
+    for word in sentence.split(" "):
+        if len(" ".join([*words, word])) + 1 > limit:
+            break
+        words.append(word)
+    if not words:
+        # One word longer than a title: nothing but a cut can shorten it.
+        return sentence[: limit - 1] + "…"
+    return " ".join(words).rstrip(",;:-\u2013\u2014") + "…"
+
+
+def _one_line(text: Any, redactor: Redactor) -> str:
     value = redactor.text(str(text if text is not None else ""))
     first = next((line for line in _LINE_BREAK.split(value) if line.strip()), "")
     first = "".join(ch if ch.isprintable() else " " for ch in first)
-    return _inert(_cut(" ".join(first.split()), limit))
-
-
-def pr_title(summary: Any, redactor: Redactor | None = None) -> str:
-    """The fix's pull-request title and commit subject: the summary's first line, inert."""
-    text = plain_title(summary, redactor or Redactor())
-    return f"Loopwright: {text or 'Fix failing tests'}"
+    return " ".join(first.split())
 
 
 def _inert(value: str) -> str:
@@ -316,6 +348,46 @@ def _as_float(value: Any) -> float:
     return 0.0
 
 
+def diffstat(patch: str) -> list[tuple[str, int, int]]:
+    """`(path, added, removed)` per file of a unified diff, in the diff's order; a binary
+    file counts -1 lines each way."""
+    files: list[list[Any]] = []
+    header = False
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            parts = line[len("diff --git ") :].rsplit(" b/", 1)
+            files.append([parts[-1] if len(parts) == 2 else line, 0, 0])
+            header = True
+        elif not files:
+            continue
+        elif line.startswith("@@"):
+            header = False
+        elif header:
+            if line.startswith("Binary files ") or line.startswith("GIT binary patch"):
+                files[-1][1] = files[-1][2] = -1
+        elif line.startswith("+"):
+            files[-1][1] += 1
+        elif line.startswith("-"):
+            files[-1][2] += 1
+    return [(str(path), int(added), int(removed)) for path, added, removed in files]
+
+
+def _changes(patch: str, redactor: Redactor) -> list[str]:
+    stat = diffstat(patch)
+    if not stat:
+        return []
+    rows = []
+    for path, added, removed in stat[:50]:
+        counts = "binary" if added < 0 else f"+{added} -{removed}"
+        rows.append(f"- {code(path, redactor)} ({counts})")
+    if len(stat) > 50:
+        rows.append(f"- … {len(stat) - 50} more files")
+    added = sum(max(a, 0) for _, a, _ in stat)
+    removed = sum(max(r, 0) for _, _, r in stat)
+    files = f"{len(stat)} file{'s' if len(stat) != 1 else ''}"
+    return ["", "### Changes", "", f"{files} changed, +{added} -{removed}:", "", *rows, ""]
+
+
 def _footer(result: Mapping[str, Any], mission_url: str | None) -> list[str]:
     mission = str(result.get("mission") or "")
     label = f" `{mission}`" if _MISSION_ID.fullmatch(mission) else ""
@@ -344,6 +416,7 @@ def pr_body(
     if link:
         lines += ["", f"[Watch the mission live]({link})"]
     lines += _plan(steps if isinstance(steps, Sequence) else [], redactor)
+    lines += _changes(str(result.get("patch") or ""), redactor)
     lines += _verification(verification if isinstance(verification, Mapping) else None, redactor)
     lines += _tamper(verification if isinstance(verification, Mapping) else None, redactor)
     shot = _url(screenshot_url)

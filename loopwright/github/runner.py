@@ -19,7 +19,7 @@ from loopwright.agent.model import Model
 from loopwright.config import ConfigError, RepoConfig, Settings
 from loopwright.events import EventBus, EventSink
 from loopwright.github import render
-from loopwright.github.delivery import Delivered, deliver_fix
+from loopwright.github.delivery import Delivered, GitHubDelivery
 from loopwright.github.gitops import GitError, clone_at
 from loopwright.github.service import Conclusion, GitHubApp, GitHubError, RepoSession
 from loopwright.github.triggers import NeedsPermission, Reply, TriggerContext, authorize
@@ -132,27 +132,33 @@ class AppMissionRunner:
         check_id = session.start_check(request.head_sha, self._url(mission_id), mission_id)
         self.store.set_links(mission_id, check_run_id=check_id)
         workdir = self.settings.data_dir / "missions" / mission_id
+        delivery = GitHubDelivery(
+            request=request,
+            session=session,
+            checkout=lambda: workdir / "checkout",
+            bus=bus,
+            redactor=redactor,
+            mission_url=self._url(mission_id),
+        )
         try:
-            result = self._fix(mission_id, request, session, config, bus, workdir)
+            result = self._fix(mission_id, request, session, config, bus, workdir, delivery)
+            delivered = delivery.delivered
+            failure = delivered.reason if delivered.kind == "failed" else ""
             try:
-                delivered = Delivered("skipped", None, "not verified")
-                if result.status == "verified":
-                    delivered = deliver_fix(
-                        request=request,
-                        session=session,
-                        result=result,
-                        tree=workdir / "checkout",
-                        bus=bus,
-                        redactor=redactor,
-                        mission_url=self._url(mission_id),
-                    )
                 self._finish_check(session, check_id, result, delivered, redactor)
+            except GitHubError as exc:
+                # The mission has ended (`done` was its last event), so the failed
+                # check-run update is the stored status, not another event.
+                failure = str(exc)
             finally:
                 # The result is stored last (after GitHub shows it) but always, even when
-                # delivery or the check-run update failed.
-                self.store.mark_finished(_redacted(result, redactor))
+                # delivery or the check-run update failed; the link first, so a client that
+                # sees the final status sees the pull request too.
                 if delivered.url:
                     self.store.set_links(mission_id, pr_url=delivered.url)
+                self.store.mark_finished(_redacted(result, redactor))
+                if failure:
+                    self.store.set_status(mission_id, "error", message=redactor.text(failure))
         finally:
             shutil.rmtree(workdir / "checkout", ignore_errors=True)
 
@@ -218,6 +224,7 @@ class AppMissionRunner:
         config: RepoConfig,
         bus: EventBus,
         workdir: Path,
+        delivery: GitHubDelivery,
     ) -> MissionResult:
         settings = self.settings
         if config.max_cost_usd is not None:
@@ -233,7 +240,6 @@ class AppMissionRunner:
                 FixRequest(
                     source=str(tree),
                     guidance=request.guidance,
-                    dry_run=True,
                     mission_id=mission_id,
                     repo_config=config,
                 ),
@@ -241,6 +247,7 @@ class AppMissionRunner:
                 provider=self.provider,
                 model=model,
                 events=bus,
+                deliver=delivery,
             ).run()
         finally:
             close = getattr(model, "close", None)
@@ -258,6 +265,8 @@ def _redacted(result: MissionResult, redactor: Redactor) -> MissionResult:
         result,
         message=redactor.text(result.message),
         summary=redactor.text(result.summary),
+        title=redactor.text(result.title),
+        plan=redactor.data(result.plan),
         patch=redactor.text(result.patch),
         verification=redactor.data(result.verification),
         flaky=redactor.data(result.flaky),

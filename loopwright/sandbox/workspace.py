@@ -8,6 +8,7 @@ Every host git call goes through `loopwright.git`, whose configuration no tree c
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -282,3 +283,30 @@ def _inside(root: Path, rel: str) -> bool:
 
 def _glob_escape(rel: str) -> str:
     return re.sub(r"([][*?\\])", r"\\\1", rel)
+
+
+def tree_fingerprint(source: Path) -> str | None:
+    """A hash of the files `snapshot` would copy from `source` (paths, contents, the
+    executable bit, symlink targets): equal for equal working trees, whatever their history.
+    None when `source` is no repository (the mission then says why)."""
+    if not source.is_dir():
+        return None
+    root = _repository_root(source)
+    if root is None:
+        return None
+    listed = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
+    digest = hashlib.sha256()
+    for rel in sorted(set(filter(None, listed.split("\0")))):
+        if rel.endswith("/") or _names_git_dir(rel) or not _inside(root, rel):
+            continue
+        src = root / rel
+        if src.is_symlink():
+            kind, data = "link", os.readlink(src).encode()
+        elif src.is_file():
+            kind = "exec" if src.stat().st_mode & 0o100 else "file"
+            data = src.read_bytes()
+        else:
+            continue
+        digest.update(f"{kind} {rel}\0{len(data)}\0".encode())
+        digest.update(data)
+    return "sha256:" + digest.hexdigest()

@@ -41,7 +41,14 @@ from tests.conftest import EXAMPLES, ROOT, VENV_BIN, git, step, tool
 from tests.fakes.git_server import GitServer
 from tests.fakes.github import FakeGitHub, generate_app_key
 from tests.integration.app_harness import WEBHOOK_EXAMPLES
-from tests.integration.test_fix_cli import CORRECT, EDIT, FINISH, FIX_NEW, PLAN
+from tests.integration.test_fix_cli import (
+    CORRECT,
+    EDIT,
+    FINISH,
+    FIX_NEW,
+    PLAN,
+    assert_one_deliver_then_done,
+)
 from tests.integration.test_secrets_cli import tool_messages
 
 REPO = "acme/invoice"
@@ -302,6 +309,7 @@ def test_red_workflow_run_becomes_a_verified_pull_request(world: World) -> None:
         e["type"] for e in events
     }
     assert next(e for e in events if e["type"] == "delivery")["url"] == pull["html_url"]
+    assert_one_deliver_then_done(events, "delivered")
     assert json.loads((run.artifacts / "result.json").read_text())["status"] == "verified"
     assert FIX_NEW.strip() in (run.artifacts / "patch.diff").read_text()
     # Config came from the default branch through the API.

@@ -9,7 +9,14 @@ import pytest
 
 from tests.conftest import VENV_BIN, step, tool
 from tests.integration.app_harness import REPO, app_world
-from tests.integration.test_fix_cli import CORRECT, FIX_NEW
+from tests.integration.test_fix_cli import (
+    CORRECT,
+    EDIT,
+    FIX_NEW,
+    PLAN,
+    assert_one_deliver_then_done,
+)
+from tests.integration.test_secrets_cli import tool_messages
 
 
 @pytest.fixture(autouse=True)
@@ -56,6 +63,9 @@ def test_red_check_run_becomes_a_verified_pull_request(tmp_path):
         assert (runs[0]["status"], runs[0]["conclusion"]) == ("completed", "success")
         assert runs[0]["details_url"] == f"http://loopwright.test/missions/{mission_id}"
 
+        stored = world.client.get(f"/api/missions/{mission_id}/events").json()
+        assert_one_deliver_then_done(stored, "delivered")
+        assert next(e for e in stored if e["type"] == "delivery")["url"] == pull["html_url"]
         world.github.assert_no_rejections()
         # The installation token never shows up where people or models can read it.
         tokens = list(world.github.tokens)
@@ -64,6 +74,44 @@ def test_red_check_run_becomes_a_verified_pull_request(tmp_path):
         for token in tokens:
             assert token not in body and token not in events
             assert all(token not in str(r) for r in world.model.requests)
+
+
+TITLED = [
+    step(PLAN),
+    step(EDIT),
+    # A title over two lines goes back to the model as an observation, not into the PR.
+    step(tool("finish", summary="x", title="Divide by 100\nand more")),
+    step(
+        tool(
+            "finish",
+            summary="discount_percent is a percentage, so line_total now divides it by 100 "
+            "before taking it off the gross amount of the line.",
+            title="Divide discount_percent by 100 in line_total",
+        )
+    ),
+]
+
+
+def test_the_pr_carries_the_models_title_plan_and_changes(tmp_path):
+    with app_world(tmp_path, TITLED) as world:
+        answer = world.deliver("check_run", world.check_run_payload())
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "verified", mission["message"]
+
+        assert any("the title must be one line" in m for m in tool_messages(world.model))
+        (created,) = world.github.requests_for("pulls/create")
+        assert created.body["title"] == "Divide discount_percent by 100 in line_total"
+        subject = subprocess.run(
+            ["git", "-C", str(world.bare), "log", "-1", "--format=%s", "loopwright/fix-1"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        assert subject == "Divide discount_percent by 100 in line_total"
+        body = created.body["body"]
+        assert "### Plan" in body and "> - [ ] fix the discount" in body
+        assert "### Changes" in body and "- `invoice/totals.py` (+1 -1)" in body
+        stored = world.client.get(f"/api/missions/{mission['id']}").json()
+        assert stored["result"]["plan"] == [{"step": "fix the discount", "status": "in_progress"}]
+        world.github.assert_no_rejections()
 
 
 def test_same_delivery_twice_and_same_failure_twice_give_one_mission(tmp_path):

@@ -836,12 +836,13 @@ def test_model_prose_in_the_pr_and_commit_cannot_close_mention_or_escape(tmp_pat
             assert LIVE_MENTION.search(text) is None, (name, text)
         for text in comments:
             assert LIVE_CLOSING.search(text) is None, text
-        assert "\n" not in title and title.startswith("Loopwright: F")
+        assert "\n" not in title and title.startswith("F") and len(title) < 80
         lines = body.splitlines()
         # Only Loopwright's own headings; the model's `#` and `###` lines stay quoted.
         headings = [line for line in lines if line.startswith("#")]
         assert all(
-            h.startswith(("## ✅", "### Plan", "### Verification", "### Cost")) for h in headings
+            h.startswith(("## ✅", "### Plan", "### Changes", "### Verification", "### Cost"))
+            for h in headings
         )
         assert not any(line.startswith(("|", "```", "<")) and "Approved" in line for line in lines)
         start = lines.index("The model's summary, as it wrote it:") + 2
@@ -849,3 +850,5 @@ def test_model_prose_in_the_pr_and_commit_cannot_close_mention_or_escape(tmp_pat
         assert any("Approved by" in line for line in quoted)
         assert all(line.startswith(">") for line in quoted)
         assert "<img" not in body and "</details>" not in body
+        # The model's plan is in the body, quoted and inert.
+        assert "### Plan" in body and "fix the discount, C" in body

@@ -44,6 +44,11 @@ def test_build_writes_a_verified_node_app_with_history_and_screenshot(tmp_path, 
     assert git("rev-parse", "HEAD", cwd=out).strip() == result["commit"]
     assert git("status", "--porcelain", cwd=out) == ""
     # the tests ran and passed in the fresh verification sandbox
+    # The verdict names what was checked: the app's tests, and the page the app served.
+    assert result["message"] == (
+        f"verified: the app's own tests pass; the app boots and renders; the app is in "
+        f"{out.resolve()}"
+    )
     verification = result["verification"]
     assert verification["verified"] is True and verification["reasons"] == []
     assert [c["phase"] for c in verification["commands"]] == ["after"]
@@ -99,6 +104,81 @@ def test_build_whose_tests_fail_is_unverified_but_written(tmp_path, scripted, ru
     assert report["status"] == "unverified"
     assert report["verification"]["web"]["screenshot"] is None
     assert_no_container_left(run.result["mission"])
+
+
+def test_a_node_app_for_lang_python_is_not_verified(tmp_path, scripted, run_cli):
+    package = {"name": "app", "scripts": {"start": "node server.js", "test": "node --test"}}
+    server = scripted(
+        [
+            step(tool("write_file", path="package.json", content=json.dumps(package))),
+            step(tool("write_file", path="test/app.test.js", content="// a test\n")),
+            step(tool("finish", summary="done")),
+        ]
+    )
+    out = tmp_path / "app"
+    run = run_cli(
+        "build", SPEC, "--out", str(out), "--lang", "python", "--sandbox", "local",
+        env=model_env(server),
+    )  # fmt: skip
+
+    assert run.exit_code == 1
+    assert run.result["status"] == "unverified"
+    assert run.result["message"].startswith(
+        "--lang python asked for a Python app, and the model wrote neither pyproject.toml "
+        "nor requirements.txt (it looks like a Node app)"
+    )
+    # Nothing of the app ran: no test command, no boot.
+    assert run.result["verification"]["commands"] == []
+    assert (out / "package.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("files", "lang", "reason"),
+    [
+        (["package.json", "src/app.js"], "node", None),
+        (["pyproject.toml", "app/main.py", "tests/test_app.py"], "python", None),
+        (["requirements.txt", "app.py", "app_test.py"], "python", None),
+        (["pyproject.toml", "app.py"], "python", "wrote no tests in .py files"),
+        (["requirements.txt", "app.py", "test/app.test.js"], "python", "no tests in .py files"),
+        (["app.py", "tests/test_app.py"], "python", "neither pyproject.toml nor requirements"),
+        (["pyproject.toml", "tests/test_x.py"], "node", "no package.json (it looks like a Py"),
+        (["web/package.json", "web/app.js"], "node", "wrote no package.json"),
+    ],
+)
+def test_the_stack_must_match_the_language(files, lang, reason):
+    from loopwright.build import stack_mismatch
+
+    found = stack_mismatch(files, lang)
+    assert (found is None) if reason is None else (reason in (found or "")), found
+
+
+def test_verdict_names_only_what_was_checked(tmp_path):
+    from loopwright.build import verified_message
+
+    booted = verified_message({"web": {"ok": True}}, tmp_path)
+    assert booted == (
+        f"verified: the app's own tests pass; the app boots and renders; the app is in {tmp_path}"
+    )
+    for web in (None, {"ok": False}):
+        text = verified_message({"web": web}, tmp_path)
+        assert text == f"verified: the app's own tests pass; the app is in {tmp_path}"
+
+
+def test_a_recording_for_another_spec_or_language_is_refused_before_anything_runs(
+    tmp_path, run_cli
+):
+    out = tmp_path / "app"
+    for args, why in [
+        (["A JSON time API"], "it was recorded for another specification"),
+        ([SPEC, "--lang", "python"], "it was recorded for --lang node, not --lang python"),
+    ]:
+        run = run_cli(
+            "build", *args, "--out", str(out), "--sandbox", "local", "--replay", str(RECORDING)
+        )
+        assert run.exit_code == 2, run.stderr
+        assert f"--replay {RECORDING} belongs to another mission: {why}" in run.stderr
+        assert run.events == [] and run.result is None
+        assert not out.exists()
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,17 @@ CORRECT = [
 ]
 
 
+def assert_one_deliver_then_done(events: list[dict], status: str) -> None:
+    """A mission's one deliver stage ends with `status`, `done` is the last event after it,
+    and no event speaks of a dry run the user never asked for."""
+    deliver = [e for e in events if e["type"] == "stage" and e["stage"] == "deliver"]
+    assert [e["status"] for e in deliver] == ["started", status], deliver
+    assert events[-1]["type"] == "done"
+    assert [e["type"] for e in events].count("done") == 1
+    assert events.index(deliver[-1]) < len(events) - 1
+    assert "dry run" not in json.dumps(events)
+
+
 def model_env(server, **extra: str) -> dict[str, str]:
     return {
         "LOOPWRIGHT_MODEL_BASE_URL": server.base_url,
@@ -73,6 +84,7 @@ def test_correct_fix_is_verified_and_applied(
     assert "    1 file changed, 1 insertion(+), 1 deletion(-)\n" in tail
     assert f"  patch: {saved} (applied to {repo})\n" in tail
     assert "HTTP Request" not in run.stderr  # library logs appear only with -v
+    assert_one_deliver_then_done(run.events, "applied")
 
 
 def test_model_claiming_success_without_fixing_is_not_verified(
@@ -343,3 +355,36 @@ def test_recorded_session_replays_through_the_console_script(example_repo, tmp_p
     result = json.loads(proc.stdout)
     assert result["status"] == "verified"
     assert "● verify" in proc.stderr and "verified" in proc.stderr
+
+
+def test_a_recording_of_another_repository_is_refused_before_any_tool_runs(
+    example_repo, run_cli, tmp_path
+):
+    node = example_repo("node-slugify")
+    recording = RECORDINGS / "python-invoice.json"
+    run = run_cli("fix", str(node), "--sandbox", "local", "--replay", str(recording))
+
+    assert run.exit_code == 2, run.stderr
+    assert f"--replay {recording} belongs to another mission" in run.stderr
+    assert "recorded against another repository" in run.stderr
+    assert run.events == [] and run.result is None
+    assert git("status", "--porcelain", cwd=node) == ""
+    # A build recording is not a fix's either.
+    build = RECORDINGS / "build-node-reading-list.json"
+    run = run_cli("fix", str(node), "--sandbox", "local", "--replay", str(build))
+    assert run.exit_code == 2
+    assert "it was recorded for `loopwright build`, and this is `loopwright fix`" in run.stderr
+
+
+@pytest.mark.parametrize("name", ["python-invoice", "node-slugify"])
+def test_the_bundled_recordings_carry_their_examples_fingerprint(example_repo, name):
+    from loopwright.sandbox.workspace import tree_fingerprint
+
+    repo = example_repo(name)
+    bundled = json.loads((RECORDINGS / f"{name}.json").read_text())["mission"]
+    # The recording was made against this very example, so the demo replays it...
+    assert bundled == {"mode": "fix", "tree": tree_fingerprint(repo)}
+    # ...and one changed byte, even uncommitted, makes it another repository.
+    readme = repo / "README.md"
+    readme.write_text(readme.read_text() + " ")
+    assert tree_fingerprint(repo) != bundled["tree"]

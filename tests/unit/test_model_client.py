@@ -22,7 +22,13 @@ from loopwright.agent.model import (
     ToolCall,
     Usage,
 )
-from loopwright.agent.scripted import ScriptedModelServer, ScriptStep, load_script, parse_steps
+from loopwright.agent.scripted import (
+    ScriptedModelServer,
+    ScriptStep,
+    load_recording,
+    load_script,
+    parse_steps,
+)
 from loopwright.config import Settings, Tier
 
 NANO = Tier("nano", "vendor/nano-9b")
@@ -268,7 +274,8 @@ def test_recording_replays_identically(harness: Harness, tmp_path: Path) -> None
     ]
     path = tmp_path / "recordings" / "mission.json"
     original = harness.serve(steps)
-    recorder = Recorder(path)
+    fingerprint = {"mode": "fix", "tree": "sha256:" + "0" * 64}
+    recorder = Recorder(path, fingerprint)
     model = harness.model(original.base_url, recorder=recorder)
 
     first = model.complete(NANO, MESSAGES, TOOLS)
@@ -277,6 +284,7 @@ def test_recording_replays_identically(harness: Harness, tmp_path: Path) -> None
 
     document = json.loads(path.read_text())
     assert document["version"] == 1
+    assert load_recording(path)[1] == document["mission"] == fingerprint
     assert [e["tier"] for e in document["exchanges"]] == ["nano", "super", "nano"]
     assert [e["model"] for e in document["exchanges"]] == [NANO.model, SUPER.model, NANO.model]
     assert document["exchanges"][0]["response"]["tool_calls"][0]["arguments"] == {"path": "a.py"}

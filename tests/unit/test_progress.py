@@ -156,3 +156,11 @@ def test_a_phase_event_shows_its_name_and_duration(fields, expected):
     assert printer.render(event("phase", "loop", **fields)) == expected
     colored = ProgressPrinter(io.StringIO(), color=True).render(event("phase", "loop", **fields))
     assert colored == f"\033[2m{expected}\033[0m"
+
+
+def test_the_deliver_stage_names_the_pull_request_it_opened():
+    url = "https://github.test/acme/invoice/pull/8"
+    line = ProgressPrinter(io.StringIO(), color=False).render(
+        event("stage", "deliver", status="delivered", kind="pull_request", url=url)
+    )
+    assert line == f"  deliver delivered — url: {url}"

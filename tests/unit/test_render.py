@@ -16,6 +16,7 @@ from loopwright.github.render import (
     ZWJ,
     check_run_output,
     code,
+    diffstat,
     explain_command_comment,
     fenced,
     fork_patch_comment,
@@ -120,6 +121,48 @@ def test_pr_body_has_every_section() -> None:
     assert text.rstrip().endswith(
         f"<sub>Opened by Loopwright · mission `a1b2c3d4e5f6` · [live view]({MISSION_URL})</sub>"
     )
+
+
+def test_pr_body_lists_the_changes_per_file() -> None:
+    patch = (
+        PATCH
+        + "diff --git a/docs/@octocat.md b/docs/@octocat.md\nnew file mode 100644\n"
+        + "--- /dev/null\n+++ b/docs/@octocat.md\n@@ -0,0 +1,2 @@\n+++ a line starting ++\n"
+        + "+--- and one starting --\n"
+        + "diff --git a/logo.png b/logo.png\nindex 1..2 100644\n"
+        + "Binary files a/logo.png and b/logo.png differ\n"
+    )
+    text = body(result(patch=patch))
+    section = text[text.index("### Changes") : text.index("### Verification")]
+    assert "3 files changed, +3 -1:" in section
+    assert "- `calc.py` (+1 -1)" in section
+    # A path is an identifier: in a code span, so the `@` pings nobody.
+    assert "- `docs/@octocat.md` (+2 -0)" in section
+    assert "- `logo.png` (binary)" in section
+    assert text.index("### Plan") < text.index("### Changes")
+    assert "### Changes" not in body(result(patch=""))
+
+
+def test_diffstat_counts_hunk_lines_not_headers() -> None:
+    assert diffstat(PATCH) == [("calc.py", 1, 1)]
+    assert diffstat("") == []
+
+
+def test_the_models_title_wins_and_stays_inert() -> None:
+    assert pr_title("A long summary. More.", title="Divide discounts by 100") == (
+        "Divide discounts by 100"
+    )
+    hostile = pr_title("x", title="Fixes #12 for @octocat, see https://evil.test")
+    assert hostile == f"F{ZWJ}ixes #{ZWJ}12 for @{ZWJ}octocat, see https:{ZWJ}//evil.test"
+    # A blank title falls back to the summary.
+    assert pr_title("Fix the sign", title="  ") == "Fix the sign"
+
+
+def test_the_plan_in_the_body_is_inert() -> None:
+    text = body(result(plan=[{"step": "### Closes #3 for @octocat <b>x</b>", "status": "done"}]))
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("> - [x]")]
+    assert "@octocat" not in line and "Closes #3" not in line and "<b>" not in line
+    assert not any(ln.startswith("### Closes") for ln in text.splitlines())
 
 
 def test_pr_body_plan_parameter_wins_over_the_result() -> None:
@@ -561,20 +604,31 @@ def test_model_summary_cannot_leave_its_quote(summary: str) -> None:
 @pytest.mark.parametrize(
     ("summary", "expected"),
     [
-        ("Fix the discount", "Loopwright: Fix the discount"),
-        ("fixed: GH-2", f"Loopwright: f{ZWJ}ixed: GH-{ZWJ}2"),
-        ("", "Loopwright: Fix failing tests"),
-        ("\n\n  \nsecond", "Loopwright: second"),
-        ("Closes #7 and @octocat\nmore", f"Loopwright: C{ZWJ}loses #{ZWJ}7 and @{ZWJ}octocat"),
-        ("a\rb", "Loopwright: a"),
-        ("tab\tand\x1b[31mred", "Loopwright: tab and [31mred"),
-        ("x" * 200, "Loopwright: " + "x" * 89 + "…"),
+        ("Fix the discount", "Fix the discount"),
+        ("fixed: GH-2", f"f{ZWJ}ixed: GH-{ZWJ}2"),
+        ("", "Fix failing tests"),
+        ("\n\n  \nsecond", "second"),
+        ("Closes #7 and @octocat\nmore", f"C{ZWJ}loses #{ZWJ}7 and @{ZWJ}octocat"),
+        ("a\rb", "a"),
+        ("tab\tand\x1b[31mred", "tab and [31mred"),
+        # One word longer than a title can only be cut.
+        ("x" * 200, "x" * 70 + "…"),
+        ("see https://github.com/o/r/issues/1", f"see https:{ZWJ}//github.com/o/r/issues/1"),
+        # The first sentence, without its full stop.
         (
-            "see https://github.com/o/r/issues/1",
-            f"Loopwright: see https:{ZWJ}//github.com/o/r/issues/1",
+            "line_total treated discount_percent as a fraction (10 meant 1000%). It now "
+            "divides by 100, so a 10% discount takes 10% off.",
+            "line_total treated discount_percent as a fraction (10 meant 1000%)",
+        ),
+        # Too long: whole words and an ellipsis, never half a word.
+        (
+            "Divide the discount percentage by one hundred before applying it to the gross "
+            "line total of every invoice line",
+            "Divide the discount percentage by one hundred before applying it to…",
         ),
     ],
 )
 def test_pr_title_is_one_inert_line(summary: str, expected: str) -> None:
     assert pr_title(summary) == expected
+    assert len(pr_title(summary).replace(ZWJ, "")) < 72
     assert "\n" not in pr_title(summary) and "\r" not in pr_title(summary)
