@@ -101,6 +101,10 @@ class StageEvent(_Envelope):
     files: list[str] | None = Field(None, description="deliver: the diffstat's summary line.")
     commit: str | None = Field(None, description="deliver of a build: the commit written.")
     report: str | None = Field(None, description="deliver of a build: the report's path.")
+    kind: str | None = Field(
+        None, description="deliver on GitHub: what was delivered (pull_request, commit, comment)."
+    )
+    url: str | None = Field(None, description="deliver on GitHub: where it was delivered.")
 
 
 class PlanItemFields(BaseModel):

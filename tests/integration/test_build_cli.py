@@ -177,7 +177,8 @@ def test_a_recording_for_another_spec_or_language_is_refused_before_anything_run
         )
         assert run.exit_code == 2, run.stderr
         assert f"--replay {RECORDING} belongs to another mission: {why}" in run.stderr
-        assert run.events == [] and run.result is None
+        assert run.events == [] and run.result is not None
+        assert (run.result["status"], run.result["exit_code"]) == ("error", 2)
         assert not out.exists()
 
 

@@ -367,7 +367,8 @@ def test_a_recording_of_another_repository_is_refused_before_any_tool_runs(
     assert run.exit_code == 2, run.stderr
     assert f"--replay {recording} belongs to another mission" in run.stderr
     assert "recorded against another repository" in run.stderr
-    assert run.events == [] and run.result is None
+    assert run.events == [] and run.result is not None
+    assert (run.result["status"], run.result["exit_code"]) == ("error", 2)
     assert git("status", "--porcelain", cwd=node) == ""
     # A build recording is not a fix's either.
     build = RECORDINGS / "build-node-reading-list.json"
