@@ -347,10 +347,12 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
             ).run()
             if kept is not None:
                 kept.finish(result)
+            applied = str(Path(request.source).expanduser().resolve()) if result.applied else None
+            # Reported before the live view's wait for Ctrl-C, so nothing is held back.
+            code = report_result(args, result, wired.error_kind.kind, paths, settings, applied)
     except SandboxError as exc:
         return report_failure(args.json, EXIT_ENVIRONMENT, paths.text(str(exc)), request.mission_id)
-    applied = str(Path(request.source).expanduser().resolve()) if result.applied else None
-    return report_result(args, result, wired.error_kind.kind, paths, settings, applied)
+    return code
 
 
 @dataclass
@@ -531,7 +533,7 @@ def report_result(
         # On stdout it can be piped to `git apply`; with --json stdout holds only the object.
         print(result.patch, end="", file=sys.stderr if args.json else sys.stdout, flush=True)
     if args.json:
-        print(json.dumps({**paths.data(result.to_dict()), "exit_code": code}, indent=2))
+        print(json.dumps({**paths.data(result.to_dict()), "exit_code": code}, indent=2), flush=True)
     return code
 
 

@@ -98,7 +98,7 @@ def test_fix_serve_keeps_serving_after_the_mission_until_ctrl_c(
     terminal, stdin = pty.openpty()  # a terminal on stdin, as when a person runs it
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [f"{VENV_BIN}/loopwright", "fix", str(repo), "--sandbox", "local", "--serve"],
+            [f"{VENV_BIN}/loopwright", "fix", str(repo), "--sandbox", "local", "--serve", "--json"],
             stdin=stdin, stdout=out, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
     os.close(stdin)
@@ -110,6 +110,8 @@ def test_fix_serve_keeps_serving_after_the_mission_until_ctrl_c(
             time.sleep(0.1)
         url = re.search(r"watch this mission at (\S+)", log.read_text()).group(1)
         page = httpx.get(url, timeout=10)  # the mission is over; its view is still up
+        # --json's one object is out before the wait for Ctrl-C, not held back by it
+        assert '"status": "unverified"' in log.read_text()
         proc.send_signal(signal.SIGINT)
         code = proc.wait(60)
     finally:
