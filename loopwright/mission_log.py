@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopwright.config import ConfigError, Settings
 from loopwright.events import EventSink
+from loopwright.redaction import Redactor, redacted_result
 from loopwright.request import MissionKind, MissionRequest
 
 if TYPE_CHECKING:
@@ -50,13 +51,14 @@ def cli_request(
     A CLI run works on a working tree, not a pinned commit; the run id stands in for the
     commit so every run is a mission of its own.
     """
-    from loopwright.sandbox.workspace import is_git_url
+    from loopwright.sandbox.workspace import is_git_url, without_credentials
 
-    url_source = is_git_url(source)
+    # A git URL may carry a user and password or token: it is stored without them.
+    url = without_credentials(source) if is_git_url(source) else ""
     return MissionRequest(
         trigger="cli",
-        repo=source if url_source else str(Path(source).expanduser().resolve()),
-        clone_url=source if url_source else "",
+        repo=url or str(Path(source).expanduser().resolve()),
+        clone_url=url,
         head_sha=mission_id,
         guidance=guidance,
         kind=kind,
@@ -70,9 +72,12 @@ class KeptMission:
     id: str
     store: Store
     sink: EventSink
+    redactor: Redactor
 
     def finish(self, result: FinishedResult) -> None:
-        self.store.mark_finished(result)
+        """Store the result as the API and `show` serve it: the model's text may quote
+        secrets, so every text in it is redacted like the events are."""
+        self.store.mark_finished(redacted_result(result, self.redactor))
 
     def fail(self, message: str) -> None:
         self.store.set_status(self.id, "error", message=message, expect="running")
@@ -89,7 +94,8 @@ def kept_mission(
         store.create_mission(request, mission_id)
         store.mark_running(mission_id)
         try:
-            yield KeptMission(mission_id, store, store.event_sink(mission_id))
+            redactor = Redactor(settings.secrets())
+            yield KeptMission(mission_id, store, store.event_sink(mission_id), redactor)
         finally:
             store.set_status(mission_id, "interrupted", expect="running")
     finally:

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import re
 import urllib.parse
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar, cast
+
+R = TypeVar("R")
 
 TOKEN_PATTERN = re.compile(
     r"(?:gh[pousr]_[A-Za-z0-9_]{8,}|github_pat_[A-Za-z0-9_]{8,}|sk-[A-Za-z0-9_\-]{8,})"
@@ -87,3 +90,17 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.data(v) for v in value]
         return value
+
+
+def redacted_result(result: R, redactor: Redactor) -> R:
+    """A copy of a result dataclass with every text in it (strings, and strings inside lists
+    and dicts) redacted: how results are stored and served, since the model's text and the
+    commands' output may quote secrets."""
+    if not dataclasses.is_dataclass(result) or isinstance(result, type):
+        raise TypeError(f"{type(result).__name__} is not a dataclass instance")
+    changes = {
+        f.name: redactor.data(getattr(result, f.name))
+        for f in dataclasses.fields(result)
+        if isinstance(getattr(result, f.name), str | list | dict)
+    }
+    return cast(R, dataclasses.replace(result, **changes))

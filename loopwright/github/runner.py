@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import structlog
@@ -24,7 +23,7 @@ from loopwright.github.gitops import GitError, clone_at
 from loopwright.github.service import Conclusion, GitHubApp, GitHubError, RepoSession
 from loopwright.github.triggers import NeedsPermission, Reply, TriggerContext, authorize
 from loopwright.mission import FixMission, FixRequest, MissionResult
-from loopwright.redaction import Redactor
+from loopwright.redaction import Redactor, redacted_result
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxProvider
 from loopwright.store.repository import Store
@@ -156,7 +155,7 @@ class AppMissionRunner:
                 # sees the final status sees the pull request too.
                 if delivered.url:
                     self.store.set_links(mission_id, pr_url=delivered.url)
-                self.store.mark_finished(_redacted(result, redactor))
+                self.store.mark_finished(redacted_result(result, redactor))
                 if failure:
                     self.store.set_status(mission_id, "error", message=redactor.text(failure))
         finally:
@@ -257,17 +256,3 @@ class AppMissionRunner:
     def _url(self, mission_id: str) -> str | None:
         base = self.settings.github.public_url
         return f"{base}/missions/{mission_id}" if base else None
-
-
-def _redacted(result: MissionResult, redactor: Redactor) -> MissionResult:
-    """The result as stored and served by the API: the model's text may quote secrets."""
-    return replace(
-        result,
-        message=redactor.text(result.message),
-        summary=redactor.text(result.summary),
-        title=redactor.text(result.title),
-        plan=redactor.data(result.plan),
-        patch=redactor.text(result.patch),
-        verification=redactor.data(result.verification),
-        flaky=redactor.data(result.flaky),
-    )

@@ -190,3 +190,30 @@ def test_a_data_dir_that_is_a_file_is_named_in_the_error(tmp_path, monkeypatch, 
     assert code == 2 and out == ""
     assert f"cannot open the missions store in {not_a_dir}" in err
     assert "LOOPWRIGHT_DATA_DIR" in err
+
+
+def test_a_kept_mission_stores_no_secret_the_model_quotes_nor_url_credentials(
+    tmp_path, example_repo, scripted, run_cli, capsys, monkeypatch
+):
+    """What `show` and the dashboard serve is redacted like the events: a token the model
+    quotes in its summary, title or plan is masked, and a git URL is kept without its
+    user and password."""
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    repo = example_repo("python-invoice")
+    server = scripted(
+        [
+            step(tool("update_plan", items=[{"step": f"use {token}", "status": "done"}])),
+            step(tool("finish", summary=f"the key is {token}", title=f"Leak {token}")),
+        ]
+    )
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+    assert run.result is not None and run.result["status"] == "unverified", run.stderr
+    code, out, _ = _cli(capsys, "show", run.result["mission"], "--json")
+    assert code == 0
+    assert token not in out and "[REDACTED]" in json.loads(out)["result"]["summary"]
+
+    from loopwright.mission_log import cli_request
+
+    stored = cli_request("https://alice:hunter2@127.0.0.1:9/o/r.git", "m1")
+    assert "hunter2" not in f"{stored.repo} {stored.clone_url} {stored.dedupe_key}"
+    assert stored.repo == "https://127.0.0.1:9/o/r.git"
