@@ -20,7 +20,7 @@ from loopwright import __version__
 from loopwright.config import ConfigError, Settings
 from loopwright.events import Event, EventBus, EventSink, NdjsonWriter
 from loopwright.mission_log import KeptMission, cli_request
-from loopwright.progress import ProgressPrinter, color_enabled, replay
+from loopwright.progress import ProgressPrinter, color_enabled, replay, terminal_safe
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.secret_env import HandoffError, restart_without_secrets
@@ -531,7 +531,9 @@ def report_result(
         print(block, file=sys.stderr)
     if getattr(args, "show_diff", False) and result.patch:
         # On stdout it can be piped to `git apply`; with --json stdout holds only the object.
-        print(result.patch, end="", file=sys.stderr if args.json else sys.stdout, flush=True)
+        stream = sys.stderr if args.json else sys.stdout
+        shown = terminal_safe(result.patch) if stream.isatty() else result.patch
+        print(shown, end="", file=stream, flush=True)
     if args.json:
         print(json.dumps({**paths.data(result.to_dict()), "exit_code": code}, indent=2), flush=True)
     return code
@@ -820,7 +822,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     elif args.json:
         print(json.dumps({**found.to_dict(), "events": events}, indent=2))
     else:
-        print(render_mission(found))
+        print(render_mission(found, terminal=sys.stdout.isatty()))
         print("\nevents:")
         replay(event_lines(events), ProgressPrinter(sys.stdout))
     return EXIT_OK

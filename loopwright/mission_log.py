@@ -142,9 +142,12 @@ def render_list(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def render_mission(mission: Mission) -> str:
-    """`loopwright show`: what was asked, how it ended, the verdict table and the diff."""
-    from loopwright.progress import render_verification
+def render_mission(mission: Mission, *, terminal: bool = False) -> str:
+    """`loopwright show`: what was asked, how it ended, the verdict table and the diff.
+
+    For a terminal, control characters in the stored text are shown as escapes; piped,
+    the patch stays byte for byte what `git apply` takes."""
+    from loopwright.progress import render_verification, terminal_safe
 
     result = mission.result or {}
     lines = [
@@ -169,7 +172,8 @@ def render_mission(mission: Mission) -> str:
     lines.append("patch:" if patch else "patch: (none)")
     if patch:
         lines.append(patch.rstrip("\n"))
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    return terminal_safe(text) if terminal else text
 
 
 def event_lines(events: list[dict[str, Any]]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loopwright.progress import terminal_safe
 from loopwright.verify.tamper import parse_patch
 
 STAT_WIDTH = 40
@@ -69,7 +70,7 @@ def outcome_block(
         lines.append(f"  patch: {patch_path} (applied to {applied_to})")
     else:
         lines.append(f"  patch: {patch_path} (not applied)")
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))
 
 
 def _plural(count: int, word: str) -> str:

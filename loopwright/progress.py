@@ -4,11 +4,33 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, TextIO
 
 from loopwright.events import Event
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character but newline and tab shown as an escape (`\\x1b`),
+    so text from the model or the repository cannot move the cursor, rewrite a line, retitle
+    the window or set the clipboard of the terminal it is printed to."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
+def _terminal_safe_data(value: Any) -> Any:
+    if isinstance(value, str):
+        return terminal_safe(value)
+    if isinstance(value, dict):
+        return {k: _terminal_safe_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_terminal_safe_data(v) for v in value]
+    return value
+
 
 _MARKS = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
 _STATUS_WORDS = {
@@ -56,6 +78,8 @@ class ProgressPrinter:
         return f"\033[{code}m{text}\033[0m" if self.color else text
 
     def render(self, event: Event) -> str | None:
+        # Only the printer's own colour codes reach the terminal.
+        event = replace(event, fields=_terminal_safe_data(event.fields))
         f = event.fields
         if event.type == "stage":
             status = f.get("status")

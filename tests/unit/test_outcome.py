@@ -60,3 +60,14 @@ def test_outcome_block_names_mission_summary_and_patch():
         "  mission m",
         "  no patch: the mission changed nothing",
     ]
+
+
+def test_outcome_block_shows_control_characters_as_escapes():
+    block = outcome_block(
+        mission="m1",
+        summary="done \x1b]0;owned-title\x07",
+        patch="",
+        patch_path=None,
+    )
+    assert "\x1b" not in block and "\x07" not in block
+    assert "summary: done \\x1b]0;owned-title\\x07" in block

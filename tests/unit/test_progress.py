@@ -4,7 +4,13 @@ import json
 import pytest
 
 from loopwright.events import Event
-from loopwright.progress import ProgressPrinter, color_enabled, render_verification, replay
+from loopwright.progress import (
+    ProgressPrinter,
+    color_enabled,
+    render_verification,
+    replay,
+    terminal_safe,
+)
 
 
 def event(type_, stage="loop", **fields):
@@ -164,3 +170,23 @@ def test_the_deliver_stage_names_the_pull_request_it_opened():
         event("stage", "deliver", status="delivered", kind="pull_request", url=url)
     )
     assert line == f"  deliver delivered — url: {url}"
+
+
+HOSTILE = "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b[2K\x1b[1Aapp.txt\r"
+
+
+def test_model_text_cannot_send_control_sequences_to_the_terminal():
+    """A path, command or summary from the model is printed with its control characters
+    shown as escapes; the printer's own colour codes are the only escapes left."""
+    printer = ProgressPrinter(io.StringIO(), color=True)
+    call = event("tool_call", id="c1", name="read_file", summary=f"Read {HOSTILE}")
+    assert printer.render(call) is None  # printed with its result
+    result = event("tool_result", id="c1", tool="read_file", status="ok")
+    done = event("done", "deliver", status="unverified", message=f"no {HOSTILE}")
+    for line in (printer.render(result), printer.render(done)):
+        assert line is not None
+        assert "\x07" not in line and "\r" not in line and "\x1b]" not in line
+        assert "\\x1b]52;c;" in line and "\\x07" in line and "\\x0d" in line
+        stripped = line.replace("\033[0m", "")
+        assert all(stripped[i + 1] == "[" for i, ch in enumerate(stripped) if ch == "\x1b")
+    assert terminal_safe("a\tb\nc") == "a\tb\nc"
