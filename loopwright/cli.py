@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
@@ -315,6 +316,7 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
     paths = UserPaths.for_mission(settings, request.mission_id, request.source)
     live: LiveView | None = None
     kept: KeptMission | None = None
+    code: int | None = None
 
     def live_sinks(stack: ExitStack, settings: Settings) -> list[EventSink]:
         nonlocal live, kept
@@ -351,6 +353,10 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
             # Reported before the live view's wait for Ctrl-C, so nothing is held back.
             code = report_result(args, result, wired.error_kind.kind, paths, settings, applied)
     except SandboxError as exc:
+        if code is not None:
+            # The result is out; closing the sandbox failed after it. Say so, once.
+            print(f"loopwright: {paths.text(str(exc))}", file=sys.stderr)
+            return code
         return report_failure(args.json, EXIT_ENVIRONMENT, paths.text(str(exc)), request.mission_id)
     return code
 
@@ -470,6 +476,10 @@ def mission_wiring(
 
     error_kind = FirstErrorKind()
     sinks: list[EventSink] = [terminal_sink(args), error_kind]
+    # Checked before anything runs, so a bad path costs no model call and loses no output.
+    for flag, path in (("--events", args.events), ("--record", args.record)):
+        if path is not None:
+            check_writable(flag, path)
     with ExitStack() as stack:
         if args.events:
             writer = NdjsonWriter(args.events)
@@ -537,6 +547,25 @@ def report_result(
     if args.json:
         print(json.dumps({**paths.data(result.to_dict()), "exit_code": code}, indent=2), flush=True)
     return code
+
+
+def check_writable(flag: str, path: Path) -> None:
+    """Raise a `UsageError` unless `path` is a file Loopwright can create or write."""
+    import tempfile
+
+    if path.is_dir():
+        raise UsageError(f"{flag} {path} is a directory; name a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}."):
+            pass
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise UsageError(
+            f"{flag} {path}: cannot write there ({exc.strerror or exc}); name a file in a "
+            "writable directory"
+        ) from None
 
 
 @dataclass

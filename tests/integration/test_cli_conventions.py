@@ -3,6 +3,7 @@ errors, -q/-v, colour, --version/--help and the block that ends a mission."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -194,3 +195,31 @@ def test_unknown_command_answers_in_json(run_cli):
     run = run_cli("frobnicate")
     assert_one_error_object(run, 2)
     assert "invalid choice: 'frobnicate'" in run.result["message"]
+
+
+@pytest.mark.parametrize("flag", ["--events", "--record"])
+@pytest.mark.parametrize("where", ["directory", "unwritable"])
+def test_an_unusable_events_or_record_path_is_a_usage_error_before_any_model_call(
+    flag, where, tmp_path, scripted, capsys, monkeypatch
+):
+    server = scripted([step(FINISH)])
+    for key, value in model_env(server).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(tmp_path / "data"))
+    repo = plain_dir(tmp_path, "repo")
+    init_repo(repo)
+    target = tmp_path / "out" if where == "directory" else tmp_path / "file" / "x.json"
+    if where == "directory":
+        target.mkdir()
+    else:
+        (tmp_path / "file").write_text("a file, so nothing can be created under it\n")
+    capsys.readouterr()
+    code = main(["fix", str(repo), "--sandbox", "local", "--json", flag, str(target)])
+    out, err = capsys.readouterr()
+
+    assert code == 2, err
+    (failure,) = [json.loads(out)]
+    assert failure["exit_code"] == 2 and failure["status"] == "error"
+    assert f"{flag} {target}" in failure["message"]
+    assert "Traceback" not in err
+    assert server.requests == []
