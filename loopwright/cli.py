@@ -605,9 +605,10 @@ def live_view(
     The mission is kept in the data dir's store like an App mission (see `keep_mission`),
     so its page, the list and the cost view work the same way, and stay there afterwards.
     """
+    from loopwright.app.hosts import LOOPBACK_HOSTS
     from loopwright.app.server import create_app, serve_in_thread
 
-    app = create_app(settings, mode="local")
+    app = create_app(settings, mode="local", allowed_hosts=LOOPBACK_HOSTS)
     with ExitStack() as stack:
         try:
             url = stack.enter_context(serve_in_thread(app, "127.0.0.1", args.port))
@@ -704,6 +705,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     stored in the data directory (no webhook endpoint, no queue, no sandboxes)."""
     import uvicorn
 
+    from loopwright.app.hosts import LOOPBACK_HOSTS
     from loopwright.app.server import create_app
 
     if not 0 < args.port < 65536:
@@ -738,7 +740,12 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # Live streams stay open until their mission ends; on shutdown they get a moment to
     # finish, then they are cut (browsers reconnect to the next server with Last-Event-ID).
     uvicorn.run(
-        create_app(settings, mode="local" if local else "app"),
+        create_app(
+            settings,
+            mode="local" if local else "app",
+            # A local dashboard on loopback answers only to loopback names (DNS rebinding).
+            allowed_hosts=LOOPBACK_HOSTS if local and args.host in LOOPBACK_HOSTS else None,
+        ),
         host=args.host,
         port=args.port,
         log_level="info",

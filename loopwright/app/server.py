@@ -45,6 +45,7 @@ from loopwright.app.api import (
     require_token,
     screenshot,
 )
+from loopwright.app.hosts import only_hosts
 from loopwright.app.metrics import Metrics, metrics_endpoint
 from loopwright.app.runtime import Runtime, default_model, default_provider, open_runtime
 from loopwright.app.schema_ui import SCHEMA_PATH, OfflineSwaggerUI
@@ -108,8 +109,12 @@ def create_app(
     mode: Mode = "app",
     timing: StreamTiming | None = None,
     channels: ChannelsPlugin | None = None,
+    allowed_hosts: frozenset[str] | None = None,
 ) -> Litestar:
     """The server. Nothing is opened until the lifespan starts; everything is closed after.
+
+    `allowed_hosts`: when given, a request whose `Host` names another host gets a 421
+    (the local dashboard on loopback passes `LOOPBACK_HOSTS`; see loopwright/app/hosts.py).
 
     `channels` defaults to the in-memory backend (one process); for several processes pass
     `ChannelsPlugin(backend=RedisChannelsPubSubBackend(redis=...),
@@ -210,6 +215,7 @@ def create_app(
         # Litestar's default config would give the root logger a format of its own;
         # loopwright.logs configures one formatter for every library instead.
         logging_config=None,
+        middleware=[only_hosts(allowed_hosts)] if allowed_hosts is not None else [],
     )
 
 

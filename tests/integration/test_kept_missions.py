@@ -72,6 +72,9 @@ def test_a_fix_without_serve_is_listed_shown_and_on_the_local_dashboard(
         listed = httpx.get(f"{server.url}/api/missions", timeout=10).json()
         webhook = httpx.post(f"{server.url}/webhooks/github", content=b"{}", timeout=10)
         mission_page = httpx.get(f"{server.url}/missions/{mission_id}", timeout=10)
+        rebound = httpx.get(
+            f"{server.url}/api/missions", headers={"Host": "rebind.example"}, timeout=10
+        )
     finally:
         server.stop()
     log = (tmp_path / "serve.log").read_text()
@@ -83,6 +86,7 @@ def test_a_fix_without_serve_is_listed_shown_and_on_the_local_dashboard(
     assert listed[0]["status"] == "verified"
     assert webhook.status_code in (404, 405)
     assert mission_page.status_code == 200 and "no webhook endpoint" in mission_page.text
+    assert rebound.status_code == 421 and mission_id not in rebound.text  # DNS rebinding
 
 
 def test_fix_serve_keeps_serving_after_the_mission_until_ctrl_c(
