@@ -7,8 +7,8 @@ infrastructure failures raise.
 
 from __future__ import annotations
 
-import difflib
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -423,11 +423,63 @@ def _edit_summary(args: dict[str, Any]) -> str:
     old, new = args.get("old"), args.get("new")
     if not isinstance(old, str) or not isinstance(new, str):
         return f"Edited {_path(args)}"
-    added = removed = 0
-    for line in difflib.ndiff(old.splitlines(), new.splitlines()):
-        added += line.startswith("+ ")
-        removed += line.startswith("- ")
+    added, removed = _line_changes(old.splitlines(), new.splitlines())
     return f"Edited {_path(args)} (+{added} {MINUS}{removed})"
+
+
+DIFF_WORK = 400_000
+"""Steps an edit's summary may spend matching lines in order (well under a second)."""
+
+
+def _line_changes(old: list[str], new: list[str]) -> tuple[int, int]:
+    """Lines added and removed from `old` to `new`, as a minimal diff counts them.
+
+    The summary is made before any budget is checked, so its work is bounded: lines common
+    to both ends are set aside in linear time, the rest is matched with Myers' O(ND)
+    algorithm for at most `DIFF_WORK` steps; past that, lines are matched regardless of
+    order (a line moved is then not counted), which takes linear time."""
+    start, limit = 0, min(len(old), len(new))
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < limit - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    old, new = old[start : len(old) - end], new[start : len(new) - end]
+    distance = _edit_distance(old, new, DIFF_WORK)
+    if distance is None:
+        old_count, new_count = Counter(old), Counter(new)
+        return (new_count - old_count).total(), (old_count - new_count).total()
+    grown = len(new) - len(old)
+    return (distance + grown) // 2, (distance - grown) // 2
+
+
+def _edit_distance(a: list[str], b: list[str], budget: int) -> int | None:
+    """Lines inserted plus lines deleted in a shortest edit from `a` to `b` (Myers, 1986),
+    or None once more than `budget` steps are spent."""
+    ids: dict[str, int] = {}
+    xs = [ids.setdefault(line, len(ids)) for line in a]
+    ys = [ids.setdefault(line, len(ids)) for line in b]
+    n, m = len(xs), len(ys)
+    offset = n + m + 1
+    furthest = [0] * (2 * offset + 1)
+    """The furthest x reached on each diagonal k = x - y, at index offset + k."""
+    work = 0
+    for d in range(n + m + 1):
+        for k in range(-d, d + 1, 2):
+            if k == -d or (k != d and furthest[offset + k - 1] < furthest[offset + k + 1]):
+                x = furthest[offset + k + 1]
+            else:
+                x = furthest[offset + k - 1] + 1
+            y, before = x - k, x
+            while x < n and y < m and xs[x] == ys[y]:
+                x, y = x + 1, y + 1
+            work += 1 + x - before
+            furthest[offset + k] = x
+            if x >= n and y >= m:
+                return d
+            if work > budget:
+                return None
+    return n + m
 
 
 def _command_summary(args: dict[str, Any]) -> str:

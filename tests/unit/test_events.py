@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import jsonschema
 import pytest
@@ -80,6 +81,11 @@ def test_the_bus_refuses_fields_that_do_not_match_the_model(type_, fields, messa
             "Edited x.py (+2 \u22120)",
         ),
         (
+            "edit_file",
+            {"path": "x.py", "old": "a\nb\n", "new": "b\na\n"},
+            "Edited x.py (+1 \u22121)",
+        ),
+        (
             "write_file",
             {"path": "src/x.py", "content": "x = 1\n" * 12},
             "Wrote src/x.py (12 lines)",
@@ -123,3 +129,43 @@ def test_arguments_that_do_not_parse_say_so():
 def test_a_long_command_is_summarised_on_one_short_line():
     summary = describe_call("run_command", json.dumps({"command": "x" * 500})).summary
     assert len(summary) < 130 and summary.endswith("…`")
+
+
+def _lines(make, count):
+    return "".join(make(i) for i in range(count))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "counts"),
+    [
+        (  # half of 2,000 similar lines changed: difflib.ndiff never finished this
+            _lines(lambda i: f"value_{i} = compute({i}, 'alpha')\n", 2000),
+            _lines(
+                lambda i: f"value_{i} = compute({i}, '{'beta' if i >= 1000 else 'alpha'}')\n", 2000
+            ),
+            "+1000 \u22121000",
+        ),
+        (  # every other line blank: costly to match in order, so matched regardless of it
+            _lines(lambda i: f"total_{i} = {i}\n\n", 1000),
+            _lines(lambda i: f"total_{i} = {i} * 2\n\n", 1000),
+            "+1000 \u22121000",
+        ),
+        (  # a small change in a long file: the common start and end are set aside
+            _lines(lambda i: f"row {i}\n", 100_000),
+            _lines(lambda i: f"row {i}\n" if i != 50_000 else "row fifty thousand\n", 100_000),
+            "+1 \u22121",
+        ),
+        (
+            _lines(lambda i: f"a{i}\n", 20_000),
+            _lines(lambda i: f"b{i}\n", 30_000),
+            "+30000 \u221220000",
+        ),
+    ],
+    ids=["similar-lines", "blank-lines", "long-file", "all-new"],
+)
+def test_a_large_edit_is_summarised_quickly_with_the_right_counts(old, new, counts):
+    arguments = json.dumps({"path": "big.py", "old": old, "new": new})
+    started = time.perf_counter()
+    summary = describe_call("edit_file", arguments).summary
+    assert time.perf_counter() - started < 1
+    assert summary == f"Edited big.py ({counts})"
