@@ -201,11 +201,11 @@ class Toolbox:
             )
         try:
             data = json.loads(raw_arguments or "{}")
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:
             return ToolOutcome(
                 "error",
-                f"The arguments for {name} are not valid JSON ({exc.msg} at position "
-                f"{exc.pos}). Send a JSON object matching the tool's schema.",
+                f"The arguments for {name} are not valid JSON ({_json_problem(exc)}). "
+                "Send a JSON object matching the tool's schema.",
                 invalid=True,
             )
         if not isinstance(data, dict):
@@ -371,9 +371,10 @@ def describe_call(name: str, raw_arguments: str) -> CallDescription:
     valid: an unknown tool or arguments that do not parse are said as such."""
     try:
         data = json.loads(raw_arguments or "{}")
-    except json.JSONDecodeError as exc:
-        error = f"{exc.msg} at position {exc.pos}"
-        return CallDescription({}, f"Called {_short(name)} with arguments that are not JSON", error)
+    except (ValueError, RecursionError) as exc:
+        return CallDescription(
+            {}, f"Called {_short(name)} with arguments that are not JSON", _json_problem(exc)
+        )
     if not isinstance(data, dict):
         return CallDescription(
             {}, f"Called {_short(name)} with arguments that are not an object", "not an object"
@@ -381,6 +382,16 @@ def describe_call(name: str, raw_arguments: str) -> CallDescription:
     if name not in TOOLS:
         return CallDescription(data, f"Called the unknown tool `{_short(name)}`")
     return CallDescription(data, _summaries[name](data))
+
+
+def _json_problem(exc: ValueError | RecursionError) -> str:
+    """Why arguments did not decode: bad syntax, or JSON that Python will not build (an
+    integer of thousands of digits, nesting deeper than the interpreter's stack)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at position {exc.pos}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return _short(exc)
 
 
 def _short(text: Any, limit: int = SUMMARY_CHARS) -> str:
