@@ -316,8 +316,10 @@ class _Accumulator:
         # Some endpoints omit `index`; the position in the delta list is the best guess then.
         index = delta.index if delta.index is not None else position
         call = self.calls.setdefault(index, _PartialCall())
-        if delta.id:
-            call.id = delta.id
+        # The SDK does not validate the stream: an id may arrive as a number, which the
+        # tool-call event (a string) and the tool message answering it would both refuse.
+        if delta.id is not None and str(delta.id):
+            call.id = str(delta.id)
         function = delta.function
         if function is None:
             return

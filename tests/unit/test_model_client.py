@@ -30,6 +30,7 @@ from loopwright.agent.scripted import (
     parse_steps,
 )
 from loopwright.config import Settings, Tier
+from loopwright.events import ToolCallEvent, check_event
 
 NANO = Tier("nano", "vendor/nano-9b")
 SUPER = Tier("super", "vendor/super-49b")
@@ -435,3 +436,37 @@ def test_trickling_on_every_attempt_names_the_model_timeout_setting(
         ModelError, match=r"still streaming after 0\.6s.*LOOPWRIGHT_MODEL_TIMEOUT_S.*tried 1 time\)"
     ):
         model.complete(NANO, MESSAGES, TOOLS)
+
+
+def test_a_numeric_tool_call_id_becomes_a_string(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    body = sse(
+        delta(
+            tool_calls=[
+                {"index": 0, "id": 12345, "function": {"name": "finish", "arguments": "{}"}},
+                {"index": 1, "id": 0, "function": {"name": "read_file", "arguments": "{}"}},
+            ]
+        ),
+        delta("tool_calls"),
+    )
+    endpoint = raw_endpoint([body])
+    reply = harness.model(endpoint.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    assert [call.id for call in reply.tool_calls] == ["12345", "0"]
+    call = reply.tool_calls[0]
+    event = check_event(
+        {
+            "type": "tool_call",
+            "seq": 1,
+            "ts": 0.0,
+            "mission": "m",
+            "stage": "loop",
+            "id": call.id,
+            "tool": call.name,
+            "arguments": call.arguments,
+            "args": {},
+            "summary": "Finished",
+        }
+    )
+    assert isinstance(event, ToolCallEvent) and event.id == "12345"
