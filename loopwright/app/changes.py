@@ -8,6 +8,7 @@ another origin).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pygments.lexer import Lexer
@@ -16,11 +17,14 @@ from pygments.lexers.special import TextLexer
 from pygments.token import STANDARD_TYPES, _TokenType
 from pygments.util import ClassNotFound
 
-from loopwright.verify.tamper import FilePatch, Hunk, parse_patch
+from loopwright.verify.tamper import FilePatch, parse_patch
 
 MAX_LINES = 4_000
 """Diff lines rendered in all; a longer patch is cut (the whole one is at `.../patch`)."""
 Token = tuple[str, str]
+MAX_LINE_CHARS = 2_000
+"""Characters of one diff line rendered; a longer line is cut and ends with `CUT_MARK`."""
+CUT_MARK: Token = ("tok-cut", " … [line cut at 2000 characters]")
 
 
 def render_changes(patch: str, max_lines: int = MAX_LINES) -> dict[str, Any]:
@@ -51,9 +55,10 @@ def _file(file: FilePatch, budget: int) -> dict[str, Any]:
         if budget <= 0:
             truncated = True
             break
-        lines = _hunk_lines(hunk, lexer)
-        if len(lines) > budget:
-            lines, truncated = lines[:budget], True
+        # Cut before lexing, so the work is bounded by what is returned, not by the patch.
+        kept = hunk.lines[:budget]
+        truncated = truncated or len(kept) < len(hunk.lines)
+        lines = _hunk_lines(kept, hunk.old_start, hunk.new_start, lexer)
         budget -= len(lines)
         hunks.append({"header": f"@@ -{hunk.old_start} +{hunk.new_start} @@", "lines": lines})
     return {
@@ -68,15 +73,19 @@ def _file(file: FilePatch, budget: int) -> dict[str, Any]:
     }
 
 
-def _hunk_lines(hunk: Hunk, lexer: Lexer) -> list[dict[str, Any]]:
+def _hunk_lines(
+    lines: Sequence[tuple[str, str]], old_start: int, new_start: int, lexer: Lexer
+) -> list[dict[str, Any]]:
     """Each side of the hunk is lexed as one text, so a line inside a multi-line string
-    or comment is coloured as such; the tokens are then dealt back to the diff's lines."""
-    old_side = _lex_lines([text for op, text in hunk.lines if op != "+"], lexer)
-    new_side = _lex_lines([text for op, text in hunk.lines if op != "-"], lexer)
-    old_no, new_no = hunk.old_start, hunk.new_start
+    or comment is coloured as such; the tokens are then dealt back to the diff's lines.
+    A line longer than `MAX_LINE_CHARS` is lexed and shown only that far, then marked."""
+    original, lines = lines, [(op, text[:MAX_LINE_CHARS]) for op, text in lines]
+    old_side = _lex_lines([text for op, text in lines if op != "+"], lexer)
+    new_side = _lex_lines([text for op, text in lines if op != "-"], lexer)
+    old_no, new_no = old_start, new_start
     old_at = new_at = 0
     out: list[dict[str, Any]] = []
-    for op, _text in hunk.lines:
+    for op, _text in lines:
         if op == "-":
             out.append({"op": "-", "old": old_no, "new": None, "tokens": old_side[old_at]})
             old_no, old_at = old_no + 1, old_at + 1
@@ -86,6 +95,10 @@ def _hunk_lines(hunk: Hunk, lexer: Lexer) -> list[dict[str, Any]]:
         else:
             out.append({"op": " ", "old": old_no, "new": new_no, "tokens": new_side[new_at]})
             old_no, new_no, old_at, new_at = old_no + 1, new_no + 1, old_at + 1, new_at + 1
+    for line, (_op, text) in zip(out, original, strict=True):
+        if len(text) > MAX_LINE_CHARS:
+            line["tokens"] = [*line["tokens"], CUT_MARK]
+            line["cut"] = True
     return out
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from loopwright.app.changes import render_changes
+import time
+
+from loopwright.app.changes import MAX_LINE_CHARS, MAX_LINES, render_changes
 
 PATCH = """\
 diff --git a/invoice/totals.py b/invoice/totals.py
@@ -78,3 +80,34 @@ def test_an_empty_patch_has_no_files():
         "stat": {"files": 0, "added": 0, "removed": 0},
         "truncated": False,
     }
+
+
+def test_a_huge_patch_is_cut_before_it_is_lexed():
+    body = "".join(f"+value_{i} = compute({i}, 'alpha')  # {i}\n" for i in range(200_000))
+    patch = (
+        "diff --git a/big.py b/big.py\nnew file mode 100644\n--- /dev/null\n+++ b/big.py\n"
+        f"@@ -0,0 +1,200000 @@\n{body}"
+    )
+    started = time.perf_counter()
+    data = render_changes(patch)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 4, elapsed  # ~1 s here; lexing all 200,000 lines took ~60 s
+    (file,) = data["files"]
+    assert sum(len(h["lines"]) for h in file["hunks"]) == MAX_LINES
+    assert file["truncated"] and data["truncated"]
+    assert file["added"] == 200_000
+
+
+def test_a_very_long_line_is_cut_and_marked():
+    patch = (
+        "diff --git a/min.js b/min.js\n--- a/min.js\n+++ b/min.js\n@@ -1,2 +1,2 @@\n"
+        f" keep();\n-{'a' * 10}\n+{'x = 1;' * 100_000}\n"
+    )
+    started = time.perf_counter()
+    lines = render_changes(patch)["files"][0]["hunks"][0]["lines"]
+    assert time.perf_counter() - started < 2
+    long = lines[2]
+    assert text_of(long).startswith("x = 1;" * 10)
+    assert text_of(long).endswith("[line cut at 2000 characters]")
+    assert len(text_of(long)) < MAX_LINE_CHARS + 50 and long.get("cut") is True
+    assert "cut" not in lines[0] and "cut" not in lines[1]
