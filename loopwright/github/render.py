@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopwright.redaction import Redactor
+from loopwright.verify.tamper import parse_patch
 
 PR_BODY_LIMIT = 65_536
 CHECK_TEXT_LIMIT = 65_535
@@ -350,26 +351,16 @@ def _as_float(value: Any) -> float:
 
 def diffstat(patch: str) -> list[tuple[str, int, int]]:
     """`(path, added, removed)` per file of a unified diff, in the diff's order; a binary
-    file counts -1 lines each way."""
-    files: list[list[Any]] = []
-    header = False
-    for line in patch.splitlines():
-        if line.startswith("diff --git "):
-            parts = line[len("diff --git ") :].rsplit(" b/", 1)
-            files.append([parts[-1] if len(parts) == 2 else line, 0, 0])
-            header = True
-        elif not files:
-            continue
-        elif line.startswith("@@"):
-            header = False
-        elif header:
-            if line.startswith("Binary files ") or line.startswith("GIT binary patch"):
-                files[-1][1] = files[-1][2] = -1
-        elif line.startswith("+"):
-            files[-1][1] += 1
-        elif line.startswith("-"):
-            files[-1][2] += 1
-    return [(str(path), int(added), int(removed)) for path, added, removed in files]
+    file counts -1 lines each way. Paths are as the patch parser reads them, so one git
+    quotes (`"b/caf\\303\\251.py"`) is listed by its name (`café.py`)."""
+    stat = []
+    for file in parse_patch(patch):
+        if file.binary:
+            stat.append((file.path, -1, -1))
+        else:
+            added = sum(len(h.added) for h in file.hunks)
+            stat.append((file.path, added, sum(len(h.removed) for h in file.hunks)))
+    return stat
 
 
 def _changes(patch: str, redactor: Redactor) -> list[str]:

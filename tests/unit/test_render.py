@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -146,6 +148,33 @@ def test_pr_body_lists_the_changes_per_file() -> None:
 def test_diffstat_counts_hunk_lines_not_headers() -> None:
     assert diffstat(PATCH) == [("calc.py", 1, 1)]
     assert diffstat("") == []
+
+
+def test_a_quoted_non_ascii_path_is_listed_by_its_name(tmp_path: Path) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-c", "core.quotePath=true", *args],
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+
+    git("init", "-q")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "café.py").write_text("a = 1\n", encoding="utf-8")
+    (tmp_path / "src" / "plain.py").write_text("b = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    (tmp_path / "src" / "café.py").write_text("a = 2\nc = 3\n", encoding="utf-8")
+    (tmp_path / "src" / "plain.py").write_text("b = 2\n")
+    patch = git("diff")
+    assert 'diff --git "a/src/caf\\303\\251.py" "b/src/caf\\303\\251.py"' in patch
+
+    assert diffstat(patch) == [("src/café.py", 2, 1), ("src/plain.py", 1, 1)]
+    section = body(result(patch=patch))
+    assert "- `src/café.py` (+2 -1)" in section
+    assert "\\303" not in section and "diff --git" not in section
 
 
 def test_the_models_title_wins_and_stays_inert() -> None:
