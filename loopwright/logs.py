@@ -32,6 +32,19 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
+LIBRARY_LOGGERS = (
+    "alembic",
+    "uvicorn",
+    "uvicorn.error",
+    "uvicorn.access",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "litestar",
+)
+"""Libraries whose records Loopwright formats and redacts like its own."""
+
+
 def configure_logging(
     redactor: Redactor,
     *,
@@ -88,6 +101,14 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    # A library that configured its own loggers earlier in the process (uvicorn's default
+    # config, Alembic's fileConfig, a framework's logging setup) would print around the
+    # formatter and the redaction: its records go to the root handler instead.
+    for name in LIBRARY_LOGGERS:
+        library = logging.getLogger(name)
+        library.handlers.clear()
+        library.propagate = True
+        library.setLevel(logging.NOTSET)
 
 
 @contextmanager
@@ -98,10 +119,18 @@ def logging_configured(
     root logger's level and handlers, structlog's defaults) is back afterwards."""
     root = logging.getLogger()
     saved_level, saved_handlers = root.level, list(root.handlers)
+    libraries = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
+    saved_libraries = [(lib.level, list(lib.handlers), lib.propagate) for lib in libraries]
     configure_logging(redactor, level=level, renderer=renderer, color=color)
     try:
         yield
     finally:
         root.handlers[:] = saved_handlers
         root.setLevel(saved_level)
+        for lib, (lib_level, lib_handlers, propagate) in zip(
+            libraries, saved_libraries, strict=True
+        ):
+            lib.handlers[:] = lib_handlers
+            lib.propagate = propagate
+            lib.setLevel(lib_level)
         structlog.reset_defaults()

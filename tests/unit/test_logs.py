@@ -1,7 +1,10 @@
 import json
 import logging
+import logging.config
+import sys
 
 import structlog
+import uvicorn.config
 
 from loopwright.logs import configure_logging, logging_configured
 from loopwright.redaction import Redactor
@@ -26,20 +29,40 @@ def test_logs_are_json_lines_with_secrets_masked(capsys):
 def test_library_records_share_the_formatter_and_the_redaction(capsys):
     root = logging.getLogger()
     before = (root.level, list(root.handlers))
-    with logging_configured(
-        Redactor(["hunter2-secret-value"]), level=logging.INFO, renderer="json"
-    ):
-        logging.getLogger("alembic.runtime.migration").info(
-            "Running upgrade -> 0001 for %s", "hunter2-secret-value"
-        )
-        logging.getLogger("uvicorn.error").warning("Started server process")
-        logging.getLogger("httpx").debug("below the level")
-    lines = capsys.readouterr().err.strip().splitlines()
-    alembic, uvicorn = (json.loads(line) for line in lines[-2:])
-    assert alembic["event"] == "Running upgrade -> 0001 for [REDACTED]"
-    assert alembic["logger"] == "alembic.runtime.migration"
-    assert alembic["level"] == "info" and alembic["timestamp"].endswith("Z")
-    assert uvicorn["event"] == "Started server process" and uvicorn["level"] == "warning"
-    assert "below the level" not in "\n".join(lines)
-    # the command's configuration does not outlive it
-    assert (root.level, root.handlers) == before
+    # As if libraries had configured their own loggers earlier in the process: uvicorn's
+    # default config, and a handler of its own on Alembic's logger that does not propagate.
+    names = ("uvicorn", "uvicorn.error", "uvicorn.access", "alembic")
+    loggers = [logging.getLogger(name) for name in names]
+    saved = [(lg.level, list(lg.handlers), lg.propagate, lg.disabled) for lg in loggers]
+    logging.config.dictConfig(uvicorn.config.LOGGING_CONFIG)
+    own = logging.StreamHandler(sys.stderr)
+    logging.getLogger("alembic").addHandler(own)
+    logging.getLogger("alembic").propagate = False
+    configured = [(lg.level, list(lg.handlers), lg.propagate) for lg in loggers]
+    try:
+        with logging_configured(
+            Redactor(["hunter2-secret-value"]), level=logging.INFO, renderer="json"
+        ):
+            logging.getLogger("alembic.runtime.migration").info(
+                "Running upgrade -> 0001 for %s", "hunter2-secret-value"
+            )
+            logging.getLogger("uvicorn.error").warning("Started server process")
+            logging.getLogger("httpx").debug("below the level")
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert "hunter2-secret-value" not in "\n".join(lines)
+        alembic, uv = (json.loads(line) for line in lines if line.startswith("{"))
+        assert len(lines) == 2, lines  # nothing printed around the formatter
+        assert alembic["event"] == "Running upgrade -> 0001 for [REDACTED]"
+        assert alembic["logger"] == "alembic.runtime.migration"
+        assert alembic["level"] == "info" and alembic["timestamp"].endswith("Z")
+        assert uv["event"] == "Started server process" and uv["level"] == "warning"
+        assert "below the level" not in "\n".join(lines)
+        # the command's configuration does not outlive it
+        assert (root.level, root.handlers) == before
+        assert [(lg.level, list(lg.handlers), lg.propagate) for lg in loggers] == configured
+    finally:
+        for lg, (level, handlers, propagate, disabled) in zip(loggers, saved, strict=True):
+            lg.setLevel(level)
+            lg.handlers[:] = handlers
+            lg.propagate = propagate
+            lg.disabled = disabled
