@@ -6,19 +6,7 @@ import json
 
 import pytest
 
-from loopwright.agent.tools import TOOL_SPECS, Toolbox
-from loopwright.config import SandboxLimits
-from loopwright.sandbox.local import LocalProvider
-
-
-@pytest.fixture
-def toolbox(tmp_path):
-    tree = tmp_path / "repo"
-    tree.mkdir()
-    provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "sandboxes")
-    sandbox = provider.create("m-title", tree, network=False)
-    yield Toolbox(sandbox, command_timeout_s=5, protected_paths=())
-    sandbox.close()
+from loopwright.agent.tools import TOOL_SPECS
 
 
 @pytest.mark.parametrize(

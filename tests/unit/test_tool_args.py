@@ -4,24 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from loopwright.agent.tools import Toolbox, describe_call
-from loopwright.config import SandboxLimits
-from loopwright.sandbox.local import LocalProvider
+from loopwright.agent.tools import describe_call
 
 UNDECODABLE = {
     "huge-integer": ('{"path": "a.py", "start_line": ' + "9" * 5000 + "}", "digits"),
     "deep-nesting": ('{"path": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
 }
-
-
-@pytest.fixture
-def toolbox(tmp_path):
-    tree = tmp_path / "repo"
-    tree.mkdir()
-    provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "sandboxes")
-    sandbox = provider.create("m-args", tree, network=False)
-    yield Toolbox(sandbox, command_timeout_s=5, protected_paths=())
-    sandbox.close()
 
 
 @pytest.mark.parametrize(("raw", "problem"), UNDECODABLE.values(), ids=UNDECODABLE)
