@@ -50,6 +50,8 @@ class ToolCall:
 class Usage:
     prompt_tokens: int
     completion_tokens: int
+    estimated: bool = False
+    """The endpoint reported no usage; the counts are a local estimate (four characters a token)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,9 @@ class ModelReply:
     model: str
     finish_reason: str | None
     duration_s: float
+    reasoning_tokens: int = 0
+    """Estimated size of the reasoning the endpoint sent apart from the content; it is not
+    part of the content."""
 
 
 class ModelError(Exception):
@@ -290,11 +295,12 @@ class _PartialCall:
 
 
 class _Accumulator:
-    """Assembles one reply from streamed chunks: content, tool calls by index, usage."""
+    """Assembles one reply from streamed chunks: content, reasoning, tool calls by index, usage."""
 
     def __init__(self, model: str) -> None:
         self.model = model
         self.content: list[str] = []
+        self.reasoning: list[str] = []
         self.calls: dict[int, _PartialCall] = {}
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
@@ -309,6 +315,12 @@ class _Accumulator:
             self.finish_reason = choice.finish_reason or self.finish_reason
             if choice.delta.content:
                 self.content.append(choice.delta.content)
+            # llama.cpp, vLLM and DeepSeek send thinking apart from the answer under one of
+            # these names; the SDK keeps such fields as extras.
+            extra = choice.delta.model_extra or {}
+            for key in ("reasoning_content", "reasoning"):
+                if isinstance(extra.get(key), str):
+                    self.reasoning.append(extra[key])
             for position, delta in enumerate(choice.delta.tool_calls or ()):
                 self._merge_call(position, delta)
 
@@ -334,19 +346,48 @@ class _Accumulator:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], duration_s: float
     ) -> ModelReply:
         text = "".join(self.content)
-        # A call without an id could not be answered by a tool message; give it a unique one.
-        tool_calls = tuple(
-            ToolCall(id=p.id or f"call_{uuid.uuid4().hex[:12]}", name=p.name, arguments=p.arguments)
-            for _, p in sorted(self.calls.items())
-        )
+        reasoning = "".join(self.reasoning)
+        partial = [(p.id, p.name, p.arguments) for _, p in sorted(self.calls.items())]
+        tool_calls = _unique_ids(partial, _answered_ids(messages))
+        usage = self.usage or _estimate_usage(messages, tools, text + reasoning, tool_calls)
         return ModelReply(
             content=text,
             tool_calls=tool_calls,
-            usage=self.usage or _estimate_usage(messages, tools, text, tool_calls),
+            usage=usage,
             model=self.model,
             finish_reason=self.finish_reason,
             duration_s=duration_s,
+            reasoning_tokens=_tokens(reasoning),
         )
+
+
+def _answered_ids(messages: list[dict[str, Any]]) -> set[str]:
+    """The tool-call ids the conversation already uses."""
+    ids: set[str] = set()
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                ids.add(call["id"])
+    return ids
+
+
+def _unique_ids(calls: list[tuple[str, str, str]], used: set[str]) -> tuple[ToolCall, ...]:
+    """Calls whose ids are unique in the conversation: a tool message answers a call by id, so
+    an empty id, or one that repeats (servers that number each reply's calls from 0), would
+    answer the wrong call or none. Such a call gets a fresh id."""
+    taken = set(used)
+    unique: list[ToolCall] = []
+    for call_id, name, arguments in calls:
+        if not call_id or call_id in taken:
+            call_id = f"call_{uuid.uuid4().hex[:12]}"
+        taken.add(call_id)
+        unique.append(ToolCall(call_id, name, arguments))
+    return tuple(unique)
+
+
+def _tokens(text: str) -> int:
+    """Roughly four characters per token: the estimate used where an endpoint reports nothing."""
+    return math.ceil(len(text) / 4)
 
 
 def _estimate_usage(
@@ -358,7 +399,7 @@ def _estimate_usage(
     """Roughly four characters per token, for endpoints that do not report usage."""
     prompt_chars = len(json.dumps(messages)) + (len(json.dumps(tools)) if tools else 0)
     completion_chars = len(content) + sum(len(c.name) + len(c.arguments) for c in tool_calls)
-    return Usage(math.ceil(prompt_chars / 4), math.ceil(completion_chars / 4))
+    return Usage(math.ceil(prompt_chars / 4), math.ceil(completion_chars / 4), estimated=True)
 
 
 def _backoff(attempt: int, hint_s: float | None) -> float:

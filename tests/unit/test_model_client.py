@@ -29,6 +29,7 @@ from loopwright.agent.scripted import (
     load_script,
     parse_steps,
 )
+from loopwright.agent.tools import TOOL_SPECS
 from loopwright.config import Settings, Tier
 from loopwright.events import ToolCallEvent, check_event
 
@@ -396,7 +397,7 @@ def test_missing_usage_is_estimated_from_sizes(
     assert reply.tool_calls == (ToolCall("t1", "finish", '{"a": 1}'),)
     prompt_chars = len(json.dumps(MESSAGES))
     completion_chars = 12 + len("finish") + len('{"a": 1}')
-    assert reply.usage == Usage(-(-prompt_chars // 4), -(-completion_chars // 4))
+    assert reply.usage == Usage(-(-prompt_chars // 4), -(-completion_chars // 4), estimated=True)
     assert reply.model == "raw-model"
 
 
@@ -470,3 +471,72 @@ def test_a_numeric_tool_call_id_becomes_a_string(
         }
     )
     assert isinstance(event, ToolCallEvent) and event.id == "12345"
+
+
+# -- what real servers send beside the answer ---------------------------------------------
+
+FINISHED = {"name": "finish", "arguments": "{}"}
+
+
+def test_empty_and_repeated_tool_call_ids_are_made_unique(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    def call(index: int, call_id: str, name: str) -> dict[str, Any]:
+        return {"index": index, "id": call_id, "function": {"name": name, "arguments": "{}"}}
+
+    body = sse(
+        delta(tool_calls=[call(0, "call_0", "read_file"), call(1, "call_0", "run_command")]),
+        delta(tool_calls=[call(2, "", "finish"), call(3, "call_7", "read_file")]),
+        delta("tool_calls"),
+    )
+    endpoint = raw_endpoint([body])
+    earlier: list[dict[str, Any]] = [
+        *MESSAGES,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_7",
+                    "type": "function",
+                    "function": {"name": "finish", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_7", "content": "ok"},
+    ]
+    reply = harness.model(endpoint.base_url).complete(NANO, earlier, TOOLS)
+
+    ids = [c.id for c in reply.tool_calls]
+    assert ids[0] == "call_0"
+    assert len(set(ids)) == 4 and "" not in ids and "call_7" not in ids
+    assert [c.name for c in reply.tool_calls] == ["read_file", "run_command", "finish", "read_file"]
+
+
+def test_reasoning_content_is_kept_out_of_the_answer_and_counted(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    thought = 'Maybe I should call {"name": "read_file", "arguments": {"path": "a.py"}}. ' * 4
+    body = sse(
+        delta(role="assistant", reasoning_content=thought[:50]),
+        delta(reasoning_content=thought[50:]),
+        delta(content="I need to look at the tests."),
+        delta("stop"),
+        {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 90, "total_tokens": 99}},
+    )
+    endpoint = raw_endpoint([body])
+    reply = harness.model(endpoint.base_url).complete(NANO, MESSAGES, TOOL_SPECS)
+
+    assert reply.content == "I need to look at the tests."
+    assert reply.tool_calls == ()
+    assert reply.reasoning_tokens == -(-len(thought) // 4)
+    assert reply.usage == Usage(9, 90)
+
+
+def test_a_reported_usage_is_not_marked_estimated(harness: Harness) -> None:
+    server = harness.serve(
+        [{"content": "ok", "usage": {"prompt_tokens": 5, "completion_tokens": 1}}]
+    )
+    reply = harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+
+    assert reply.usage == Usage(5, 1) and reply.usage.estimated is False
