@@ -18,12 +18,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn, Protocol, cast
+from typing import Any, Literal, NoReturn, Protocol, cast
 
 import httpx2
 import openai
 from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, ChoiceDeltaToolCall
 
+from loopwright.agent.textcalls import recover_calls, split_reasoning
 from loopwright.config import Settings, Tier
 from loopwright.redaction import Redactor
 
@@ -54,6 +55,9 @@ class Usage:
     """The endpoint reported no usage; the counts are a local estimate (four characters a token)."""
 
 
+ToolCallSource = Literal["native", "content"]
+
+
 @dataclass(frozen=True)
 class ModelReply:
     """One assistant turn. `duration_s` covers the whole call, retries and waits included."""
@@ -64,9 +68,11 @@ class ModelReply:
     model: str
     finish_reason: str | None
     duration_s: float
+    tool_call_source: ToolCallSource = "native"
+    """`content` when the calls were recovered from text the model wrote (see textcalls)."""
     reasoning_tokens: int = 0
-    """Estimated size of the reasoning the endpoint sent apart from the content; it is not
-    part of the content."""
+    """Estimated size of the reasoning the endpoint sent apart from the content (or in
+    `<think>` tags); it is neither content nor searched for calls."""
 
 
 class ModelError(Exception):
@@ -345,9 +351,16 @@ class _Accumulator:
     def reply(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], duration_s: float
     ) -> ModelReply:
-        text = "".join(self.content)
-        reasoning = "".join(self.reasoning)
+        text, thoughts = split_reasoning("".join(self.content))
+        reasoning = "".join(self.reasoning) + thoughts
         partial = [(p.id, p.name, p.arguments) for _, p in sorted(self.calls.items())]
+        source: ToolCallSource = "native"
+        if not partial and tools:
+            recovered = recover_calls(text, tools)
+            if recovered.calls:
+                text = recovered.content
+                partial = [("", c.name, c.arguments) for c in recovered.calls]
+                source = "content"
         tool_calls = _unique_ids(partial, _answered_ids(messages))
         usage = self.usage or _estimate_usage(messages, tools, text + reasoning, tool_calls)
         return ModelReply(
@@ -357,6 +370,7 @@ class _Accumulator:
             model=self.model,
             finish_reason=self.finish_reason,
             duration_s=duration_s,
+            tool_call_source=source,
             reasoning_tokens=_tokens(reasoning),
         )
 

@@ -473,6 +473,127 @@ def test_a_numeric_tool_call_id_becomes_a_string(
     assert isinstance(event, ToolCallEvent) and event.id == "12345"
 
 
+# -- tool calls written as text ------------------------------------------------------------
+# Servers whose chat template does not match the model's habits pass its calls on as plain
+# content; the client recovers those that name an offered tool with valid arguments.
+
+PATH = {"path": "invoice/totals.py"}
+READ = {"name": "read_file", "arguments": PATH}
+TEST = {"name": "run_command", "arguments": {"command": "python -m pytest -q"}}
+
+
+def text_reply(harness: Harness, content: str, **step: Any) -> ModelReply:
+    server = harness.serve([{"content": content, **step}])
+    return harness.model(server.base_url).complete(NANO, MESSAGES, TOOL_SPECS)
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        pytest.param(f"```json\n{json.dumps(READ, indent=2)}\n```", id="json-fence"),
+        pytest.param(f"```\n{json.dumps(READ)}\n```", id="bare-fence"),
+        pytest.param(json.dumps(READ), id="bare-json"),
+        pytest.param(f"<tool_call>\n{json.dumps(READ)}\n</tool_call>", id="hermes-tag"),
+        pytest.param(f"<tool_call>\n{json.dumps(READ)}", id="hermes-tag-unclosed"),
+        pytest.param(
+            json.dumps(
+                {
+                    "type": "function",
+                    "function": {**READ, "arguments": json.dumps(READ["arguments"])},
+                }
+            ),
+            id="openai-shape-string-arguments",
+        ),
+        pytest.param(
+            json.dumps({"name": "read_file", "parameters": READ["arguments"]}), id="parameters-key"
+        ),
+    ],
+)
+def test_a_call_written_in_the_content_is_recovered(harness: Harness, written: str) -> None:
+    reply = text_reply(harness, f"The total is wrong; let me read the code.\n\n{written}\n")
+
+    assert [(c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [
+        ("read_file", {"path": "invoice/totals.py"})
+    ]
+    assert reply.tool_calls[0].id.startswith("call_")
+    assert reply.content == "The total is wrong; let me read the code."
+    assert reply.tool_call_source == "content"
+
+
+def test_two_calls_in_one_reply_are_kept_in_order(harness: Harness) -> None:
+    content = (
+        f"First the code:\n```json\n{json.dumps(READ)}\n```\n"
+        f"then the tests:\n<tool_call>{json.dumps(TEST)}</tool_call>\nDone for now."
+    )
+    reply = text_reply(harness, content)
+
+    assert [c.name for c in reply.tool_calls] == ["read_file", "run_command"]
+    assert len({c.id for c in reply.tool_calls}) == 2
+    assert reply.content == "First the code:\n\nthen the tests:\n\nDone for now."
+
+
+def test_parallel_calls_in_one_block_are_all_recovered(harness: Harness) -> None:
+    reply = text_reply(harness, f"```json\n{json.dumps([READ, TEST])}\n```")
+
+    assert [c.name for c in reply.tool_calls] == ["read_file", "run_command"]
+    assert reply.content == ""
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param({"name": "delete_repository", "arguments": {"path": "."}}, id="unknown-tool"),
+        pytest.param({"name": "read_file", "arguments": {"path": 3}}, id="wrong-type"),
+        pytest.param({"name": "read_file", "arguments": {}}, id="missing-required"),
+        pytest.param(
+            {"name": "read_file", "arguments": {"path": "a.py", "mode": "r"}}, id="unknown-argument"
+        ),
+        pytest.param({"name": "read_file", "arguments": "{not json"}, id="arguments-not-json"),
+        pytest.param(
+            {"name": "update_plan", "arguments": {"items": [{"step": "x", "status": "maybe"}]}},
+            id="nested-enum",
+        ),
+    ],
+)
+def test_a_call_that_would_not_validate_stays_content(
+    harness: Harness, call: dict[str, Any]
+) -> None:
+    content = f"I would run:\n```json\n{json.dumps(call)}\n```"
+    reply = text_reply(harness, content)
+
+    assert reply.tool_calls == ()
+    assert reply.content == content
+    assert reply.tool_call_source == "native"
+
+
+def test_plain_prose_with_braces_is_an_answer_without_a_tool_call(harness: Harness) -> None:
+    content = 'The fix is to return {"total": 0} for an empty invoice, e.g. [1, 2] -> 3.'
+    reply = text_reply(harness, content)
+
+    assert reply.tool_calls == ()
+    assert reply.content == content
+
+
+def test_native_tool_calls_win_over_json_in_the_content(harness: Harness) -> None:
+    reply = text_reply(
+        harness,
+        f"Reading.\n{json.dumps(TEST)}",
+        tool_calls=[{"name": "read_file", "arguments": {"path": "a.py"}}],
+    )
+
+    assert [c.name for c in reply.tool_calls] == ["read_file"]
+    assert reply.tool_call_source == "native"
+    assert TEST["name"] in reply.content
+
+
+def test_without_tools_offered_nothing_is_recovered(harness: Harness) -> None:
+    server = harness.serve([{"content": json.dumps(READ)}])
+    reply = harness.model(server.base_url).complete(NANO, MESSAGES, [])
+
+    assert reply.tool_calls == ()
+    assert reply.content == json.dumps(READ)
+
+
 # -- what real servers send beside the answer ---------------------------------------------
 
 FINISHED = {"name": "finish", "arguments": "{}"}
@@ -516,7 +637,7 @@ def test_empty_and_repeated_tool_call_ids_are_made_unique(
 def test_reasoning_content_is_kept_out_of_the_answer_and_counted(
     harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
 ) -> None:
-    thought = 'Maybe I should call {"name": "read_file", "arguments": {"path": "a.py"}}. ' * 4
+    thought = f"Maybe I should call {json.dumps(READ)} first. " * 4
     body = sse(
         delta(role="assistant", reasoning_content=thought[:50]),
         delta(reasoning_content=thought[50:]),
@@ -528,15 +649,34 @@ def test_reasoning_content_is_kept_out_of_the_answer_and_counted(
     reply = harness.model(endpoint.base_url).complete(NANO, MESSAGES, TOOL_SPECS)
 
     assert reply.content == "I need to look at the tests."
-    assert reply.tool_calls == ()
+    assert reply.tool_calls == (), "a call drafted while reasoning is not a call"
     assert reply.reasoning_tokens == -(-len(thought) // 4)
     assert reply.usage == Usage(9, 90)
 
 
+def test_think_tags_in_the_content_are_reasoning_too(harness: Harness) -> None:
+    thought = f"<think>Should I run {json.dumps(TEST)}? No, read first.</think>"
+    reply = text_reply(harness, f"{thought}\n\n```json\n{json.dumps(READ)}\n```")
+
+    assert [c.name for c in reply.tool_calls] == ["read_file"]
+    assert reply.content == ""
+    assert reply.reasoning_tokens == -(-len(thought) // 4)
+
+
 def test_a_reported_usage_is_not_marked_estimated(harness: Harness) -> None:
-    server = harness.serve(
-        [{"content": "ok", "usage": {"prompt_tokens": 5, "completion_tokens": 1}}]
-    )
-    reply = harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
+    reply = text_reply(harness, "ok", usage={"prompt_tokens": 5, "completion_tokens": 1})
 
     assert reply.usage == Usage(5, 1) and reply.usage.estimated is False
+
+
+def test_missing_usage_with_calls_in_the_content_is_estimated(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    written = f"```json\n{json.dumps(TEST)}\n```"
+    endpoint = raw_endpoint([sse(delta(content=written), delta("stop"))])
+    reply = harness.model(endpoint.base_url).complete(NANO, MESSAGES, TOOL_SPECS)
+
+    assert [c.name for c in reply.tool_calls] == ["run_command"]
+    assert reply.usage.estimated is True
+    assert reply.usage.completion_tokens > 0
+    assert reply.usage.prompt_tokens >= len(json.dumps(MESSAGES)) // 4
