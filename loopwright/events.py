@@ -135,6 +135,20 @@ class ModelCallEvent(_Envelope):
     duration_s: float | None = None
     tool_calls: list[str] = Field(default_factory=list)
     content: str | None = Field(None, description="The model's text, cut in the middle.")
+    tool_call_source: Literal["native", "content"] | None = Field(
+        None,
+        description="Where the tool calls came from: the endpoint's `tool_calls` (native), or "
+        "recovered from calls the model wrote in its text (content).",
+    )
+    recovered_tool_calls: int | None = Field(
+        None, ge=0, description="How many tool calls were recovered from the model's text."
+    )
+    usage_estimated: bool | None = Field(
+        None, description="The endpoint reported no usage; the token counts are estimates."
+    )
+    reasoning_tokens: int | None = Field(
+        None, ge=0, description="Estimated tokens of reasoning sent apart from the content."
+    )
 
 
 class ToolCallEvent(_Envelope):

@@ -97,10 +97,13 @@ class ProgressPrinter:
         if event.type == "model_call":
             self._cost = float(f.get("total_cost_usd") or 0.0)
             tools = ", ".join(f.get("tool_calls") or []) or "no tool call"
+            if f.get("tool_call_source") == "content":
+                tools += " (written as text)"
+            about = "~" if f.get("usage_estimated") else ""
             return self._c(
                 "2",
                 f"  · step {f.get('step')} on {f.get('tier')}: {tools}  "
-                f"({f.get('prompt_tokens')}+{f.get('completion_tokens')} tokens, "
+                f"({about}{f.get('prompt_tokens')}+{f.get('completion_tokens')} tokens, "
                 f"${self._cost:.4f} so far)",
             )
         if event.type == "tool_call":

@@ -75,6 +75,7 @@ class AgentLoop:
         tier = self.settings.tier(self.escalation.current)
         reply = self.model.complete(tier, self.conversation.render(), TOOL_SPECS)
         cost = self.budget.charge(tier, reply.usage.prompt_tokens, reply.usage.completion_tokens)
+        recovered = len(reply.tool_calls) if reply.tool_call_source == "content" else 0
         self.events.emit(
             "model_call",
             step=self.budget.steps,
@@ -87,6 +88,10 @@ class AgentLoop:
             duration_s=round(reply.duration_s, 3),
             tool_calls=[c.name for c in reply.tool_calls],
             content=truncate_middle(reply.content, 2_000),
+            tool_call_source=reply.tool_call_source,
+            recovered_tool_calls=recovered,
+            usage_estimated=reply.usage.estimated,
+            reasoning_tokens=reply.reasoning_tokens,
         )
         self.conversation.add_assistant(
             reply.content,

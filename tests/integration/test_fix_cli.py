@@ -188,6 +188,48 @@ def test_model_answering_without_tools_is_nudged_then_capped(example_repo, scrip
         if m["role"] == "user" and "without calling a tool" in m["content"]
     ]
     assert len(nudges) == 2
+    calls = run.of_type("model_call")
+    assert {(c["tool_call_source"], c["recovered_tool_calls"]) for c in calls} == {("native", 0)}
+
+
+def written_as_json(call: dict, prose: str) -> dict:
+    """A step whose model writes its call as a ```json block, as small local models do when
+    the server's chat template does not turn them into `tool_calls`."""
+    return step(content=f"{prose}\n\n```json\n{json.dumps(call, indent=2)}\n```")
+
+
+def test_calls_written_as_json_blocks_are_recovered_and_verified(example_repo, scripted, run_cli):
+    repo = example_repo("python-invoice")
+    server = scripted(
+        [
+            written_as_json(PLAN, "I will plan first."),
+            written_as_json(tool("read_file", path="invoice/totals.py"), "Reading the code."),
+            written_as_json(EDIT, "The percentage is not divided by 100."),
+            written_as_json(tool("run_command", command="python -m pytest -q"), "Testing."),
+            written_as_json(FINISH, "The tests pass."),
+        ]
+    )
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+
+    assert run.exit_code == 0, run.stderr
+    assert run.result["status"] == "verified"
+    assert FIX_NEW in (repo / "invoice/totals.py").read_text()
+    calls = run.of_type("model_call")
+    assert [c["tool_calls"] for c in calls] == [
+        ["update_plan"],
+        ["read_file"],
+        ["edit_file"],
+        ["run_command"],
+        ["finish"],
+    ]
+    assert {(c["tool_call_source"], c["recovered_tool_calls"]) for c in calls} == {("content", 1)}
+    assert calls[2]["content"] == "The percentage is not divided by 100."
+    assert [e["status"] for e in run.of_type("tool_result")] == ["ok"] * 5
+    assert "(written as text)" in run.stderr
+    # the next request carries the recovered call as a real tool call, answered by its result
+    assistant = next(m for m in server.requests[1]["messages"] if m["role"] == "assistant")
+    assert assistant["content"] == "I will plan first."
+    assert [c["function"]["name"] for c in assistant["tool_calls"]] == ["update_plan"]
 
 
 def test_passing_repository_is_nothing_to_fix_without_a_model_call(example_repo, scripted, run_cli):

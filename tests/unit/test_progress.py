@@ -76,6 +76,26 @@ def test_tool_lines_print_the_summary_of_their_call():
     assert printer.render(refused) == "  ⊘ Read a.py:1-40: Refused: x"
 
 
+def test_a_model_call_line_says_when_calls_were_written_as_text_and_tokens_estimated():
+    printer = ProgressPrinter(io.StringIO(), color=False)
+    fields = {"step": 2, "tier": "nano", "prompt_tokens": 900, "completion_tokens": 40}
+    native = event("model_call", **fields, tool_calls=["read_file"], tool_call_source="native")
+    line = "  · step 2 on nano: read_file  (900+40 tokens, $0.0000 so far)"
+    assert printer.render(native) == line
+    text = event(
+        "model_call",
+        **fields,
+        tool_calls=["read_file", "run_command"],
+        tool_call_source="content",
+        recovered_tool_calls=2,
+        usage_estimated=True,
+    )
+    assert printer.render(text) == (
+        "  · step 2 on nano: read_file, run_command (written as text)  "
+        "(~900+40 tokens, $0.0000 so far)"
+    )
+
+
 def test_verification_table_lists_rows_reasons_and_tamper():
     text = render_verification(
         {
