@@ -15,13 +15,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-MAX_SCANNED_CHARS = 200_000
-"""Longer content is not searched for bare JSON (each `{` costs a decode attempt)."""
+MAX_SCANNED_CHARS = 100_000
+"""Longer content is not searched for bare JSON: each place a call could start costs a
+decode attempt, and a failed one costs time in proportion to the text before it."""
 
 _TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _FENCE = re.compile(
     r"```[ \t]*(json|json5|jsonc|tool_call|tool_code)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.I
 )
+_CALL_KEYS = "name|tool|tool_name|function|arguments|parameters|args|input|type|id|tool_calls"
+_OPENING = re.compile(rf'\{{\s*"(?:{_CALL_KEYS})"\s*:')
+"""Where a call object can start (or, after a `[`, a list of them); other braces are never
+decoded."""
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 _NAME_KEYS = ("name", "tool", "tool_name", "function")
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
@@ -135,28 +140,27 @@ def _skip_space(text: str, position: int) -> int:
 
 
 def _bare_json(text: str, taken: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int, Any]]:
-    """Each top-level JSON object or array in `text` outside the `taken` spans."""
+    """Each top-level JSON value in `text`, outside the `taken` spans, that may hold calls."""
     decoder = json.JSONDecoder()
     position = 0
-    while True:
-        starts = [i for i in (text.find("{", position), text.find("[", position)) if i >= 0]
-        if not starts:
-            return
-        start = min(starts)
-        inside = next((end for s, end in taken if s <= start < end), None)
-        if inside is not None:
-            position = inside
-            continue
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except (ValueError, RecursionError):
-            position = start + 1
-            continue
-        if _overlaps((start, end), taken):
-            position = start + 1
-            continue
-        yield start, end, value
-        position = end
+    for opening in _OPENING.finditer(text):
+        bracket = opening.start() - 1
+        while bracket >= position and text[bracket].isspace():
+            bracket -= 1
+        starts = [opening.start()]
+        if bracket >= position and text[bracket] == "[":
+            starts.insert(0, bracket)
+        for start in starts:
+            if start < position or _overlaps((start, start + 1), taken):
+                continue
+            try:
+                value, end = decoder.raw_decode(text, start)
+            except (ValueError, RecursionError):
+                continue
+            if not _overlaps((start, end), taken):
+                yield start, end, value
+                position = end
+            break
 
 
 def _calls_from(value: Any, schemas: Mapping[str, dict[str, Any]]) -> list[TextCall]:

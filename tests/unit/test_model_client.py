@@ -566,6 +566,16 @@ def test_a_call_that_would_not_validate_stays_content(
     assert reply.tool_call_source == "native"
 
 
+def test_a_long_reply_full_of_brackets_is_searched_in_bounded_time(harness: Harness) -> None:
+    noise = '{"a": [{ [ {"b": ' * 4_000
+    started = time.monotonic()
+    reply = text_reply(harness, f"{noise}\n{json.dumps(READ)}")
+
+    assert [c.name for c in reply.tool_calls] == ["read_file"]
+    assert reply.content == noise.strip()
+    assert time.monotonic() - started < 3
+
+
 def test_plain_prose_with_braces_is_an_answer_without_a_tool_call(harness: Harness) -> None:
     content = 'The fix is to return {"total": 0} for an empty invoice, e.g. [1, 2] -> 3.'
     reply = text_reply(harness, content)
