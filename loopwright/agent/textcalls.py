@@ -21,8 +21,9 @@ decode attempt, and a failed one costs time in proportion to the text before it.
 
 _TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _FENCE = re.compile(
-    r"```[ \t]*(json|json5|jsonc|tool_call|tool_code)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.I
+    r"```[ \t]*(json5|jsonc|json|tool_call|tool_code)?[ \t]*\r?\n?(.*?)```", re.DOTALL | re.I
 )
+"""A fenced block, on its own lines or on one; a fence in another language is never a call."""
 _CALL_KEYS = "name|tool|tool_name|function|arguments|parameters|args|input|type|id|tool_calls"
 _OPENING = re.compile(rf'\{{\s*"(?:{_CALL_KEYS})"\s*:')
 """Where a call object can start (or, after a `[`, a list of them); other braces are never

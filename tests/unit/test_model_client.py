@@ -492,6 +492,7 @@ def text_reply(harness: Harness, content: str, **step: Any) -> ModelReply:
     [
         pytest.param(f"```json\n{json.dumps(READ, indent=2)}\n```", id="json-fence"),
         pytest.param(f"```\n{json.dumps(READ)}\n```", id="bare-fence"),
+        pytest.param(f"```json {json.dumps(READ)} ```", id="one-line-fence"),
         pytest.param(json.dumps(READ), id="bare-json"),
         pytest.param(f"<tool_call>\n{json.dumps(READ)}\n</tool_call>", id="hermes-tag"),
         pytest.param(f"<tool_call>\n{json.dumps(READ)}", id="hermes-tag-unclosed"),
@@ -574,6 +575,14 @@ def test_a_long_reply_full_of_brackets_is_searched_in_bounded_time(harness: Harn
     assert [c.name for c in reply.tool_calls] == ["read_file"]
     assert reply.content == noise.strip()
     assert time.monotonic() - started < 3
+
+
+def test_a_fence_in_another_language_is_code_not_a_call(harness: Harness) -> None:
+    content = f"Like this:\n```python\ncall = {json.dumps(READ)}\n```"
+    reply = text_reply(harness, content)
+
+    assert reply.tool_calls == ()
+    assert reply.content == content
 
 
 def test_plain_prose_with_braces_is_an_answer_without_a_tool_call(harness: Harness) -> None:
