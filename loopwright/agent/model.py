@@ -71,8 +71,9 @@ class ModelReply:
     tool_call_source: ToolCallSource = "native"
     """`content` when the calls were recovered from text the model wrote (see textcalls)."""
     reasoning_tokens: int = 0
-    """Estimated size of the reasoning the endpoint sent apart from the content (or in
-    `<think>` tags); it is neither content nor searched for calls."""
+    """Size of the reasoning the endpoint sent apart from the content (or in `<think>` tags):
+    the endpoint's count when it reports one, else an estimate. It is neither content nor
+    searched for calls."""
 
 
 class ModelError(Exception):
@@ -310,11 +311,15 @@ class _Accumulator:
         self.calls: dict[int, _PartialCall] = {}
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        self.reasoning_tokens: int | None = None
 
     def add(self, chunk: ChatCompletionChunk) -> None:
         self.model = chunk.model or self.model
         if chunk.usage is not None:
             self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+            details = chunk.usage.completion_tokens_details
+            if details is not None and details.reasoning_tokens:
+                self.reasoning_tokens = details.reasoning_tokens
         for choice in chunk.choices:
             if choice.index != 0:
                 continue
@@ -371,7 +376,7 @@ class _Accumulator:
             finish_reason=self.finish_reason,
             duration_s=duration_s,
             tool_call_source=source,
-            reasoning_tokens=_tokens(reasoning),
+            reasoning_tokens=self.reasoning_tokens or _tokens(reasoning),
         )
 
 

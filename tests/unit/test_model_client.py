@@ -673,6 +673,23 @@ def test_reasoning_content_is_kept_out_of_the_answer_and_counted(
     assert reply.usage == Usage(9, 90)
 
 
+def test_a_reasoning_token_count_the_endpoint_reports_is_used(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    usage = {
+        "prompt_tokens": 9,
+        "completion_tokens": 300,
+        "total_tokens": 309,
+        "completion_tokens_details": {"reasoning_tokens": 280},
+    }
+    body = sse(delta(content="Done thinking."), delta("stop"), {"choices": [], "usage": usage})
+    endpoint = raw_endpoint([body])
+    reply = harness.model(endpoint.base_url).complete(NANO, MESSAGES, TOOL_SPECS)
+
+    assert reply.reasoning_tokens == 280
+    assert reply.usage == Usage(9, 300)
+
+
 def test_think_tags_in_the_content_are_reasoning_too(harness: Harness) -> None:
     thought = f"<think>Should I run {json.dumps(TEST)}? No, read first.</think>"
     reply = text_reply(harness, f"{thought}\n\n```json\n{json.dumps(READ)}\n```")
