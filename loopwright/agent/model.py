@@ -22,6 +22,7 @@ from typing import Any, Literal, NoReturn, Protocol, cast
 
 import httpx2
 import openai
+import pydantic
 from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, ChoiceDeltaToolCall
 
 from loopwright.agent.textcalls import recover_calls, split_reasoning
@@ -171,8 +172,13 @@ class OpenAIModel:
                 stream_options={"include_usage": True},
             )
             with stream, deadline.armed(stream.response.close):
-                for chunk in stream:
-                    reply.add(chunk)
+                # Some servers ignore `stream` and answer with one JSON completion, in which
+                # the SDK's event stream would find nothing at all.
+                if "json" in stream.response.headers.get("content-type", ""):
+                    reply.add(_as_chunk(json.loads(stream.response.read())))
+                else:
+                    for chunk in stream:
+                        reply.add(chunk)
         except openai.APITimeoutError as exc:
             if isinstance(exc.__cause__, httpx2.ConnectTimeout | httpx2.PoolTimeout):
                 raise _Retryable(
@@ -378,6 +384,50 @@ class _Accumulator:
             tool_call_source=source,
             reasoning_tokens=self.reasoning_tokens or _tokens(reasoning),
         )
+
+
+def _as_chunk(completion: Any) -> ChatCompletionChunk:
+    """A whole (non-streamed) chat completion as the one chunk that carries all of it."""
+    try:
+        return ChatCompletionChunk.model_validate(_chunk_fields(completion))
+    except (TypeError, ValueError, AttributeError, pydantic.ValidationError):
+        raise json.JSONDecodeError("a JSON body that is not a chat completion", "", 0) from None
+
+
+def _chunk_fields(completion: Any) -> dict[str, Any]:
+    if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
+        raise TypeError("not a chat completion")
+    choices = []
+    for position, choice in enumerate(completion["choices"]):
+        message = dict(choice.get("message") or {}) if isinstance(choice, dict) else {}
+        calls = []
+        for index, call in enumerate(message.pop("tool_calls", None) or ()):
+            function = dict(call.get("function") or {})
+            if not isinstance(function.get("arguments", ""), str):
+                function["arguments"] = json.dumps(function["arguments"])
+            calls.append({"index": index, "id": call.get("id"), "function": function})
+        choices.append(
+            {
+                "index": choice.get("index", position) if isinstance(choice, dict) else position,
+                "delta": {**message, "tool_calls": calls or None},
+                "finish_reason": choice.get("finish_reason") if isinstance(choice, dict) else None,
+            }
+        )
+    usage = completion.get("usage")
+    if isinstance(usage, dict):
+        usage = {
+            "total_tokens": int(usage.get("prompt_tokens", 0))
+            + int(usage.get("completion_tokens", 0)),
+            **usage,
+        }
+    return {
+        "id": str(completion.get("id") or "completion"),
+        "object": "chat.completion.chunk",
+        "created": int(completion.get("created") or 0),
+        "model": str(completion.get("model") or ""),
+        "choices": choices,
+        "usage": usage if isinstance(usage, dict) else None,
+    }
 
 
 def _answered_ids(messages: list[dict[str, Any]]) -> set[str]:

@@ -310,7 +310,7 @@ TRICKLE = ": keep-alive\n\n"
 class RawEndpoint:
     """A real HTTP server answering the n-th POST with the n-th SSE body (the last repeats)."""
 
-    def __init__(self, bodies: list[str]) -> None:
+    def __init__(self, bodies: list[str], content_type: str = "text/event-stream") -> None:
         self.calls = 0
         self.stopping = threading.Event()
         endpoint = self
@@ -326,7 +326,7 @@ class RawEndpoint:
                 endpoint.calls += 1
                 body = bodies[min(endpoint.calls, len(bodies)) - 1]
                 self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 try:
@@ -365,11 +365,11 @@ def delta(finish: str | None = None, **fields: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def raw_endpoint() -> Iterator[Callable[[list[str]], RawEndpoint]]:
+def raw_endpoint() -> Iterator[Callable[..., RawEndpoint]]:
     endpoints: list[RawEndpoint] = []
 
-    def start(bodies: list[str]) -> RawEndpoint:
-        endpoints.append(RawEndpoint(bodies))
+    def start(bodies: list[str], content_type: str = "text/event-stream") -> RawEndpoint:
+        endpoints.append(RawEndpoint(bodies, content_type))
         return endpoints[-1]
 
     yield start
@@ -616,6 +616,52 @@ def test_without_tools_offered_nothing_is_recovered(harness: Harness) -> None:
 # -- what real servers send beside the answer ---------------------------------------------
 
 FINISHED = {"name": "finish", "arguments": "{}"}
+
+
+def test_a_server_that_does_not_stream_is_read_as_one_completion(
+    harness: Harness, raw_endpoint: Callable[..., RawEndpoint]
+) -> None:
+    completion = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "raw-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": f"Reading.\n```json\n{json.dumps(READ)}\n```",
+                    "reasoning_content": "The code is where the total is computed.",
+                },
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 12},
+    }
+    # A server may also send arguments as an object rather than JSON text, and an empty id.
+    call = {
+        "id": "",
+        "type": "function",
+        "function": {"name": "finish", "arguments": {"summary": "x"}},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    native = {**completion, "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+    bodies = [json.dumps(completion), json.dumps(native), "[1]"]
+    endpoint = raw_endpoint(bodies, "application/json")
+    model = harness.model(endpoint.base_url, model_retries=0)
+    reply = model.complete(NANO, MESSAGES, TOOL_SPECS)
+
+    assert reply.content == "Reading."
+    assert [c.name for c in reply.tool_calls] == ["read_file"]
+    assert reply.tool_call_source == "content"
+    assert reply.usage == Usage(30, 12)
+    assert reply.reasoning_tokens == -(-len("The code is where the total is computed.") // 4)
+    second = model.complete(NANO, MESSAGES, TOOL_SPECS)
+    assert [(c.name, c.arguments) for c in second.tool_calls] == [("finish", '{"summary": "x"}')]
+    assert second.tool_calls[0].id.startswith("call_")
+    with pytest.raises(ModelError, match="malformed"):
+        model.complete(NANO, MESSAGES, TOOL_SPECS)
 
 
 def test_empty_and_repeated_tool_call_ids_are_made_unique(
