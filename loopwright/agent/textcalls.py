@@ -35,7 +35,7 @@ _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
 
 @dataclass(frozen=True)
 class TextCall:
-    """A recovered call: the tool's name and its arguments as compact JSON text."""
+    """A recovered call: the tool's name and its arguments as JSON text."""
 
     name: str
     arguments: str
