@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--setup-cmd", help="install dependencies before the tests (default: detected)"
     )
     fix.add_argument("--guidance", help="extra instructions for the model")
+    fix.add_argument(
+        "--no-instructions",
+        action="store_true",
+        help="do not give the model the tree's AGENTS.md / CLAUDE.md / "
+        ".github/copilot-instructions.md",
+    )
     fix.add_argument("--sandbox", choices=("docker", "local"), help="where commands run")
     fix.add_argument("--events", type=Path, metavar="FILE.ndjson", help="write every event here")
     add_output_options(fix)
@@ -310,6 +316,7 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
         setup_cmd=args.setup_cmd,
         guidance=args.guidance,
         dry_run=args.dry_run,
+        tree_instructions=not args.no_instructions,
     )
     if args.serve and not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port")
