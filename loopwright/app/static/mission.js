@@ -155,8 +155,8 @@
       if (e.reason) d.appendChild(el("div", "meta", e.reason));
       var found = e.instructions;
       if (found && found.path) {
-        item(e, "stage-ev instructions",
-          "Repository instructions: " + found.path + " (" + instructionSize(found) + ")", "");
+        d.appendChild(el("div", "meta instructions",
+          "Repository instructions: " + found.path + " (" + instructionSize(found) + ")"));
       }
       return;
     }
