@@ -50,6 +50,7 @@ from loopwright.github.triggers import (
     authorize,
     decide,
 )
+from loopwright.instructions import RepoInstructions
 from loopwright.mission import FixMission, FixRequest, MissionResult
 from loopwright.progress import ProgressPrinter
 from loopwright.redaction import Redactor
@@ -538,6 +539,15 @@ class ActionRun:
         except ConfigError as exc:
             raise UsageError(f"invalid configuration on the default branch: {exc}") from None
 
+    def _instructions(self, session: RepoSession) -> RepoInstructions | None:
+        """The default branch's AGENTS.md (or CLAUDE.md, ...), never the workspace's: the
+        workspace may be the pull request's head. Without it the mission runs without."""
+        try:
+            return session.read_instructions()
+        except GitHubError as exc:
+            print(f"loopwright: warning: {exc}; no repository instructions", file=sys.stderr)
+            return None
+
     def _fix(self, plan: Target, session: RepoSession, config: RepoConfig) -> Outcome:
         request = plan.request
         settings = _apply_config(self.settings, config)
@@ -594,6 +604,7 @@ class ActionRun:
                     guidance=request.guidance,
                     mission_id=self.mission_id,
                     repo_config=config,
+                    instructions=self._instructions(session),
                 ),
                 settings=settings,
                 provider=provider,

@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--setup-cmd", help="install dependencies before the tests (default: detected)"
     )
     fix.add_argument("--guidance", help="extra instructions for the model")
+    fix.add_argument(
+        "--no-instructions",
+        action="store_true",
+        help="do not give the model the tree's AGENTS.md / CLAUDE.md / "
+        ".github/copilot-instructions.md",
+    )
     fix.add_argument("--sandbox", choices=("docker", "local"), help="where commands run")
     fix.add_argument("--events", type=Path, metavar="FILE.ndjson", help="write every event here")
     add_output_options(fix)
@@ -310,6 +316,7 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
         setup_cmd=args.setup_cmd,
         guidance=args.guidance,
         dry_run=args.dry_run,
+        tree_instructions=not args.no_instructions,
     )
     if args.serve and not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port")
@@ -716,27 +723,45 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     local = not (app.app_id or app.private_key or app.webhook_secret)
     if missing and not local:
         raise UsageError(f"serve needs {', '.join(missing)}; see README → GitHub App")
-    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.dashboard_token is None:
-        print(
-            "loopwright: warning: listening beyond localhost without LOOPWRIGHT_DASHBOARD_TOKEN; "
-            "the mission API is readable by anyone who can reach it",
-            file=sys.stderr,
-        )
+    import structlog
+
     from loopwright.logs import configure_logging
 
+    # From here on every line the server writes, its own and the libraries', is one JSON
+    # object with the same keys.
     configure_logging(Redactor(settings.secrets()))
+    log = structlog.get_logger("loopwright.serve")
+    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.dashboard_token is None:
+        log.warning(
+            "listening beyond localhost without LOOPWRIGHT_DASHBOARD_TOKEN; "
+            "the mission API is readable by anyone who can reach it"
+        )
     if local:
         from loopwright.mission_log import open_kept_store
 
         open_kept_store(settings).close()  # a bad data directory fails here, with its path
         shown = f"[{args.host}]" if ":" in args.host else args.host
-        print(
-            f"loopwright: local dashboard over the missions in {settings.data_dir} at "
+        log.info(
+            f"local dashboard over the missions in {settings.data_dir} at "
             f"http://{shown}:{args.port}/; no webhook endpoint (set the GitHub App settings, "
-            f"{', '.join(missing)}, to serve the App)",
-            file=sys.stderr,
-            flush=True,
+            f"{', '.join(missing)}, to serve the App)"
         )
+    else:
+        from loopwright.github.identity import check_app_credentials
+
+        # Wrong credentials fail here, naming the setting, not on the first webhook.
+        identity = check_app_credentials(app)
+        log.info(
+            f"authenticated as {identity.slug} (App {identity.id})",
+            app_slug=identity.slug,
+            app_id=identity.id,
+        )
+        if identity.slug != app.app_slug:
+            log.warning(
+                f"LOOPWRIGHT_GITHUB_APP_SLUG is {app.app_slug!r} but the App is "
+                f"{identity.slug!r}; set it to {identity.slug!r} so the App recognises its "
+                "own comments and commits"
+            )
     # Live streams stay open until their mission ends; on shutdown they get a moment to
     # finish, then they are cut (browsers reconnect to the next server with Last-Event-ID).
     uvicorn.run(
@@ -765,10 +790,12 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     import signal
     import threading
 
+    import structlog
+
     from loopwright.app.runtime import open_runtime
     from loopwright.logs import configure_logging
 
-    missing = settings.github.missing()
+    missing = settings.github.missing(webhooks=False)
     if missing:
         raise UsageError(f"worker needs {', '.join(missing)}; see README → GitHub App")
     if args.poll <= 0:
@@ -777,11 +804,10 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     submitted: set[str] = set()
-    with open_runtime(settings, recover=False) as runtime:
-        print(
-            f"loopwright: worker running up to {settings.max_concurrent_missions} missions at a "
-            "time from the shared store",
-            file=sys.stderr,
+    with open_runtime(settings, recover=False, webhooks=False) as runtime:
+        structlog.get_logger("loopwright.worker").info(
+            f"worker running up to {settings.max_concurrent_missions} missions at a "
+            "time from the shared store"
         )
         try:
             while not stop.is_set():

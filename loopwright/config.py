@@ -81,23 +81,38 @@ class GitHubAppSettings:
     client_secret: str | None = None
     web_url: str = "https://github.com"
     """GitHub's web address for the OAuth sign-in pages (https://HOST on GitHub Enterprise)."""
+    private_key_source: str = "LOOPWRIGHT_GITHUB_PRIVATE_KEY"
+    """The setting the key came from, as messages about a bad key name it (`..._PATH='...'`
+    when it was read from a file)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GitHubAppSettings:
         key = env.get("LOOPWRIGHT_GITHUB_PRIVATE_KEY") or None
         key_path = env.get("LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH")
+        key_source = "LOOPWRIGHT_GITHUB_PRIVATE_KEY"
         if key is None and key_path:
+            key_source = f"LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH={key_path!r}"
             try:
                 key = Path(key_path).expanduser().read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise ConfigError(
+                    f"{key_source} is not a PEM private key (the file is not text); point it "
+                    "at the .pem file GitHub generated for the App"
+                ) from None
             except OSError as exc:
                 raise ConfigError(
-                    f"LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH={key_path!r} cannot be read "
-                    f"({exc.strerror}); point it at the .pem file GitHub generated for the App"
+                    f"{key_source} cannot be read ({exc.strerror}); point it at the .pem file "
+                    "GitHub generated for the App"
                 ) from None
         if key is not None and "PRIVATE KEY" not in key:
+            hint = (
+                "point it at the .pem file GitHub generated for the App"
+                if key_source != "LOOPWRIGHT_GITHUB_PRIVATE_KEY"
+                else "paste the whole .pem file GitHub generated"
+            )
             raise ConfigError(
-                "LOOPWRIGHT_GITHUB_PRIVATE_KEY is not a PEM private key; paste the whole "
-                ".pem file GitHub generated (-----BEGIN RSA PRIVATE KEY----- ...)"
+                f"{key_source} is not a PEM private key; {hint} "
+                "(-----BEGIN RSA PRIVATE KEY----- ...)"
             )
         app_id = env.get("LOOPWRIGHT_GITHUB_APP_ID") or None
         if app_id is not None and not app_id.strip().isdigit():
@@ -126,6 +141,7 @@ class GitHubAppSettings:
         return cls(
             app_id=app_id.strip() if app_id else None,
             private_key=key,
+            private_key_source=key_source,
             webhook_secret=env.get("LOOPWRIGHT_WEBHOOK_SECRET") or None,
             api_url=api_url.rstrip("/"),
             public_url=public_url.rstrip("/") if public_url else None,
@@ -142,14 +158,15 @@ class GitHubAppSettings:
         """GitHub sign-in for the live view is on when the client ID and secret are set."""
         return bool(self.client_id and self.client_secret)
 
-    def missing(self) -> list[str]:
-        """The settings `loopwright serve` cannot work without, by variable name."""
+    def missing(self, *, webhooks: bool = True) -> list[str]:
+        """The settings `loopwright serve` cannot work without, by variable name; a worker,
+        which receives no webhooks, needs no webhook secret (`webhooks=False`)."""
         names = []
         if not self.app_id:
             names.append("LOOPWRIGHT_GITHUB_APP_ID")
         if not self.private_key:
             names.append("LOOPWRIGHT_GITHUB_PRIVATE_KEY (or LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH)")
-        if not self.webhook_secret:
+        if webhooks and not self.webhook_secret:
             names.append("LOOPWRIGHT_WEBHOOK_SECRET")
         return names
 

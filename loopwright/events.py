@@ -72,6 +72,18 @@ class _Envelope(BaseModel):
     stage: Stage | None = Field(description="The pipeline stage the event belongs to.")
 
 
+class InstructionsFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="The instruction file, e.g. `AGENTS.md`.")
+    bytes: int = Field(ge=0, description="How many bytes of it the model was given.")
+    truncated: bool = Field(description="The file was longer than the cap and was cut.")
+    origin: Literal["default_branch", "tree"] = Field(
+        description="Where it was read: the repository's default branch (App, Action) or the "
+        "tree being fixed (CLI)."
+    )
+
+
 class StageEvent(_Envelope):
     """A stage started, finished, or reported what it found (`detected`)."""
 
@@ -88,6 +100,9 @@ class StageEvent(_Envelope):
     test_command: str | None = Field(None, description="detected: the test command.")
     setup_command: str | None = Field(None, description="detected: the setup command.")
     config: str | None = Field(None, description="detected: where the repository config came from.")
+    instructions: InstructionsFields | None = Field(
+        None, description="detected: the repository's instruction file given to the model."
+    )
     reason: str | None = Field(None, description="Why the stage ended as it did.")
     failing: list[str] | None = Field(None, description="reproduced: the failing test ids.")
     exit_code: int | None = Field(None, description="reproduced: the test command's exit code.")

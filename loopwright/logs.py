@@ -45,6 +45,21 @@ LIBRARY_LOGGERS = (
 """Libraries whose records Loopwright formats and redacts like its own."""
 
 
+def _access_fields(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """uvicorn's access lines as fields (client, method, path, status) rather than only a
+    sentence, like Loopwright's own request lines."""
+    args = event.pop("positional_args", None)
+    record = event.get("_record")
+    if record is None or record.name != "uvicorn.access":
+        return event
+    if isinstance(args, tuple) and len(args) == 5:
+        client, method, path, http_version, status = args
+        event.update(
+            client=client, method=method, path=path, http_version=http_version, status=status
+        )
+    return event
+
+
 def configure_logging(
     redactor: Redactor,
     *,
@@ -65,6 +80,8 @@ def configure_logging(
         return event
 
     timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    # Loopwright's lines and the libraries' carry the same keys (event, level, logger,
+    # timestamp), so one query reads them all.
     final: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if renderer == "json"
@@ -74,6 +91,7 @@ def configure_logging(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
+            structlog.stdlib.add_logger_name,
             timestamper,
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
@@ -82,9 +100,11 @@ def configure_logging(
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
+        pass_foreign_args=True,
         foreign_pre_chain=[
             structlog.stdlib.add_log_level,
             structlog.stdlib.add_logger_name,
+            _access_fields,
             timestamper,
         ],
         processors=[

@@ -44,6 +44,7 @@ from loopwright.config import (
     load_repo_config,
 )
 from loopwright.events import EventBus, PhaseName
+from loopwright.instructions import RepoInstructions, read_tree_instructions
 from loopwright.sandbox.base import Sandbox, SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,
@@ -98,6 +99,12 @@ class FixRequest:
     repo_config: RepoConfig | None = None
     """The repository's rules, when the caller read them from a trusted place (the App
     reads the default branch); otherwise they come from the tree being fixed."""
+    instructions: RepoInstructions | None = None
+    """The repository's instruction file (AGENTS.md, ...), read by the caller from a trusted
+    place (the App and the Action read the default branch, never the pull request's head)."""
+    tree_instructions: bool = False
+    """Read the instruction file from the tree being fixed when `instructions` is None: the
+    CLI's owner runs it on their own tree."""
 
 
 @dataclass
@@ -267,6 +274,7 @@ class FixMission:
         self.result = MissionResult(request.mission_id, "error")
         self.sandboxes = MissionSandboxes(provider, request.mission_id)
         self.started = clock()
+        self.instructions = request.instructions
 
     # -- the stages --------------------------------------------------------------------
 
@@ -310,6 +318,9 @@ class FixMission:
                 local = Path(source).expanduser().resolve()
             head = snapshot(local, base)
         repo = self.request.repo_config or load_repo_config(base)
+        origin = "default_branch"
+        if self.instructions is None and self.request.tree_instructions:
+            self.instructions, origin = read_tree_instructions(base), "tree"
         plan = detect_tests(
             base,
             explicit=self.request.test_cmd or repo.test_cmd,
@@ -323,8 +334,22 @@ class FixMission:
             setup_command=plan.setup,
             reason=plan.reason,
             config=repo.source,
+            **self._instructions_fields(origin),
         )
         return base, repo, plan
+
+    def _instructions_fields(self, origin: str) -> dict[str, Any]:
+        found = self.instructions
+        if found is None:
+            return {}
+        return {
+            "instructions": {
+                "path": found.path,
+                "bytes": found.size_bytes,
+                "truncated": found.truncated,
+                "origin": origin,
+            }
+        }
 
     def _open_sandbox(
         self, tree: Path, plan: TestPlan, repo: RepoConfig, *, exports_patch: bool = True
@@ -410,6 +435,7 @@ class FixMission:
                 sorted(before.report.failing()),
                 truncate_middle(before.result.output, 6_000),
                 self.request.guidance,
+                self.instructions,
             ),
             context_tokens=self.settings.context_tokens,
         )

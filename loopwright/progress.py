@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from loopwright.events import Event
+from loopwright.instructions import describe
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -86,7 +87,12 @@ class ProgressPrinter:
             if status == "started":
                 return self._c("1;36", f"● {event.stage}")
             if status == "detected":
-                return f"  test command: {f.get('test_command')}  ({f.get('reason')})"
+                line = f"  test command: {f.get('test_command')}  ({f.get('reason')})"
+                found = f.get("instructions")
+                if isinstance(found, dict):
+                    size = describe(int(found.get("bytes") or 0), bool(found.get("truncated")))
+                    line += f"\n  Repository instructions: {found.get('path')} ({size})"
+                return line
             detail = _stage_detail(f)
             return f"  {event.stage} {status}{detail}"
         if event.type == "plan":

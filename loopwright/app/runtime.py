@@ -66,6 +66,7 @@ def open_runtime(
     model_factory: Callable[[Settings], Model] = default_model,
     extra_sinks: Callable[[str], list[EventSink]] | None = None,
     recover: bool = True,
+    webhooks: bool = True,
 ) -> Iterator[Runtime]:
     """Open the store, the sandbox provider, the GitHub client and the queue; recover
     missions a previous process left behind; close everything on the way out.
@@ -73,8 +74,9 @@ def open_runtime(
     `extra_sinks(mission_id)` adds event sinks to every mission (the live view's channel).
     `recover=False` is for additional workers: only the server, which knows no mission of
     its own can still be running, marks `running` missions interrupted at start.
+    `webhooks=False` is for a worker, which receives none and needs no webhook secret.
     """
-    missing = settings.github.missing()
+    missing = settings.github.missing(webhooks=webhooks)
     if missing:
         raise ConfigError(f"the server needs {', '.join(missing)}; see README → GitHub App")
     assert settings.github.app_id is not None and settings.github.private_key is not None

@@ -232,6 +232,9 @@ class AppMissionRunner:
         if config.tiers:
             tiers = tuple(t for t in settings.tiers if t.name in config.tiers)
             settings = settings.with_overrides(tiers=tiers or None)
+        # The checkout is the pull request's head; the instructions, like the config, come
+        # from the default branch.
+        instructions = session.read_instructions()
         tree = clone_at(request.clone_url, request.head_sha, workdir / "checkout", session.token)
         model = self.model_factory(settings)
         try:
@@ -241,6 +244,7 @@ class AppMissionRunner:
                     guidance=request.guidance,
                     mission_id=mission_id,
                     repo_config=config,
+                    instructions=instructions,
                 ),
                 settings=settings,
                 provider=self.provider,

@@ -27,6 +27,7 @@ from githubkit.throttling import BaseThrottler
 from loopwright.config import REPO_CONFIG_FILES, RepoConfig, parse_repo_config
 from loopwright.github.gitops import BOT_EMAIL, MISSION_TRAILER
 from loopwright.github.ratelimit import WriteSpacer, wait_before_retry
+from loopwright.instructions import RepoInstructions, first_instructions
 
 # What one fix mission needs, and nothing more (SECURITY #14).
 MISSION_PERMISSIONS = {
@@ -300,6 +301,30 @@ class RepoSession:
             text = base64.b64decode(data.get("content") or "").decode("utf-8", errors="replace")
             return parse_repo_config(text, path)
         return RepoConfig()
+
+    def read_instructions(self, branch: str | None = None) -> RepoInstructions | None:
+        """The repository's instruction file (AGENTS.md, then CLAUDE.md, then
+        .github/copilot-instructions.md) from the default branch only, like the config:
+        a pull request cannot write its own instructions."""
+        ref = branch or self.default_branch()
+
+        def read(path: str) -> bytes | None:
+            try:
+                data = _json(self.gh.rest.repos.get_content(self.owner, self.name, path, ref=ref))
+            except RequestFailed as exc:
+                if exc.response.status_code == 404:
+                    return None
+                raise GitHubError(
+                    f"reading {path} on {self.repo} failed: GitHub answered "
+                    f"{exc.response.status_code}"
+                ) from None
+            except GitHubException as exc:
+                raise GitHubError(f"reading {path} on {self.repo} failed: {exc}") from None
+            if not isinstance(data, dict) or data.get("type") != "file":
+                return None
+            return base64.b64decode(data.get("content") or "")
+
+        return first_instructions(read)
 
     def start_check(self, head_sha: str, details_url: str | None, external_id: str) -> int:
         data = self._call(

@@ -170,6 +170,12 @@ def fix_mission_script(screenshot: Path | None) -> list[Step]:
             setup_command=None,
             reason="pyproject.toml configures pytest",
             head="9c1e2f4",
+            instructions={
+                "path": "AGENTS.md",
+                "bytes": 2150,
+                "truncated": False,
+                "origin": "default_branch",
+            },
         ),
         stage("prepare", "reproduced", failing=FAILING, exit_code=1),
         stage("plan", "started"),

@@ -127,6 +127,10 @@ def test_finished_mission_replays_from_the_log(page, live_server):
     page.wait_for_selector("#mission[data-ended='true']")
     assert seqs_in_page(page) == list(range(1, len(script) + 1))
     assert page.locator("#status").inner_text() == "verified"
+    # Which repository instructions the model got: one line under the test command.
+    assert page.locator("#timeline .instructions").all_inner_texts() == [
+        "Repository instructions: AGENTS.md (2.1 kB)"
+    ]
 
 
 def test_phone_layout_stacks_the_pipeline(browser, live_server):

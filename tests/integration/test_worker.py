@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -31,9 +32,11 @@ def test_worker_runs_a_queued_mission_once_and_stops_on_sigterm(tmp_path):
         mission, created = store.create_mission(request)
         assert created
         log = (tmp_path / "worker.log").open("wb")
+        # A worker receives no webhooks, so it runs without the webhook secret.
+        env = {k: v for k, v in world.env.items() if k != "LOOPWRIGHT_WEBHOOK_SECRET"}
         worker = subprocess.Popen(
             [f"{VENV_BIN}/loopwright", "worker", "--poll", "0.2"],
-            env={**world.env, "HOME": os.environ.get("HOME", "/tmp")},
+            env={**env, "HOME": os.environ.get("HOME", "/tmp")},
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
@@ -53,6 +56,12 @@ def test_worker_runs_a_queued_mission_once_and_stops_on_sigterm(tmp_path):
             assert len(pulls) == 1
             worker.send_signal(signal.SIGTERM)
             assert worker.wait(timeout=60) == 0
+            started = (tmp_path / "worker.log").read_text().splitlines()
+            assert any(
+                "worker running up to" in json.loads(line)["event"]
+                for line in started
+                if line.startswith("{")
+            )
         finally:
             if worker.poll() is None:
                 worker.kill()

@@ -153,6 +153,11 @@
       var d = item(e, "stage-ev", "test command", "");
       d.appendChild(el("code", "cmd", e.test_command || "?"));
       if (e.reason) d.appendChild(el("div", "meta", e.reason));
+      var found = e.instructions;
+      if (found && found.path) {
+        d.appendChild(el("div", "meta instructions",
+          "Repository instructions: " + found.path + " (" + instructionSize(found) + ")"));
+      }
       return;
     }
     if (li) {
@@ -161,6 +166,12 @@
     }
     var ev = item(e, "stage-ev", e.stage + " " + status.replace(/_/g, " "), stageNote(e));
     if (e.reason) ev.appendChild(el("div", "meta", e.reason));
+  }
+  // The same words as the terminal's line (loopwright/instructions.py `describe`).
+  function instructionSize(found) {
+    var n = Number(found.bytes || 0);
+    var size = n >= 1024 ? (n / 1024).toFixed(1) + " kB" : n + " B";
+    return found.truncated ? size + ", cut to the first 8 kB" : size;
   }
   function stageNote(e) {
     if (e.failing && e.failing.length) return e.failing.length + " failing";
