@@ -790,7 +790,8 @@ def report(action: ActionEnv, outcome: Outcome, redactor: Redactor) -> None:
         else "",
         "delivery-url": url,
         "mission-url": action.run_url or "",
-        "patch-path": str(patch) if (patch := action.artifact_dir / "patch.diff").is_file() else "",
+        # From this run's result: a patch.diff left in the directory by an earlier run is not it.
+        "patch-path": str(action.artifact_dir / "patch.diff") if result and result.patch else "",
         "cost-usd": cost,
         "artifact-dir": str(action.artifact_dir),
     }
