@@ -135,6 +135,7 @@ def test_allowed_users_refuses_a_writer_who_is_not_listed(
     assert "@" not in comment["body"]
     outputs = parse_outputs((world.tmp / "inline" / "output").read_text())
     assert outputs["status"] == "refused"
+    assert set(outputs) == set(ACTION["outputs"])
     world.github.assert_no_rejections()
 
 

@@ -180,6 +180,33 @@ def test_clear_errors_say_what_to_do(
         assert not (target / ".github").exists()
 
 
+@pytest.mark.parametrize(
+    ("files", "test_cmd", "setup_cmd"),
+    [
+        ({"go.mod": "module example.com/x\n", "go.sum": ""}, "go test ./...", "go mod download"),
+        ({"Makefile": "test:\n\t./check\n"}, "make test", None),
+        ({"Cargo.toml": "[package]\nname = 'x'\n"}, "cargo test", None),
+    ],
+    ids=["go", "make", "cargo"],
+)
+def test_other_languages_are_detected_too(
+    files: dict[str, str],
+    test_cmd: str,
+    setup_cmd: str | None,
+    tmp_path: Path,
+    run_init: Callable[..., InitRun],
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    init_repo(repo)
+    run = run_init(str(repo))
+    assert run.exit_code == 0, run.stderr
+    config = load_repo_config(repo)
+    assert (config.test_cmd, config.setup_cmd) == (test_cmd, setup_cmd)
+
+
 def test_unknown_language_with_a_given_command(
     tmp_path: Path, run_init: Callable[..., InitRun]
 ) -> None:
