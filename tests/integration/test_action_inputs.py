@@ -86,7 +86,12 @@ def test_dry_run_verifies_delivers_nothing_and_writes_every_declared_output(
 def test_max_steps_caps_the_model_calls(
     world: World,  # noqa: F811 - the Action's world fixture, imported above
 ) -> None:
-    run = world.run("workflow_run", world.workflow_run(), inputs={"INPUT_MAX_STEPS": "1"})
+    # A one-line failing suite keeps the prepare stage short; the cap is what is tested.
+    run = world.run(
+        "workflow_run",
+        world.workflow_run(),
+        inputs={"INPUT_MAX_STEPS": "1", "INPUT_TEST_COMMAND": "false"},
+    )
 
     assert run.exit_code == 1
     assert run.outputs["status"] == "budget_exceeded"
