@@ -99,6 +99,10 @@ def init_repository(
     for name in existing:
         if (root / name).is_symlink() or not (root / name).is_file():
             raise InitError(f"{root / name} is not a regular file; nothing was written")
+    for name in files:
+        # A `.github` that is a link out of the repository would put the files elsewhere.
+        if not (root / name).parent.resolve().is_relative_to(root):
+            raise InitError(f"{root / name} is outside {root} (a symlink); nothing was written")
     _write_all(root, files)
     return InitResult(
         root=root,

@@ -126,6 +126,19 @@ def test_refuses_to_overwrite_without_force_and_writes_nothing(
     assert "test_cmd: npm test" in (repo / CONFIG_PATH).read_text()
 
 
+def test_a_github_folder_linked_out_of_the_repository_is_refused(
+    tmp_path: Path, run_init: Callable[..., InitRun]
+) -> None:
+    repo = example(tmp_path, "python-invoice")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (repo / ".github").symlink_to(elsewhere)
+    run = run_init(str(repo), "--action")
+    assert run.exit_code == 2
+    assert "(a symlink); nothing was written" in run.result["message"]
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_an_existing_workflow_blocks_the_config_too(
     tmp_path: Path, run_init: Callable[..., InitRun]
 ) -> None:
