@@ -806,7 +806,7 @@ def report(action: ActionEnv, outcome: Outcome, redactor: Redactor) -> None:
     # The verdict as an annotation on the run: an error when the step fails, else a notice.
     kind = "error" if outcome.exit_code != EXIT_OK else "notice"
     title = f"Loopwright: {outcome.status.replace('_', ' ')}"
-    print(workflow_command(kind, f"{outcome.status}: {message}", title=title), file=sys.stderr)
+    print(workflow_command(kind, message or outcome.status, title=title), file=sys.stderr)
 
 
 def write_outputs(path: Path, values: Mapping[str, str]) -> None:
