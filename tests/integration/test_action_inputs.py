@@ -52,7 +52,7 @@ def test_dry_run_verifies_delivers_nothing_and_writes_every_declared_output(
         world.workflow_run(),
         inputs={
             "INPUT_DRY_RUN": "true",
-            "INPUT_GUIDANCE": "keep the rounding helper untouched",
+            "INPUT_GUIDANCE": "keep the rounding function untouched",
             "INPUT_MAX_STEPS": "12",
         },
     )
@@ -70,7 +70,7 @@ def test_dry_run_verifies_delivers_nothing_and_writes_every_declared_output(
     # Every output written is declared, and every declared output is written.
     assert set(run.outputs) == set(ACTION["outputs"])
     # The guidance input reached the model.
-    assert "keep the rounding helper untouched" in json.dumps(world.model.requests[0])
+    assert "keep the rounding function untouched" in json.dumps(world.model.requests[0])
     # The log is folded by stage, each group closed before the next opens.
     groups = GROUP.findall(run.stderr)
     assert groups == [s for s in STAGES if s in groups] and len(groups) == len(set(groups))
