@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import uuid
@@ -34,10 +35,10 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from loopwright.config import ConfigError, RepoConfig, Settings, load_repo_config
-from loopwright.events import EventBus, EventSink, NdjsonWriter
+from loopwright.events import Event, EventBus, EventSink, NdjsonWriter
 from loopwright.github import render
 from loopwright.github.delivery import Delivered, DeliveryMode, GitHubDelivery
 from loopwright.github.gitops import clone_at
@@ -51,7 +52,7 @@ from loopwright.github.triggers import (
     decide,
 )
 from loopwright.instructions import RepoInstructions
-from loopwright.mission import FixMission, FixRequest, MissionResult
+from loopwright.mission import DeliveryOutcome, FixMission, FixRequest, MissionResult
 from loopwright.progress import ProgressPrinter
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
@@ -82,13 +83,18 @@ _INPUT_SETTINGS = {
     "INPUT_MODEL_API_KEY": "LOOPWRIGHT_MODEL_API_KEY",
     "INPUT_MODEL_TIERS": "LOOPWRIGHT_MODEL_TIERS",
     "INPUT_MAX_COST_USD": "LOOPWRIGHT_MAX_COST_USD",
+    "INPUT_MAX_STEPS": "LOOPWRIGHT_MAX_STEPS",
 }
+DEFAULT_TRIGGER_PHRASE = "/loopwright fix"
 _PRIVILEGED_EVENTS = frozenset({"pull_request_target", "workflow_run"})
 """Events whose token can write and whose secrets are present, whoever wrote the code."""
 
 
 class UsageError(Exception):
     """A missing input or Actions variable; printed as one line, exit code 2."""
+
+
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 
 
 # -- what to fix ---------------------------------------------------------------------------
@@ -133,6 +139,15 @@ class ActionEnv:
     deliver: DeliveryMode
     test_command: str | None
     setup_command: str | None
+    guidance: str | None = None
+    """The `guidance` input: instructions for the model, before a comment's own."""
+    dry_run: bool = False
+    """Verify, but deliver nothing (no branch, pull request, commit or comment)."""
+    trigger_phrase: str = DEFAULT_TRIGGER_PHRASE
+    """What a comment types, at the start of a line, to ask for a fix."""
+    allowed_users: tuple[str, ...] = ()
+    """Logins that may ask with a comment (besides needing write access); empty: anyone
+    with write access."""
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str]) -> ActionEnv:
@@ -172,6 +187,25 @@ class ActionEnv:
         server_url = (env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/")
         run_id = env.get("GITHUB_RUN_ID", "").strip()
         output, summary = env.get("GITHUB_OUTPUT"), env.get("GITHUB_STEP_SUMMARY")
+        max_steps = (env.get("INPUT_MAX_STEPS") or "").strip()
+        if max_steps and not (max_steps.isdigit() and int(max_steps) >= 1):
+            raise UsageError(f"max-steps: {max_steps!r} is not a whole number of at least 1")
+        dry_run = (env.get("INPUT_DRY_RUN") or "false").strip().lower()
+        if dry_run not in ("true", "false"):
+            raise UsageError(f"dry-run: {dry_run!r} is not true or false")
+        phrase = " ".join((env.get("INPUT_TRIGGER_PHRASE") or DEFAULT_TRIGGER_PHRASE).split())
+        if not phrase or phrase.startswith((">", "`", "~", "<", "#")):
+            raise UsageError(
+                f"trigger-phrase: {phrase!r} cannot start a visible line of a comment; "
+                f"use words such as {DEFAULT_TRIGGER_PHRASE!r} or '@loopwright fix'"
+            )
+        users = (env.get("INPUT_ALLOWED_USERS") or "").replace(",", " ").split()
+        bad = [u for u in users if not _LOGIN.fullmatch(u)]
+        if bad:
+            raise UsageError(
+                f"allowed-users: {', '.join(map(repr, bad))} is not a GitHub login; list "
+                "logins separated by commas, e.g. alice,bob"
+            )
         return cls(
             event_name=event_name,
             payload=payload,
@@ -190,6 +224,10 @@ class ActionEnv:
             deliver=deliver,
             test_command=(env.get("INPUT_TEST_COMMAND") or "").strip() or None,
             setup_command=(env.get("INPUT_SETUP_COMMAND") or "").strip() or None,
+            guidance=(env.get("INPUT_GUIDANCE") or "").strip() or None,
+            dry_run=dry_run == "true",
+            trigger_phrase=phrase,
+            allowed_users=tuple(users),
         )
 
     @property
@@ -212,6 +250,8 @@ def plan_event(env: ActionEnv) -> Plan:
             return Target(decision, from_workspace=False)
         return decision if isinstance(decision, Ignore) else Ignore(str(decision))
     if env.event_name == "issue_comment":
+        if env.trigger_phrase.lower() != DEFAULT_TRIGGER_PHRASE:
+            payload = with_trigger_phrase(payload, env.trigger_phrase)
         decision = decide("issue_comment", payload, RepoConfig(), ctx)
         if isinstance(decision, MissionRequest):  # pragma: no cover - comments need a check
             return Ignore("a comment never starts a mission without a permission check")
@@ -234,6 +274,26 @@ def plan_event(env: ActionEnv) -> Plan:
         ),
         from_workspace=True,
     )
+
+
+def with_trigger_phrase(payload: Mapping[str, Any], phrase: str) -> Mapping[str, Any]:
+    """The payload with its comment's command lines spelled as the trigger phrase asks:
+    a line that starts with `phrase` becomes `/loopwright fix`, and one that starts with
+    `/loopwright` no longer counts. Which lines a reader sees (quotes, code blocks, HTML
+    comments) is still decided by the comment parser afterwards."""
+    comment = payload.get("comment")
+    if not isinstance(comment, Mapping) or not isinstance(comment.get("body"), str):
+        return payload
+    body: str = comment["body"]
+    pattern = re.compile(rf"^( {{0,3}}){re.escape(phrase)}(?=[ \t]|$)", re.IGNORECASE)
+    lines = []
+    for line in body.split("\n"):
+        if pattern.match(line):
+            line = pattern.sub(rf"\g<1>{DEFAULT_TRIGGER_PHRASE}", line, count=1)
+        elif re.match(r" {0,3}/loopwright\b", line, re.IGNORECASE):
+            line = "\\" + line.lstrip(" ")
+        lines.append(line)
+    return {**payload, "comment": {**comment, "body": "\n".join(lines)}}
 
 
 def _pull_request_target(env: ActionEnv, pull: Mapping[str, Any]) -> Plan:
@@ -320,10 +380,11 @@ class Outcome:
     message: str
     result: MissionResult | None = None
     delivered: Delivered | None = None
+    dry_run: bool = False
 
     @property
     def exit_code(self) -> int:
-        if self.status == "ignored":
+        if self.status == "ignored" or (self.dry_run and self.status == "verified"):
             return EXIT_OK
         ok = self.delivered is not None and self.delivered.kind not in ("skipped", "failed")
         return EXIT_OK if self.status == "verified" and ok else EXIT_FAILED
@@ -462,6 +523,18 @@ class ActionRun:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _authorize(self, pending: NeedsPermission, session: RepoSession) -> Target | Outcome:
+        allowed = {u.lower() for u in self.action.allowed_users}
+        if allowed and pending.user.lower() not in allowed:
+            names = ", ".join(f"`{u}`" for u in self.action.allowed_users)
+            session.comment(
+                pending.request.pr_number or 0,
+                f"Loopwright takes requests here only from {names} (this workflow's "
+                f"`allowed-users`), so it will not act on this comment by `{pending.user}`.",
+            )
+            return Outcome(
+                "refused",
+                f"{pending.user} is not in allowed-users ({', '.join(self.action.allowed_users)})",
+            )
         # The collaborator-permission endpoint decides, before anything else is read or run.
         permission = session.permission(pending.user)
         if permission not in ("write", "maintain", "admin"):
@@ -550,6 +623,9 @@ class ActionRun:
 
     def _fix(self, plan: Target, session: RepoSession, config: RepoConfig) -> Outcome:
         request = plan.request
+        if self.action.guidance:
+            guidance = "\n\n".join(g for g in (self.action.guidance, request.guidance) if g)
+            request = replace(request, guidance=guidance)
         settings = _apply_config(self.settings, config)
         if plan.from_workspace:
             if not (self.action.workspace / ".git").exists():
@@ -565,7 +641,9 @@ class ActionRun:
         with ExitStack() as stack:
             writer = NdjsonWriter(self.action.artifact_dir / "events.ndjson")
             stack.callback(writer.close)
-            sinks: list[EventSink] = [writer, ProgressPrinter(sys.stderr, color=False)]
+            groups = StageGroups(sys.stderr)
+            stack.callback(groups.close)
+            sinks: list[EventSink] = [writer, groups, ProgressPrinter(sys.stderr, color=False)]
             bus = EventBus(self.mission_id, sinks, self.redactor)
             provider = self._provider(settings)
             stack.callback(provider.close)
@@ -610,11 +688,11 @@ class ActionRun:
                 provider=provider,
                 model=model,
                 events=bus,
-                deliver=delivery,
+                deliver=_dry_run if self.action.dry_run else delivery,
             ).run()
             _save_artifacts(self.action.artifact_dir, result, self.redactor)
-        if result.status != "verified":
-            return Outcome(result.status, result.message, result)
+        if result.status != "verified" or self.action.dry_run:
+            return Outcome(result.status, result.message, result, dry_run=self.action.dry_run)
         delivered = delivery.delivered
         if delivered.kind == "failed":
             return Outcome("error", delivered.reason, result, delivered)
@@ -642,6 +720,11 @@ class ActionRun:
             raise UsageError(f"sandbox: docker is not usable on this runner: {exc}") from None
 
 
+def _dry_run(result: MissionResult) -> DeliveryOutcome:
+    reason = "dry-run: nothing delivered; the patch is in the artifact directory"
+    return DeliveryOutcome("skipped", {"reason": reason}, note=reason)
+
+
 def _apply_config(settings: Settings, config: RepoConfig) -> Settings:
     """The repository may lower the cost cap and pick tiers, as it can for the App."""
     if config.max_cost_usd is not None:
@@ -654,6 +737,45 @@ def _apply_config(settings: Settings, config: RepoConfig) -> Settings:
 
 
 # -- what the workflow gets back -----------------------------------------------------------
+
+
+def escape_data(value: str) -> str:
+    """A workflow command's message, escaped as the runner unescapes it."""
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(value: str) -> str:
+    """A workflow command's property value (`title=...`): `:` and `,` end it otherwise."""
+    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(name: str, message: str, **properties: str) -> str:
+    """`::name key=value,...::message`, every part escaped."""
+    props = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items())
+    return f"::{name}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+class StageGroups:
+    """An event sink that folds the job log by stage: each of prepare, plan, loop, verify
+    and deliver opens a `::group::` holding its lines, closed when the next begins."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.current: str | None = None
+
+    def __call__(self, event: Event) -> None:
+        if event.type == "done":
+            self.close()
+            return
+        if event.stage is not None and event.stage != self.current:
+            self.close()
+            print(workflow_command("group", f"Loopwright: {event.stage}"), file=self.stream)
+            self.current = event.stage
+
+    def close(self) -> None:
+        if self.current is not None:
+            print("::endgroup::", file=self.stream, flush=True)
+            self.current = None
 
 
 def _save_artifacts(directory: Path, result: MissionResult, redactor: Redactor) -> None:
@@ -678,6 +800,9 @@ def report(action: ActionEnv, outcome: Outcome, redactor: Redactor) -> None:
         if outcome.delivered and outcome.delivered.kind == "pull_request"
         else "",
         "delivery-url": url,
+        "mission-url": action.run_url or "",
+        # From this run's result: a patch.diff left in the directory by an earlier run is not it.
+        "patch-path": str(action.artifact_dir / "patch.diff") if result and result.patch else "",
         "cost-usd": cost,
         "artifact-dir": str(action.artifact_dir),
     }
@@ -689,8 +814,10 @@ def report(action: ActionEnv, outcome: Outcome, redactor: Redactor) -> None:
         with action.summary_path.open("a", encoding="utf-8") as handle:
             handle.write(summary + "\n")
     message = redactor.text(outcome.message)
-    prefix = "::error::" if outcome.exit_code != EXIT_OK else ""
-    print(f"{prefix}loopwright: {outcome.status}: {message}".replace("\n", " "), file=sys.stderr)
+    # The verdict as an annotation on the run: an error when the step fails, else a notice.
+    kind = "error" if outcome.exit_code != EXIT_OK else "notice"
+    title = f"Loopwright: {outcome.status.replace('_', ' ')}"
+    print(workflow_command(kind, message or outcome.status, title=title), file=sys.stderr)
 
 
 def write_outputs(path: Path, values: Mapping[str, str]) -> None:

@@ -1,4 +1,4 @@
-"""The `loopwright` command line: fix, build, replay, doctor, sandbox build.
+"""The `loopwright` command line: fix, build, init, replay, doctor, sandbox build.
 
 Exit codes (EXIT_CODES): 0 verified (or a command succeeded), 1 not verified, 2 usage or
 configuration errors, 3 nothing to fix, 4 flaky, 5 an environment problem.
@@ -181,6 +181,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mission_commands(sub)
 
+    init = sub.add_parser(
+        "init",
+        help="write .github/loopwright.yml (and with --action a workflow) for a repository",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    init.add_argument("path", nargs="?", default=".", metavar="PATH", help="default: .")
+    init.add_argument(
+        "--action",
+        action="store_true",
+        help="also write .github/workflows/loopwright.yml, running the Action on red CI and "
+        "on /loopwright fix comments",
+    )
+    init.add_argument("--force", action="store_true", help="replace files that exist")
+    init.add_argument("--test-cmd", help="the test command to write (default: detected)")
+    init.add_argument("--setup-cmd", help="the setup command to write (default: detected)")
+    init.add_argument(
+        "--uses",
+        metavar="OWNER/REPO/action@REF",
+        help="the Action the workflow runs (default: a placeholder to replace)",
+    )
+    init.add_argument(
+        "--json", action="store_true", help="print what was written as one JSON object"
+    )
+
     sub.add_parser("doctor", help="check Docker, the sandbox image and browsers")
     sandbox = sub.add_parser("sandbox", help="manage the sandbox image")
     sandbox_sub = sandbox.add_subparsers(dest="sandbox_command", required=True, metavar="ACTION")
@@ -210,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_missions(args, settings)
         if args.command == "show":
             return cmd_show(args, settings)
+        if args.command == "init":
+            return cmd_init(args)
         if args.command == "doctor":
             return cmd_doctor(settings)
         if args.command == "sandbox":
@@ -887,6 +914,36 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         print(render_mission(found, terminal=sys.stdout.isatty()))
         print("\nevents:")
         replay(event_lines(events), ProgressPrinter(sys.stdout))
+    return EXIT_OK
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from loopwright.init import ACTION_PLACEHOLDER, InitError, init_repository
+
+    try:
+        result = init_repository(
+            Path(args.path),
+            action=args.action,
+            force=args.force,
+            test_cmd=args.test_cmd,
+            setup_cmd=args.setup_cmd,
+            uses=args.uses or ACTION_PLACEHOLDER,
+        )
+    except InitError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps({**result.to_dict(), "exit_code": EXIT_OK}, indent=2))
+        return EXIT_OK
+    out = sys.stdout
+    for name in result.written:
+        print(f"wrote {result.root / name}", file=out)
+    print(f"  test_cmd: {result.test_cmd}  ({result.reason})", file=out)
+    print(f"  setup_cmd: {result.setup_cmd or '(none)'}", file=out)
+    if result.ci_workflows:
+        print(f"  fixes red runs of: {', '.join(result.ci_workflows)}", file=out)
+    print("next:", file=out)
+    for number, line in enumerate(result.next_steps, 1):
+        print(f"  {number}. {line}", file=out)
     return EXIT_OK
 
 

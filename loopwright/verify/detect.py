@@ -10,7 +10,7 @@ import posixpath
 import re
 import shlex
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -71,9 +71,14 @@ def detect_tests(
     if explicit is None or not explicit.strip():
         return _detect(tree, setup)
     command = explicit.strip()
+    detected = _detect(tree, setup, need_command=False)
+    if detected.command and detected.command == command:
+        # The command detection would pick (as `loopwright init` writes it) runs exactly as
+        # detected: `npm test` keeps its script, and so its reporter.
+        return replace(detected, reason=f"configured test command, as detected: {detected.reason}")
     runner, report = _classify(command)
     if setup is None:
-        setup = _detect(tree, None, need_command=False).setup
+        setup = detected.setup
         if setup is not None and setup.startswith(_VENV_CREATE):
             # The configured command expects the project's packages, which live in the venv.
             command = f". {VENV}/bin/activate && {command}"

@@ -17,9 +17,10 @@ ENTRYPOINT = ROOT / "loopwright" / "action.py"
 EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
 INPUTS = {
     "test-command", "setup-command", "model-base-url", "model-api-key", "model-tiers",
-    "max-cost-usd", "sandbox", "deliver", "github-token",
+    "max-cost-usd", "sandbox", "deliver", "github-token", "guidance", "max-steps", "dry-run",
+    "trigger-phrase", "allowed-users",
 }  # fmt: skip
-OUTPUTS = {"status", "pull-request-url", "cost-usd"}
+OUTPUTS = {"status", "pull-request-url", "delivery-url", "mission-url", "patch-path", "cost-usd"}
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -224,6 +224,18 @@ def test_explicit_command_wins(tmp_path: Path) -> None:
 def test_explicit_pytest_command_can_still_be_instrumented(tmp_path: Path) -> None:
     plan = detect_tests(tmp_path, explicit="pytest -x tests/unit")
     assert (plan.runner, plan.report, plan.reason) == ("pytest", "junit", "configured test command")
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_configuring_the_detected_commands_changes_nothing(tmp_path: Path, case: Case) -> None:
+    # `loopwright init` writes what detection found; the mission must then run exactly as
+    # it would have without the config (same runner, report and reporter script).
+    write_tree(tmp_path, case.files)
+    detected = detect_tests(tmp_path)
+    configured = detect_tests(tmp_path, explicit=detected.command, config_setup=detected.setup)
+    assert configured.reason.startswith("configured test command, as detected: ")
+    assert configured == replace(detected, reason=configured.reason)
+    assert stream_runner(configured) == stream_runner(detected)
 
 
 def test_explicit_command_runs_inside_the_detected_venv(tmp_path: Path) -> None:
