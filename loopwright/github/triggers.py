@@ -461,6 +461,10 @@ def _decide_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision
             return Ignore(bot)
     number = _int(issue, "number", "issue")
     if not isinstance(issue.get("pull_request"), Mapping):
+        if command.name != "fix":
+            # Only `fix` is explained on an issue, as before: no new command makes the App
+            # answer anyone on any issue.
+            return Ignore(f"/loopwright {command.name} is for pull requests; this is an issue")
         return Reply(render.explain_command_comment(), number)
     repository = _map(payload, "repository")
     user = _str(author, "login", "comment.user")

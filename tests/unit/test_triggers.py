@@ -799,6 +799,13 @@ def test_parse_comment_command(body: str, expected: Command | None) -> None:
     assert parse_comment_command(body) == expected
 
 
+def test_commands_other_than_fix_on_an_issue_are_not_answered() -> None:
+    payload = fixture("issue_comment.created.command_on_issue")
+    payload["comment"]["body"] = "/loopwright help"
+    decision = decide("issue_comment", payload, RepoConfig(), CTX)
+    assert isinstance(decision, Ignore) and "for pull requests" in decision.reason
+
+
 def test_parse_comment_command_rejects_non_strings() -> None:
     assert parse_comment_command(None) is None  # type: ignore[arg-type]
 
