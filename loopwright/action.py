@@ -44,6 +44,7 @@ from loopwright.github.delivery import Delivered, DeliveryMode, GitHubDelivery
 from loopwright.github.gitops import clone_at
 from loopwright.github.service import GitHubError, RepoSession, token_session
 from loopwright.github.triggers import (
+    CommandComment,
     Ignore,
     NeedsPermission,
     Reply,
@@ -255,6 +256,11 @@ def plan_event(env: ActionEnv) -> Plan:
         decision = decide("issue_comment", payload, RepoConfig(), ctx)
         if isinstance(decision, MissionRequest):  # pragma: no cover - comments need a check
             return Ignore("a comment never starts a mission without a permission check")
+        if isinstance(decision, CommandComment):
+            return Ignore(
+                f"`/loopwright {decision.command.name}` is answered by the Loopwright App; "
+                "the Action runs `/loopwright fix` only"
+            )
         return decision
     pull = payload.get("pull_request")
     if isinstance(pull, Mapping):

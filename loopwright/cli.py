@@ -28,6 +28,7 @@ from loopwright.secret_env import HandoffError, restart_without_secrets
 
 if TYPE_CHECKING:
     from loopwright.agent.model import OpenAIModel
+    from loopwright.cancellation import Cancellation
     from loopwright.mission import FixRequest
     from loopwright.request import MissionRequest
     from loopwright.store.repository import Store
@@ -42,7 +43,8 @@ EXIT_CODES = """exit codes:
   3  nothing to fix (the tests already pass)
   4  flaky (the failing tests pass on a re-run with no change)
   5  environment problem (Docker unreachable, the sandbox image missing, the setup or test
-     command cannot run, the model endpoint not answering)"""
+     command cannot run, the model endpoint not answering)
+  130  Ctrl-C: the mission was cancelled (with --json, its result says cancelled)"""
 # What a mission's `error` event names as its cause, by exit code.
 USAGE_ERROR_KINDS = frozenset({"ConfigError", "DetectionError", "WorkspaceError"})
 ENVIRONMENT_ERROR_KINDS = frozenset({"SandboxError", "ModelError"})
@@ -332,6 +334,7 @@ def fix_mission_fingerprint(request: FixRequest) -> dict[str, Any] | None:
 
 
 def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
+    from loopwright.cancellation import Cancellation
     from loopwright.mission import FixMission, FixRequest
 
     if args.max_steps is not None and args.max_steps < 1:
@@ -374,13 +377,16 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
                 fix_mission_fingerprint(request),
             ) as wired,
         ):
-            result = FixMission(
-                request,
-                settings=wired.settings,
-                provider=wired.provider,
-                model=wired.model,
-                events=wired.events,
-            ).run()
+            cancellation = Cancellation()
+            with ctrl_c_cancels(cancellation):
+                result = FixMission(
+                    request,
+                    settings=wired.settings,
+                    provider=wired.provider,
+                    model=wired.model,
+                    events=wired.events,
+                    cancellation=cancellation,
+                ).run()
             if kept is not None:
                 kept.finish(result)
             applied = str(Path(request.source).expanduser().resolve()) if result.applied else None
@@ -534,10 +540,42 @@ def mission_wiring(
         yield Wiring(settings, events, model, provider, error_kind)
 
 
+CTRL_C_SUMMARY = "Cancelled with Ctrl-C."
+
+
+@contextmanager
+def ctrl_c_cancels(cancellation: Cancellation) -> Iterator[None]:
+    """The first Ctrl-C cancels the mission (its sandbox goes, its result says cancelled);
+    a second one interrupts at once. The cancel runs on a thread of its own, because the
+    signal can arrive while this thread holds a lock the cancel needs."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if cancellation.cancelled:
+            raise KeyboardInterrupt
+        print("loopwright: cancelling (Ctrl-C again to stop at once)", file=sys.stderr)
+        threading.Thread(
+            target=cancellation.cancel, args=(CTRL_C_SUMMARY,), name="ctrl-c", daemon=True
+        ).start()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def exit_code(status: str, message: str, error_kind: str | None) -> int:
     """The exit code of a mission that ran (see EXIT_CODES)."""
     if status == "verified":
         return EXIT_OK
+    if status == "cancelled":
+        return EXIT_INTERRUPTED
     if status == "nothing_to_fix":
         return EXIT_NOTHING_TO_FIX
     if status == "flaky":

@@ -21,6 +21,7 @@ import json
 import os
 import shlex
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +36,7 @@ from loopwright.agent.model import Model, ModelError
 from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS, is_protected
 from loopwright.agent.prompts import SYSTEM, fix_task
 from loopwright.agent.tools import Toolbox
+from loopwright.cancellation import Cancellation, Cancelled
 from loopwright.config import (
     ConfigError,
     NetworkMode,
@@ -76,7 +78,9 @@ from loopwright.verify.testfiles import (
 )
 from loopwright.verify.web import BOOT_TIMEOUT_S, WebCheck, find_app, screenshot_app
 
-Status = Literal["verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error"]
+Status = Literal[
+    "verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error", "cancelled"
+]
 PHASES: tuple[PhaseName, ...] = get_args(PhaseName)
 """The timed phases of a fix mission, in the order they run."""
 FLAKY_RERUNS = 3
@@ -151,29 +155,49 @@ patch to the user's working tree."""
 
 
 class MissionSandboxes:
-    """The sandboxes one mission opened; closed together, whatever happened."""
+    """The sandboxes one mission opened; closed together, whatever happened.
 
-    def __init__(self, provider: SandboxProvider, mission_id: str) -> None:
+    A cancellation closes them from the thread that cancels (ending any command running in
+    them), and a sandbox opened after that is closed at once.
+    """
+
+    def __init__(
+        self,
+        provider: SandboxProvider,
+        mission_id: str,
+        cancellation: Cancellation | None = None,
+    ) -> None:
         self._provider = provider
         self._mission_id = mission_id
+        self._cancellation = cancellation or Cancellation()
+        self._lock = threading.Lock()
         self.opened: list[Sandbox] = []
 
     def open(self, tree: Path, *, network: bool) -> Sandbox:
+        self._cancellation.check()
         # Every sandbox of a mission carries the mission's id, so reaping finds them all.
         sandbox = self._provider.create(self._mission_id, tree, network=network)
-        self.opened.append(sandbox)
+        with self._lock:
+            self.opened.append(sandbox)
+        if self._cancellation.cancelled:
+            self._close(sandbox)
+            self._cancellation.check()
         return sandbox
 
     def close_all(self, events: EventBus) -> None:
-        errors = []
-        for sandbox in self.opened:
-            try:
-                sandbox.close()
-            except SandboxError as exc:
-                errors.append(str(exc))
-        self.opened.clear()
+        with self._lock:
+            opened, self.opened = list(self.opened), []
+        errors = [error for sandbox in opened if (error := self._close(sandbox))]
         if errors:
             events.emit("error", message="sandbox cleanup failed: " + "; ".join(errors))
+
+    @staticmethod
+    def _close(sandbox: Sandbox) -> str:
+        try:
+            sandbox.close()
+        except SandboxError as exc:
+            return str(exc)
+        return ""
 
 
 class _Concludable(Protocol):
@@ -261,9 +285,11 @@ class FixMission:
         events: EventBus,
         clock: Callable[[], float] = time.monotonic,
         deliver: Deliverer | None = None,
+        cancellation: Cancellation | None = None,
     ) -> None:
         self.request = request
         self.deliverer = deliver
+        self.cancellation = cancellation or Cancellation()
         self.settings = settings
         self.provider = provider
         self.model = model
@@ -272,7 +298,7 @@ class FixMission:
         self.workdir = settings.data_dir / "missions" / request.mission_id
         self.budget = Budget(settings, clock=clock)
         self.result = MissionResult(request.mission_id, "error")
-        self.sandboxes = MissionSandboxes(provider, request.mission_id)
+        self.sandboxes = MissionSandboxes(provider, request.mission_id, self.cancellation)
         self.started = clock()
         self.instructions = request.instructions
 
@@ -280,20 +306,37 @@ class FixMission:
 
     def run(self) -> MissionResult:
         started = self.started = self.clock()
+        # Removing the sandboxes ends whatever command runs in them; the stage that ran it
+        # then fails, and the failure is reported as the cancellation it is.
+        self.cancellation.on_cancel(lambda: self.sandboxes.close_all(self.events))
+        check = self.cancellation.check
         try:
+            check()
             base, repo, plan = self._prepare_tree()
+            check()
             before = self._reproduce(base, plan, repo)
+            check()
             summary, patch = self._fix(plan, before, repo)
             self.result.summary, self.result.patch = summary, patch
+            check()
             self._verify(base, plan, repo, before, patch)
+            check()
             self._deliver(patch)
+        except Cancelled:
+            self._cancelled()
         except MissionFailed as stop:
-            self.result.status = stop.status
-            self.result.message = str(stop)
+            if self.cancellation.cancelled:
+                self._cancelled()
+            else:
+                self.result.status = stop.status
+                self.result.message = str(stop)
         except (ModelError, SandboxError, WorkspaceError, ConfigError, DetectionError) as exc:
-            self.result.status = "error"
-            self.result.message = str(exc)
-            self.events.emit("error", message=str(exc), kind=type(exc).__name__)
+            if self.cancellation.cancelled:
+                self._cancelled()
+            else:
+                self.result.status = "error"
+                self.result.message = str(exc)
+                self.events.emit("error", message=str(exc), kind=type(exc).__name__)
         finally:
             conclude(
                 self.result,
@@ -305,6 +348,14 @@ class FixMission:
             )
         announce_done(self.result, self.events)
         return self.result
+
+    def _cancelled(self) -> None:
+        summary = self.cancellation.summary or "Cancelled."
+        self.result.status = "cancelled"
+        self.result.message = summary
+        self.result.summary = summary
+        if self.events.stage is not None:
+            self.events.leave(self.events.stage, "cancelled", reason=summary)
 
     def _prepare_tree(self) -> tuple[Path, RepoConfig, TestPlan]:
         self.events.enter("prepare", source=without_credentials(self.request.source))
@@ -447,6 +498,7 @@ class FixMission:
             conversation=conversation,
             budget=self.budget,
             events=self.events,
+            cancellation=self.cancellation,
         )
         outcome = loop.run()
         self.result.final_tier = loop.escalation.current

@@ -41,6 +41,7 @@ _STATUS_WORDS = {
     "nothing_to_fix": "nothing to fix",
     "budget_exceeded": "budget exceeded",
     "error": "error",
+    "cancelled": "cancelled",
 }
 
 

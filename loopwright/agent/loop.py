@@ -2,7 +2,8 @@
 
 Everything else (escalation, the command policy, the context budget, the caps) lives in
 its own module and is called from here. The loop ends when the model calls `finish`
-(`Submitted`) or a cap is hit (`LimitsExceeded`); model endpoint failures propagate.
+(`Submitted`) or a cap is hit (`LimitsExceeded`); model endpoint failures and `Cancelled`
+(checked before each model call and each tool call) propagate.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from loopwright.agent.escalation import EscalationPolicy, Signal
 from loopwright.agent.model import Model, ToolCall
 from loopwright.agent.prompts import NO_TOOL_CALL
 from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome, describe_call
+from loopwright.cancellation import Cancellation
 from loopwright.config import Settings
 from loopwright.events import EventBus
 
@@ -49,8 +51,10 @@ class AgentLoop:
         conversation: Conversation,
         budget: Budget,
         events: EventBus,
+        cancellation: Cancellation | None = None,
     ) -> None:
         self.settings = settings
+        self.cancellation = cancellation or Cancellation()
         self.model = model
         self.toolbox = toolbox
         self.conversation = conversation
@@ -71,6 +75,7 @@ class AgentLoop:
             return LoopResult("budget_exceeded", "", str(limit))
 
     def step(self) -> None:
+        self.cancellation.check()
         self.budget.check()
         tier = self.settings.tier(self.escalation.current)
         reply = self.model.complete(tier, self.conversation.render(), TOOL_SPECS)
@@ -93,6 +98,8 @@ class AgentLoop:
             usage_estimated=reply.usage.estimated,
             reasoning_tokens=reply.reasoning_tokens,
         )
+        # A reply that arrives after a cancel is recorded (it was paid for) but not acted on.
+        self.cancellation.check()
         self.conversation.add_assistant(
             reply.content,
             [
@@ -110,6 +117,7 @@ class AgentLoop:
             return
         finished: str | None = None
         for call in reply.tool_calls:
+            self.cancellation.check()
             outcome = self._run_tool(call)
             if outcome.finished is not None:
                 finished = outcome.finished

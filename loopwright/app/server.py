@@ -45,6 +45,7 @@ from loopwright.app.api import (
     require_token,
     screenshot,
 )
+from loopwright.app.cancel import cancel_mission
 from loopwright.app.hosts import only_hosts
 from loopwright.app.metrics import Metrics, metrics_endpoint
 from loopwright.app.runtime import Runtime, default_model, default_provider, open_runtime
@@ -174,6 +175,7 @@ def create_app(
     ]
     if mode == "app":
         handlers.insert(0, github_webhook)
+        handlers.append(cancel_mission)
     dependencies: dict[str, Any] = {
         "store": Provide(_store, sync_to_thread=False),
         "settings": Provide(_settings, sync_to_thread=False),

@@ -44,11 +44,12 @@ from loopwright.app.api import (
     visible_mission,
     visible_missions,
 )
+from loopwright.app.cancel import csrf_token
 from loopwright.app.params import valid_repo
 from loopwright.app.stream import mission_summary
 from loopwright.config import Settings
 from loopwright.events import STAGES
-from loopwright.store.models import MISSION_STATUSES
+from loopwright.store.models import ACTIVE_STATUSES, MISSION_STATUSES
 from loopwright.store.repository import Store
 
 SECURITY_HEADERS = [
@@ -104,11 +105,19 @@ def missions_page(
 
 @get("/missions/{mission_id:str}", guards=[require_token], sync_to_thread=True,
      response_headers=SECURITY_HEADERS, include_in_schema=False)  # fmt: skip
-def mission_page(store: Store, settings: Settings, viewer: Viewer, mission_id: str) -> Template:
+def mission_page(
+    request: Request[Any, Any, Any],
+    store: Store,
+    settings: Settings,
+    viewer: Viewer,
+    mission_id: str,
+) -> Template:
     """One mission: pipeline, plan, timeline, verification, screenshot and outcome, filled
     in from the event stream (which replays the log first, so finished missions work)."""
     mission = visible_mission(store, viewer, mission_id)
     summary = mission_summary(mission)
+    # Missions the App runs can be cancelled from here; the token binds the POST to this page.
+    cancellable = request.app.state.mode == "app"
     return Template(
         template_name="mission.html",
         context={
@@ -119,6 +128,8 @@ def mission_page(store: Store, settings: Settings, viewer: Viewer, mission_id: s
             "repo_url": _repo_url(settings, mission.repo, mission.trigger),
             "stages": STAGES,
             "tiers": settings.tier_names,
+            "csrf": csrf_token(settings, request) if cancellable else "",
+            "active": mission.status in ACTIVE_STATUSES,
         },
     )
 

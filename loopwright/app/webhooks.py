@@ -29,7 +29,15 @@ from loopwright.app.metrics import Metrics
 from loopwright.app.params import header_token, json_problem
 from loopwright.app.runtime import Runtime
 from loopwright.config import RepoConfig
-from loopwright.github.triggers import Ignore, NeedsPermission, Reply, TriggerContext, decide
+from loopwright.github.commands import CommentCommands, retry_request
+from loopwright.github.triggers import (
+    CommandComment,
+    Ignore,
+    NeedsPermission,
+    Reply,
+    TriggerContext,
+    decide,
+)
 from loopwright.store.repository import Store
 
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
@@ -134,6 +142,11 @@ def _handle_delivery(
         if not store.accept_delivery(delivery, event, action, decision="reply").new_delivery:
             return _answer(HTTP_200_OK, status="duplicate", delivery=delivery)
         return _reply(runtime, decision, payload, delivery)
+    if isinstance(decision, CommandComment):
+        retry = retry_request(store, decision) if decision.command.name == "retry" else None
+        if retry is None:
+            return _command(runtime, decision, event, action, delivery)
+        decision = NeedsPermission(retry, decision.user)
     request_ = decision.request if isinstance(decision, NeedsPermission) else decision
     request_ = replace(request_, extra={**request_.extra, "delivery": delivery})
     accepted = store.accept_delivery(delivery, event, action, decision="mission", request=request_)
@@ -182,6 +195,19 @@ def _reply(
 
     runtime.in_background(f"reply-{delivery}", post_reply)
     return _answer(HTTP_202_ACCEPTED, status="reply")
+
+
+def _command(
+    runtime: Runtime, comment: CommandComment, event: str, action: str | None, delivery: str
+) -> Response[dict[str, Any]]:
+    """Answer a command that starts no mission, after the permission check, off this path."""
+    name = comment.command.name
+    accepted = runtime.store.accept_delivery(delivery, event, action, decision=f"command {name}")
+    if not accepted.new_delivery:
+        return _answer(HTTP_200_OK, status="duplicate", delivery=delivery)
+    commands = CommentCommands(runtime.settings, runtime.store, runtime.github)
+    runtime.in_background(f"command-{delivery}", lambda: commands.run(comment, delivery))
+    return _answer(HTTP_202_ACCEPTED, status="command", command=name)
 
 
 def _repo_name(payload: Any) -> str:

@@ -38,6 +38,7 @@ _TITLES = {
     "error": "Mission failed",
     "refused": "Refused",
     "interrupted": "Interrupted",
+    "cancelled": "Cancelled",
 }
 _ROW_ICONS = {
     "fixed": "✅ fixed",

@@ -9,12 +9,15 @@ handler only stores the mission, so it can answer GitHub at once.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import structlog
 
 from loopwright.agent.model import Model
+from loopwright.cancellation import Cancellation
 from loopwright.config import ConfigError, RepoConfig, Settings
 from loopwright.events import EventBus, EventSink
 from loopwright.github import render
@@ -35,7 +38,10 @@ CONCLUSIONS: dict[str, Conclusion] = {
     "nothing_to_fix": "neutral",
     "budget_exceeded": "neutral",
     "error": "failure",
+    "cancelled": "cancelled",
 }
+CANCEL_POLL_S = 0.5
+"""How often a running mission looks in the store for a cancel request."""
 
 
 class AppMissionRunner:
@@ -57,8 +63,37 @@ class AppMissionRunner:
         self.provider = provider
         self.model_factory = model_factory
         self.extra_sinks = extra_sinks or (lambda _id: [])
+        self._cancellations: dict[str, Cancellation] = {}
 
     def __call__(self, mission_id: str) -> None:
+        with self._watch_for_cancel(mission_id):
+            self._start(mission_id)
+
+    @contextmanager
+    def _watch_for_cancel(self, mission_id: str) -> Iterator[None]:
+        """Poll the store for a cancel request while the mission runs: the request may come
+        from a webhook or the live view of any process sharing the store."""
+        cancellation = Cancellation()
+        self._cancellations[mission_id] = cancellation
+        stopped = threading.Event()
+
+        def watch() -> None:
+            while not stopped.wait(CANCEL_POLL_S):
+                summary = self.store.cancel_requested(mission_id)
+                if summary is not None:
+                    cancellation.cancel(summary)
+                    return
+
+        watcher = threading.Thread(target=watch, name=f"cancel-watch-{mission_id}", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            stopped.set()
+            watcher.join()
+            self._cancellations.pop(mission_id, None)
+
+    def _start(self, mission_id: str) -> None:
         mission = self.store.get_mission(mission_id)
         if mission is None:
             return
@@ -170,6 +205,13 @@ class AppMissionRunner:
         redactor: Redactor,
     ) -> None:
         output = render.check_run_output(result.to_dict(), redactor=redactor)
+        if result.status == "cancelled":
+            # The summary is Loopwright's own ("Cancelled by @login."), not the model's.
+            output = {
+                "title": "Cancelled",
+                "summary": f"{result.summary} The sandbox was removed; nothing was delivered.",
+                "text": output["text"],
+            }
         if delivered.url:
             output["summary"] += f"\n\n{delivered.kind.replace('_', ' ')}: {delivered.url}"
         elif delivered.reason and result.status == "verified":
@@ -251,6 +293,7 @@ class AppMissionRunner:
                 model=model,
                 events=bus,
                 deliver=delivery,
+                cancellation=self._cancellations.get(mission_id),
             ).run()
         finally:
             close = getattr(model, "close", None)

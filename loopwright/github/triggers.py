@@ -21,10 +21,11 @@ redeliver lost webhooks and bookkeeping built from them would drift.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from loopwright.config import RepoConfig
 from loopwright.github import render
@@ -75,7 +76,36 @@ class Reply:
     issue_number: int
 
 
-Decision = MissionRequest | NeedsPermission | Reply | Ignore
+CommandName = Literal["fix", "help", "cancel", "retry", "unknown"]
+COMMANDS: tuple[CommandName, ...] = ("fix", "help", "cancel", "retry")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A `/loopwright <name>` command as a reader sees it in a comment.
+
+    `argument` is what follows the name (for `fix`, the guidance: the rest of the line and
+    the lines after it up to a blank line; for the others, the rest of the line). An
+    unknown name is kept in `argument` with the nearest known command in `suggestion`.
+    """
+
+    name: CommandName
+    argument: str = ""
+    suggestion: str | None = None
+
+
+@dataclass(frozen=True)
+class CommandComment:
+    """A `/loopwright help|cancel|retry` (or unknown) comment on a pull request; the caller
+    checks `user` against the collaborator-permission endpoint before acting on it."""
+
+    command: Command
+    request: MissionRequest
+    """What a `retry` would ask for (its guidance and head are filled in by the caller)."""
+    user: str
+
+
+Decision = MissionRequest | NeedsPermission | CommandComment | Reply | Ignore
 
 
 @dataclass(frozen=True)
@@ -186,6 +216,39 @@ def authorize(
         fork=head_repo != base_repo,
         head_repo=head_repo,
     )
+
+
+def parse_comment_command(body: str) -> Command | None:
+    """The first `/loopwright` command in a comment, or None.
+
+    Visible only where `parse_command` sees `/loopwright fix`: at the start of a line, not
+    quoted, not in code or an HTML comment. `/loopwright` alone, or with a word that is no
+    command, is `unknown` (with the nearest command, when one is close).
+    """
+    if not isinstance(body, str):
+        return None
+    lines = _visible_lines(body)
+    for index, (line, visible) in enumerate(lines):
+        if not visible:
+            continue
+        match = _ANY_COMMAND.match(line)
+        if match is None:
+            continue
+        word = (match.group("name") or "").lower()
+        rest = match.group("rest").strip()
+        if word == "fix":
+            guidance = [rest]
+            for following, shown in lines[index + 1 :]:
+                if not shown or not following.strip():
+                    break
+                guidance.append(following.strip())
+            return Command("fix", "\n".join(g for g in guidance if g))
+        if word in ("help", "cancel", "retry"):
+            return Command(word, rest)  # type: ignore[arg-type]
+        nearest = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6) if word else []
+        typed = " ".join(p for p in (match.group("name") or "", rest) if p)
+        return Command("unknown", typed, nearest[0] if nearest else None)
+    return None
 
 
 def parse_command(body: str) -> str | None:
@@ -388,9 +451,9 @@ def _decide_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision
     body = comment.get("body")
     if body is not None and not isinstance(body, str):
         raise _Malformed("comment.body is not a string")
-    guidance = parse_command(body or "")
-    if guidance is None:
-        return Ignore("comment has no /loopwright fix command")
+    command = parse_comment_command(body or "")
+    if command is None:
+        return Ignore("comment has no /loopwright command")
     author = _map(comment, "user", "comment")
     for who, label in ((_map(payload, "sender"), "sender"), (author, "comment author")):
         bot = _bot_reason(who, ctx, label)
@@ -398,6 +461,10 @@ def _decide_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision
             return Ignore(bot)
     number = _int(issue, "number", "issue")
     if not isinstance(issue.get("pull_request"), Mapping):
+        if command.name != "fix":
+            # Only `fix` is explained on an issue, as before: no new command makes the App
+            # answer anyone on any issue.
+            return Ignore(f"/loopwright {command.name} is for pull requests; this is an issue")
         return Reply(render.explain_command_comment(), number)
     repository = _map(payload, "repository")
     user = _str(author, "login", "comment.user")
@@ -409,9 +476,11 @@ def _decide_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision
         pr_number=number,
         installation_id=_installation_id(payload),
         actor=user,
-        guidance=guidance,
+        guidance=command.argument if command.name == "fix" else None,
         comment_id=_int(comment, "id", "comment"),
     )
+    if command.name != "fix":
+        return CommandComment(command, request, user)
     return NeedsPermission(request, user)
 
 
@@ -429,6 +498,9 @@ def _bot_reason(who: Mapping[str, Any], ctx: TriggerContext, label: str) -> str 
 
 
 _COMMAND = re.compile(r" {0,3}/loopwright[ \t]+fix(?P<rest>(?:[ \t].*)?)$", re.IGNORECASE)
+_ANY_COMMAND = re.compile(
+    r" {0,3}/loopwright(?:[ \t]+(?P<name>[^\s]+))?(?P<rest>(?:[ \t].*)?)$", re.IGNORECASE
+)
 _FENCE = re.compile(r" {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _QUOTE = re.compile(r" {0,3}>")
 

@@ -388,6 +388,10 @@ class LocalSandbox:
         self._cap = max(output_cap_bytes, 0)
         self.isolation = isolation or Isolation("same", os.getuid(), os.getgid(), "")
         self.closed = False
+        self._commands: set[subprocess.Popen[bytes]] = set()
+        # Held while a command is registered, unregistered or stopped by `close`, so close
+        # never signals a process the command's own thread has already reaped.
+        self._commands_lock = threading.Lock()
 
     def _launch(self, argv: list[str]) -> list[str]:
         """`argv` under the launcher (see `_LAUNCHER`), as the user `isolation` names."""
@@ -426,6 +430,8 @@ class LocalSandbox:
             raise SandboxError(f"could not start bash for the local sandbox: {exc}") from exc
         if proc.stdout is None:  # pragma: no cover - stdout=PIPE always sets it
             raise SandboxError("bash started without an output pipe")
+        with self._commands_lock:
+            self._commands.add(proc)
         output = _CappedOutput(self._cap)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         reader = _PipeReader(proc.stdout)
@@ -440,6 +446,8 @@ class LocalSandbox:
             if not ended:  # on_output raised, or the caller was interrupted
                 _stop(proc)
             reader.stop()
+            with self._commands_lock:
+                self._commands.discard(proc)
             proc.wait()
         for chunk in reader.drain():
             if on_raw is not None:
@@ -588,10 +596,14 @@ class LocalSandbox:
             proc.wait()
 
     def close(self) -> None:
-        """Remove the sandbox directory. Safe to call twice."""
+        """Stop every command still running (from any thread) and remove the sandbox
+        directory. Safe to call twice."""
         if self.closed:
             return
         self.closed = True
+        with self._commands_lock:
+            for proc in list(self._commands):
+                _stop(proc)
         _remove_tree(self.root)
 
     def _owner(self) -> tuple[int, int] | None:

@@ -40,6 +40,7 @@ MissionStatus = Literal[
     "refused",
     "ignored",
     "interrupted",
+    "cancelled",
 ]
 MISSION_STATUSES: frozenset[str] = frozenset(get_args(MissionStatus))
 ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running"})

@@ -8,10 +8,11 @@ read followed by a write, so it holds across threads, processes and dialects.
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import ColumnElement, Select, delete, distinct, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +34,10 @@ from loopwright.store.models import (
 )
 
 INTERRUPTED_MESSAGE = "the server stopped while the mission was running"
+CANCEL_REQUESTED = "cancel requested: "
+"""How a running mission's `message` starts once someone asked to cancel it; the rest is
+the summary the mission ends with. A running mission has no other message."""
+CancelAnswer = Literal["cancelled", "requested", "not_active", "not_found"]
 
 
 class FinishedResult(Protocol):
@@ -236,6 +241,63 @@ class Store:
                 select(Mission.status, func.count()).group_by(Mission.status)
             ).all()
         return {str(status): int(count) for status, count in rows}
+
+    def missions_for_pull(self, repo: str, number: int, *, limit: int = 20) -> list[Mission]:
+        """The missions of one pull request, newest first."""
+        return self._all(
+            select(Mission)
+            .where(Mission.repo == repo, Mission.pr_number == number)
+            .order_by(Mission.created_at.desc(), Mission.id)
+            .limit(limit)
+        )
+
+    def request_cancel(self, mission_id: str, summary: str) -> CancelAnswer:
+        """Cancel a mission: a queued one ends `cancelled` now (it never starts); a running
+        one gets the request recorded, for its runner to notice (`cancel_requested`) in
+        whichever process runs it. Each step is one conditional UPDATE, so a mission that a
+        worker claims meanwhile is caught as running."""
+        queued = {"status": "cancelled", "message": summary, "finished_at": utcnow()}
+        if self._update_mission(mission_id, queued, "queued"):
+            return "cancelled"
+        with self._session.begin() as session:
+            marked = session.execute(
+                update(Mission)
+                .where(
+                    Mission.id == mission_id,
+                    Mission.status == "running",
+                    Mission.message.is_(None),
+                )
+                .values(message=CANCEL_REQUESTED + summary)
+            )
+            if marked.rowcount == 1:  # type: ignore[attr-defined]
+                return "requested"
+        mission = self.get_mission(mission_id)
+        if mission is None:
+            return "not_found"
+        if mission.status == "running":
+            return "requested"  # already asked
+        return "not_active"
+
+    def cancel_requested(self, mission_id: str) -> str | None:
+        """The summary of a pending cancel request of a running mission, or None."""
+        with self._session() as session:
+            message = session.scalar(
+                select(Mission.message).where(Mission.id == mission_id, Mission.status == "running")
+            )
+        if isinstance(message, str) and message.startswith(CANCEL_REQUESTED):
+            return message[len(CANCEL_REQUESTED) :]
+        return None
+
+    def recent_deliveries(self, decision: str, seconds: float) -> int:
+        """How many deliveries in the last `seconds` were recorded with this decision."""
+        since = utcnow() - datetime.timedelta(seconds=seconds)
+        with self._session() as session:
+            count = session.scalar(
+                select(func.count())
+                .select_from(Delivery)
+                .where(Delivery.decision == decision, Delivery.received_at >= since)
+            )
+        return int(count or 0)
 
     def queued_missions(self) -> list[Mission]:
         """Oldest first, the order they should run in."""

@@ -48,7 +48,7 @@ INSTALLATION = 4242
 SECRET = "It's a Secret to Everybody"
 APP_ID = 31337
 FINAL = {"verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error",
-         "refused", "ignored", "interrupted"}  # fmt: skip
+         "refused", "ignored", "interrupted", "cancelled"}  # fmt: skip
 CONFIG = "auto_fix: true\ntest_cmd: python -m pytest\n"
 
 

@@ -206,7 +206,7 @@ def _comment(world: World, body: str, **changes: Any) -> dict[str, Any]:
         (
             "issue_comment",
             lambda w: _comment(w, "> /loopwright fix\n\nwhat does this do?"),
-            "no /loopwright fix command",
+            "no /loopwright command",
         ),
         (
             "issues",

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -52,6 +53,27 @@ def test_create_copies_the_tree_with_git_and_symlinks(sandbox: LocalSandbox, tre
     assert link.is_symlink() and os.readlink(link) == "src/app.py"
     assert (sandbox.workspace / "src" / "app.py").read_text() == "print('hi')\n"
     assert sandbox.workspace != tree
+
+
+def test_close_from_another_thread_stops_a_running_command(sandbox: LocalSandbox) -> None:
+    results = []
+    runner = threading.Thread(
+        target=lambda: results.append(sandbox.exec("sleep 60 & sleep 60; wait", timeout_s=120))
+    )
+    runner.start()
+    deadline = time.monotonic() + 10
+    while not sandbox._commands and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    started = time.monotonic()
+    sandbox.close()
+    runner.join(15)
+    assert not runner.is_alive(), "the command outlived the sandbox"
+    assert time.monotonic() - started < 10
+    assert results[0].exit_code != 0 and not results[0].timed_out
+    assert not sandbox.root.exists()
+    gone = subprocess.run(["pgrep", "-f", "sleep 60 & sleep 60"], capture_output=True)
+    assert gone.returncode == 1, gone.stdout
 
 
 def test_exec_success(sandbox: LocalSandbox) -> None:

@@ -257,6 +257,50 @@ def test_a_mission_is_claimed_once_and_statuses_are_checked(store: Store):
         store.set_status(mission.id, "exploded")  # type: ignore[arg-type]
 
 
+def test_a_queued_mission_is_cancelled_at_once_and_never_claimed(store: Store):
+    mission, _ = store.create_mission(request())
+    assert store.request_cancel(mission.id, "Cancelled by @ann.") == "cancelled"
+    cancelled = store.get_mission(mission.id)
+    assert cancelled is not None
+    assert (cancelled.status, cancelled.message) == ("cancelled", "Cancelled by @ann.")
+    assert cancelled.finished_at is not None
+    assert not store.mark_running(mission.id)
+    assert store.request_cancel(mission.id, "again") == "not_active"
+
+
+def test_a_running_mission_gets_the_request_for_its_runner_to_notice(store: Store):
+    mission, _ = store.create_mission(request())
+    store.mark_running(mission.id)
+    assert store.cancel_requested(mission.id) is None
+    assert store.request_cancel(mission.id, "Cancelled by @ann.") == "requested"
+    assert store.request_cancel(mission.id, "Cancelled by @bob.") == "requested"
+    assert store.cancel_requested(mission.id) == "Cancelled by @ann."  # the first one counts
+    running = store.get_mission(mission.id)
+    assert running is not None and running.status == "running"
+    store.mark_finished(MissionResult(mission.id, "cancelled", message="Cancelled by @ann."))
+    assert store.cancel_requested(mission.id) is None
+    assert store.request_cancel(mission.id, "late") == "not_active"
+    assert store.request_cancel("0123456789ab", "nobody") == "not_found"
+
+
+def test_missions_for_pull_are_newest_first_and_only_that_pull(store: Store):
+    older, _ = store.create_mission(request(1, pr_number=7))
+    newer, _ = store.create_mission(request(2, pr_number=7))
+    store.create_mission(request(3, pr_number=8))
+    store.create_mission(request(4, repo="acme/other", pr_number=7))
+    found = store.missions_for_pull("acme/app", 7)
+    assert {m.id for m in found} == {older.id, newer.id}
+    assert found[0].created_at >= found[1].created_at
+
+
+def test_recent_deliveries_count_one_decision_in_a_window(store: Store):
+    for n in range(3):
+        store.record_delivery(f"d{n}", "issue_comment", "created")
+        store.decide_delivery(f"d{n}", "non-writer reply on acme/app#7" if n else "other")
+    assert store.recent_deliveries("non-writer reply on acme/app#7", 600) == 2
+    assert store.recent_deliveries("non-writer reply on acme/app#7", -1) == 0
+
+
 def test_mark_finished_stores_the_result_and_its_usage(store: Store):
     mission, _ = store.create_mission(request())
     store.mark_running(mission.id)

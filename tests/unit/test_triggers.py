@@ -14,6 +14,8 @@ import pytest
 
 from loopwright.config import RepoConfig
 from loopwright.github.triggers import (
+    Command,
+    CommandComment,
     Ignore,
     NeedsPermission,
     Reply,
@@ -21,6 +23,7 @@ from loopwright.github.triggers import (
     authorize,
     decide,
     parse_command,
+    parse_comment_command,
 )
 from loopwright.request import MissionRequest
 
@@ -364,7 +367,7 @@ CASES = [
         "issue_comment",
         recorded("issue_comment", "created"),
         Ignore,
-        "comment has no /loopwright fix command",
+        "comment has no /loopwright command",
     ),
     Case(
         "issue_comment.edited-recorded",
@@ -392,28 +395,28 @@ CASES = [
         "issue_comment",
         fixture("issue_comment.created.no_command_on_pr"),
         Ignore,
-        "no /loopwright fix command",
+        "no /loopwright command",
     ),
     Case(
         "issue_comment.created.evil_quoted",
         "issue_comment",
         fixture("issue_comment.created.evil_quoted"),
         Ignore,
-        "no /loopwright fix command",
+        "no /loopwright command",
     ),
     Case(
         "issue_comment.created.evil_code_fence",
         "issue_comment",
         fixture("issue_comment.created.evil_code_fence"),
         Ignore,
-        "no /loopwright fix command",
+        "no /loopwright command",
     ),
     Case(
         "issue_comment.created.evil_html_comment",
         "issue_comment",
         fixture("issue_comment.created.evil_html_comment"),
         Ignore,
-        "no /loopwright fix command",
+        "no /loopwright command",
     ),
     Case(
         "issue_comment.created.evil_bot_owner",
@@ -748,6 +751,75 @@ def test_parse_command(body: str, expected: str | None) -> None:
 
 def test_parse_command_rejects_non_strings() -> None:
     assert parse_command(None) is None  # type: ignore[arg-type]
+
+
+# -- parse_comment_command ------------------------------------------------------------------
+
+HIDDEN = {"mid-line", "quoted", "quoted-indented", "nested-quote", "fenced", "fenced-tilde",
+          "fenced-unclosed", "fence-closed-by-shorter-does-not-close", "html-comment",
+          "html-comment-inline", "html-comment-unclosed", "indented-code", "inline-code",
+          "empty"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "guidance"), [pytest.param(b, e, id=i) for i, b, e in COMMANDS])
+def test_parse_comment_command_sees_fix_exactly_where_parse_command_does(
+    body: str, guidance: str | None
+) -> None:
+    command = parse_comment_command(body)
+    if guidance is not None:
+        assert command == Command("fix", guidance)
+    elif any(body == b for i, b, _ in COMMANDS if i in HIDDEN):
+        assert command is None
+    else:  # `/loopwright fixes`, `/loopwright build`: visible, but not `fix`
+        assert command is not None and command.name == "unknown"
+
+
+COMMENT_COMMANDS = [
+    ("help", "/loopwright help", Command("help")),
+    ("cancel-with-words", "/loopwright cancel  it is wrong ", Command("cancel", "it is wrong")),
+    ("retry-case", "Thanks!\n/LoopWright Retry", Command("retry")),
+    ("typo-fix", "/loopwright fixx", Command("unknown", "fixx", "fix")),
+    ("typo-help", "/loopwright halp me", Command("unknown", "halp me", "help")),
+    ("typo-cancel", "/loopwright cancle", Command("unknown", "cancle", "cancel")),
+    ("nothing-near", "/loopwright deploy prod", Command("unknown", "deploy prod", None)),
+    ("bare", "/loopwright", Command("unknown", "", None)),
+    ("first-wins", "/loopwright help\n/loopwright fix", Command("help")),
+    ("other-word-glued", "/loopwrightly help", None),
+    ("quoted", "> /loopwright cancel", None),
+    ("fenced", "```\n/loopwright retry\n```", None),
+    ("html-comment", "<!-- /loopwright cancel -->", None),
+    ("hidden-then-visible", "<!-- /loopwright cancel -->\n/loopwright help", Command("help")),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"), [pytest.param(b, e, id=i) for i, b, e in COMMENT_COMMANDS]
+)
+def test_parse_comment_command(body: str, expected: Command | None) -> None:
+    assert parse_comment_command(body) == expected
+
+
+def test_commands_other_than_fix_on_an_issue_are_not_answered() -> None:
+    payload = fixture("issue_comment.created.command_on_issue")
+    payload["comment"]["body"] = "/loopwright help"
+    decision = decide("issue_comment", payload, RepoConfig(), CTX)
+    assert isinstance(decision, Ignore) and "for pull requests" in decision.reason
+
+
+def test_parse_comment_command_rejects_non_strings() -> None:
+    assert parse_comment_command(None) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("body", ["/loopwright help", "/loopwright cancel", "/loopwright fixx"])
+def test_commands_other_than_fix_wait_for_a_permission_check(body: str) -> None:
+    payload = fixture("issue_comment.created.command_on_pr")
+    payload["comment"]["body"] = body
+    decision = decide("issue_comment", payload, RepoConfig(), CTX)
+    assert isinstance(decision, CommandComment)
+    assert decision.command == parse_comment_command(body)
+    assert decision.user == payload["comment"]["user"]["login"]
+    assert decision.request.pr_number == payload["issue"]["number"]
+    assert decision.request.guidance is None and decision.request.head_sha == ""
 
 
 def test_decision_types_are_frozen() -> None:

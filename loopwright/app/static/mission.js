@@ -20,7 +20,7 @@
   var live = document.getElementById("live");
 
   var FAILED = { error: 1, failed: 1, unverified: 1, budget_exceeded: 1 };
-  var SKIPPED = { skipped: 1, nothing_to_fix: 1, flaky: 1 };
+  var SKIPPED = { skipped: 1, nothing_to_fix: 1, flaky: 1, cancelled: 1 };
   var HEAD_LINES = 12, TAIL_LINES = 40, MAX_CHARS = 6000;
 
   function el(tag, cls, text) {
@@ -403,6 +403,8 @@
       if (stages[name].classList.contains("active")) setStage(stages[name], status === "verified" ? "done" : "failed");
     });
     setStatus(status);
+    var cancel = document.getElementById("cancel");
+    if (cancel) cancel.hidden = true;
     document.getElementById("cost").textContent = money(e.cost_usd);
     document.getElementById("elapsed").textContent = Number(e.elapsed_s || 0).toFixed(1) + "s";
     item(e, "done-ev", "done \u00B7 " + status.replace(/_/g, " "), e.steps + " steps");
@@ -546,5 +548,34 @@
       }
     });
   }
+
+  function setupCancel() {
+    var button = document.getElementById("cancel");
+    if (!button) return;
+    var note = document.getElementById("cancel-note");
+    button.addEventListener("click", function () {
+      button.disabled = true;
+      note.textContent = "cancelling\u2026";
+      fetch("/api/missions/" + encodeURIComponent(missionId) + "/cancel", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "X-Loopwright-CSRF": button.dataset.csrf || "" }
+      }).then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (body) {
+          if (r.ok) {
+            note.textContent = body.status === "cancelled" ? "cancelled before it started" : "cancel requested";
+            if (body.status === "cancelled") setStatus("cancelled");
+          } else {
+            button.disabled = false;
+            note.textContent = body.detail || ("cancel failed: HTTP " + r.status);
+          }
+        });
+      }).catch(function () {
+        button.disabled = false;
+        note.textContent = "cancel failed: the server did not answer";
+      });
+    });
+  }
+  setupCancel();
   connect();
 })();
