@@ -80,6 +80,8 @@ class Reply:
 
     body: str
     issue_number: int
+    refused: bool = False
+    """The reply turns the request down (stored as `refused`, not `ignored`)."""
 
 
 Decision = MissionRequest | NeedsPermission | Reply | Ignore
@@ -193,6 +195,7 @@ def authorize(
             f"with {render.code(ctx.branch_prefix, _PLAIN)}) and comment `/loopwright fix` "
             "again for a fix offered as a patch.",
             number,
+            refused=True,
         )
     used = ctx.attempts.get(head_sha, 0)
     if used >= ctx.max_attempts:
