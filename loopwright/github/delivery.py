@@ -185,7 +185,9 @@ def _add_commit_to_own_branch(
         return Delivered("skipped", None, "the pull request has no head branch")
     remote = remote_branch(tree, branch, head, session.token, url=request.clone_url)
     if remote is None or remote.sha != head:
-        return _branch_moved(session, number, branch, head, remote.sha if remote else None)
+        return _branch_moved(
+            session, result.mission, number, branch, head, remote.sha if remote else None
+        )
     commit = commit_patch(tree, result.patch, title, result.mission)
     try:
         push_fast_forward(tree, branch, session.token, url=request.clone_url)
@@ -193,11 +195,14 @@ def _add_commit_to_own_branch(
         now = remote_branch(tree, branch, head, session.token, url=request.clone_url)
         if now is not None and now.sha == head:
             raise
-        return _branch_moved(session, number, branch, head, now.sha if now else None)
+        return _branch_moved(
+            session, result.mission, number, branch, head, now.sha if now else None
+        )
     pull = session.pull(number)
     commit_url = f"{pull.html_url}/commits/{commit}" if pull.html_url else None
     say_on_pull(
         session,
+        result.mission,
         number,
         iteration_note(
             title=title,
@@ -214,19 +219,20 @@ def _add_commit_to_own_branch(
 
 
 def _branch_moved(
-    session: RepoSession, number: int, branch: str, head: str, now: str | None
+    session: RepoSession, mission: str, number: int, branch: str, head: str, now: str | None
 ) -> Delivered:
     where = f"now points at {now[:7]}" if now else "is gone"
     reason = (
         f"{branch} {where}, not at {head[:7]} where this mission started; Loopwright pushes "
         "only a fast-forward of the commit it worked on, so nothing was pushed"
     )
-    say_on_pull(session, number, f"Loopwright verified a change but {reason}.")
+    say_on_pull(session, mission, number, f"Loopwright verified a change but {reason}.")
     return Delivered("skipped", None, reason)
 
 
-def say_on_pull(session: RepoSession, number: int, body: str) -> str:
-    """Tell a pull request what a mission did; the one place iteration speaks on GitHub."""
+def say_on_pull(session: RepoSession, mission: str, number: int, body: str) -> str:
+    """Tell pull request `number` what `mission` did: the one place iteration speaks on
+    GitHub once a mission runs (a comment of its own for now)."""
     return session.comment(number, body)
 
 

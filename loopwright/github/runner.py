@@ -263,7 +263,8 @@ class AppMissionRunner:
                     guidance=mission_guidance(request),
                     mission_id=mission_id,
                     repo_config=config,
-                    change_requested=request.iterate,
+                    # Only words ask for a change; a bare command re-checks the fix.
+                    change_requested=request.iterate and bool((request.guidance or "").strip()),
                 ),
                 settings=settings,
                 provider=self.provider,
