@@ -10,6 +10,10 @@ from typing import Any
 
 import pytest
 
+from loopwright.agent.model import OpenAIModel
+from loopwright.cli import make_provider
+from loopwright.config import Settings
+from loopwright.events import EventBus
 from loopwright.github.gitops import (
     BOT_EMAIL,
     BOT_NAME,
@@ -19,10 +23,11 @@ from loopwright.github.gitops import (
     commit_patch,
     push_fast_forward,
 )
-from tests.conftest import VENV_BIN, git, init_repo, step, tool
+from loopwright.mission import FixMission, FixRequest
+from tests.conftest import EXAMPLES, VENV_BIN, git, init_repo, step, tool
 from tests.fakes.git_server import GitServer
 from tests.integration.app_harness import REPO, World, app_world
-from tests.integration.test_fix_cli import FIX_NEW, PLAN
+from tests.integration.test_fix_cli import FIX_NEW, PLAN, model_env
 
 BRANCH = "loopwright/fix-1"
 ROUNDED = "    discounted = gross - gross * (line.discount_percent / 100)\n"
@@ -272,3 +277,42 @@ def test_the_push_is_a_fast_forward_that_fails_when_the_branch_moved(tmp_path):
         tip = subprocess.run(["git", "-C", str(bare), "rev-parse", BRANCH], capture_output=True,
                              text=True, check=True).stdout.strip()  # fmt: skip
         assert tip == ours
+
+
+def test_a_bare_command_on_a_passing_suite_asks_for_no_change(example_repo, scripted, tmp_path):
+    """Only words ask for a change: with none, a passing suite has nothing to fix and the
+    model is never called (the change task itself is in the App test above)."""
+    source = (EXAMPLES / "python-invoice" / "invoice" / "totals.py").read_text()
+    repo = example_repo(
+        "python-invoice",
+        {"invoice/totals.py": source.replace(FIX_NEW.replace(" / 100", ""), FIX_NEW)},
+    )
+    server = scripted(CHANGE)
+    settings = Settings.from_env(
+        {
+            **model_env(server),
+            "LOOPWRIGHT_SANDBOX": "local",
+            "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
+        }
+    )
+    request = FixRequest(
+        source=str(repo),
+        guidance="  \n",
+        change_requested=True,
+        dry_run=True,
+        test_cmd="python -m pytest",
+    )
+    provider, model = make_provider(settings), OpenAIModel(settings)
+    try:
+        result = FixMission(
+            request,
+            settings=settings,
+            provider=provider,
+            model=model,
+            events=EventBus(request.mission_id, []),
+        ).run()
+    finally:
+        model.close()
+        provider.close()
+    assert result.status == "nothing_to_fix", result.message
+    assert server.requests == []
