@@ -559,7 +559,9 @@ class ActionRun:
             return Outcome("refused", decision.body)
         if isinstance(decision, Ignore):
             return Outcome("ignored", decision.reason)
-        return Target(decision, from_workspace=False)
+        # Adding commits to Loopwright's own pull request is the App's (it checks who
+        # committed there first); the Action delivers as it was configured to.
+        return Target(replace(decision, iterate=False), from_workspace=False)
 
     def _pin_pull(self, plan: Target, session: RepoSession) -> Target | Outcome:
         """The pull request as the API shows it, not as the event file claims: the number

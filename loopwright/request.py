@@ -14,6 +14,23 @@ MissionKind = Literal["fix", "build"]
 
 
 @dataclass(frozen=True)
+class ReviewComment:
+    """Where a `/loopwright fix` review comment was left on a pull request's diff: the
+    model is told about it as a reviewer's note, never as instructions of its own."""
+
+    id: int
+    path: str
+    line: int | None = None
+    """The line of the file the comment is on (None for a comment on an outdated diff)."""
+    start_line: int | None = None
+    """The first line of a multi-line comment."""
+    side: str | None = None
+    """`RIGHT` (the pull request's version) or `LEFT` (the base's)."""
+    diff_hunk: str = ""
+    url: str | None = None
+
+
+@dataclass(frozen=True)
 class MissionRequest:
     trigger: Trigger
     repo: str
@@ -38,6 +55,12 @@ class MissionRequest:
     comment_id: int | None = None
     kind: MissionKind = "fix"
     extra: dict[str, Any] = field(default_factory=dict)
+    review: ReviewComment | None = None
+    """The review comment that asked, when the command came in one (`comment_id` is None
+    then: the id is a review comment's, not an issue comment's)."""
+    iterate: bool = False
+    """The pull request is Loopwright's own: a verified change is pushed as a new commit on
+    its head branch instead of opening a pull request."""
 
     @property
     def dedupe_key(self) -> str:
@@ -48,6 +71,8 @@ class MissionRequest:
         them all, so CI triggers share one key per commit. Each `/loopwright fix` comment
         is its own request, so a maintainer can always ask again.
         """
+        if self.trigger == "comment" and self.review is not None:
+            return f"{self.repo}#review-comment:{self.review.id}"
         if self.trigger == "comment":
             return f"{self.repo}#comment:{self.comment_id}"
         if self.trigger in ("check_run", "check_suite", "workflow_run"):
@@ -59,4 +84,7 @@ class MissionRequest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MissionRequest:
+        review = data.get("review")
+        if isinstance(review, dict):
+            data = {**data, "review": ReviewComment(**review)}
         return cls(**data)

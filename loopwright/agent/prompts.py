@@ -112,6 +112,20 @@ def fix_task(
     return "\n".join(lines)
 
 
+def change_task(test_command: str, guidance: str) -> str:
+    """The task when a maintainer asks for a change to a fix whose tests already pass."""
+    return "\n".join(
+        [
+            f"The test command `{test_command}` passes. A maintainer reviewed the earlier fix "
+            "in this repository and asked for a change:",
+            guidance,
+            "",
+            "Make that change in the code and keep every test passing; do not edit tests "
+            "unless the request is about them. Start with update_plan.",
+        ]
+    )
+
+
 def build_task(spec: str, lang: str) -> str:
     return "\n".join(
         [

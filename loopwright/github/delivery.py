@@ -14,7 +14,14 @@ from typing import Literal
 
 from loopwright.events import EventBus
 from loopwright.github import render
-from loopwright.github.gitops import commit_patch, push_branch, remote_branch
+from loopwright.github.gitops import (
+    GitError,
+    commit_patch,
+    push_branch,
+    push_fast_forward,
+    remote_branch,
+)
+from loopwright.github.iterate import iteration_note
 from loopwright.github.service import GitHubError, RepoSession
 from loopwright.mission import DeliveryOutcome, MissionResult
 from loopwright.redaction import Redactor
@@ -106,6 +113,10 @@ def _deliver(
         )
         return Delivered("comment", session.comment(request.pr_number, body))
     title = redactor.text(pr_title(result))
+    if request.iterate:
+        return _add_commit_to_own_branch(
+            request, session, result, checkout(), title, redactor, mission_url
+        )
     if mode == "commit":
         return _commit_to_branch(request, session, result, checkout(), title)
     branch = fix_branch(request)
@@ -155,6 +166,74 @@ def _commit_to_branch(
         tree, request.head_ref, session.token, replace=request.head_sha, url=request.clone_url
     )
     return Delivered("commit", None, f"pushed {commit} to {request.head_ref}")
+
+
+def _add_commit_to_own_branch(
+    request: MissionRequest,
+    session: RepoSession,
+    result: MissionResult,
+    tree: Path,
+    title: str,
+    redactor: Redactor,
+    mission_url: str | None,
+) -> Delivered:
+    """Iteration on Loopwright's own pull request: the verified change becomes one new
+    commit on its head branch, whose parent is the head the mission started from; the pull
+    request itself is left as it is (not updated, reopened or duplicated)."""
+    branch, number, head = request.head_ref, request.pr_number, request.head_sha
+    if not branch or not number:
+        return Delivered("skipped", None, "the pull request has no head branch")
+    remote = remote_branch(tree, branch, head, session.token, url=request.clone_url)
+    if remote is None or remote.sha != head:
+        return _branch_moved(
+            session, result.mission, number, branch, head, remote.sha if remote else None
+        )
+    commit = commit_patch(tree, result.patch, title, result.mission)
+    try:
+        push_fast_forward(tree, branch, session.token, url=request.clone_url)
+    except GitError:
+        now = remote_branch(tree, branch, head, session.token, url=request.clone_url)
+        if now is not None and now.sha == head:
+            raise
+        return _branch_moved(
+            session, result.mission, number, branch, head, now.sha if now else None
+        )
+    pull = session.pull(number)
+    commit_url = f"{pull.html_url}/commits/{commit}" if pull.html_url else None
+    say_on_pull(
+        session,
+        result.mission,
+        number,
+        iteration_note(
+            title=title,
+            commit=commit,
+            parent=head,
+            branch=branch,
+            patch=result.patch,
+            commit_url=commit_url,
+            mission_url=mission_url,
+            redactor=redactor,
+        ),
+    )
+    return Delivered("commit", commit_url, f"pushed {commit[:12]} to {branch}")
+
+
+def _branch_moved(
+    session: RepoSession, mission: str, number: int, branch: str, head: str, now: str | None
+) -> Delivered:
+    where = f"now points at {now[:7]}" if now else "is gone"
+    reason = (
+        f"{branch} {where}, not at {head[:7]} where this mission started; Loopwright pushes "
+        "only a fast-forward of the commit it worked on, so nothing was pushed"
+    )
+    say_on_pull(session, mission, number, f"Loopwright verified a change but {reason}.")
+    return Delivered("skipped", None, reason)
+
+
+def say_on_pull(session: RepoSession, mission: str, number: int, body: str) -> str:
+    """Tell pull request `number` what `mission` did: the one place iteration speaks on
+    GitHub once a mission runs (a comment of its own for now)."""
+    return session.comment(number, body)
 
 
 def pr_title(result: MissionResult) -> str:

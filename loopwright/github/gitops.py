@@ -136,6 +136,18 @@ def push_branch(
     )
 
 
+def push_fast_forward(tree: Path, branch: str, token: str | None, *, url: str) -> None:
+    """Push HEAD to the existing `branch` at `url` as a plain push, without any kind of
+    force: git and the server accept only a fast-forward, so a commit someone pushed
+    meanwhile is never overwritten (the push fails instead)."""
+    run_git(
+        ["push", "--quiet", "--no-verify", url, f"HEAD:refs/heads/{branch}"],
+        tree,
+        token=token,
+        remote=url,
+    )
+
+
 def _refuse_routing_config(tree: Path) -> None:
     """Refuse a clone whose own configuration could redirect or authenticate traffic.
 

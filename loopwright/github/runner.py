@@ -23,6 +23,7 @@ from loopwright.events import EventBus, EventSink
 from loopwright.github import render
 from loopwright.github.delivery import Delivered, GitHubDelivery
 from loopwright.github.gitops import GitError, clone_at
+from loopwright.github.iterate import foreign_commits, mission_guidance, someone_else_pushed
 from loopwright.github.service import Conclusion, GitHubApp, GitHubError, RepoSession
 from loopwright.github.triggers import NeedsPermission, Reply, TriggerContext, authorize
 from loopwright.mission import FixMission, FixRequest, MissionResult
@@ -148,6 +149,8 @@ class AppMissionRunner:
             if admitted is None:
                 return
             request = admitted
+            if request.iterate and not self._branch_is_ours(mission_id, request, session):
+                return
         elif not config.auto_fix:
             self.store.set_status(
                 mission_id, "ignored", message="auto_fix is off in .github/loopwright.yml"
@@ -245,17 +248,36 @@ class AppMissionRunner:
             return decision
         if isinstance(decision, Reply):
             session.comment(decision.issue_number, decision.body)
-            refused = permission not in ("write", "maintain", "admin")
+            refused = permission not in ("write", "maintain", "admin") or decision.refused
             self.store.set_status(
                 mission_id,
                 "refused" if refused else "ignored",
                 message=f"{request.actor} has {permission} permission"
-                if refused
+                if permission not in ("write", "maintain", "admin")
                 else decision.body,
             )
             return None
         self.store.set_status(mission_id, "ignored", message=decision.reason)
         return None
+
+    def _branch_is_ours(
+        self, mission_id: str, request: MissionRequest, session: RepoSession
+    ) -> bool:
+        """Iteration adds to Loopwright's branch only while every commit on it past the
+        base is Loopwright's; otherwise one reply says why and the mission is refused."""
+        number = request.pr_number or 0
+        foreign = foreign_commits(session.pull_commits(number))
+        if not foreign:
+            return True
+        body = someone_else_pushed(request.actor or "", request.head_ref or "", foreign, number)
+        session.comment(number, body)
+        self.store.set_status(
+            mission_id,
+            "refused",
+            message=f"{request.head_ref} has commits Loopwright did not make: "
+            + ", ".join(foreign),
+        )
+        return False
 
     def _fix(
         self,
@@ -283,10 +305,12 @@ class AppMissionRunner:
             return FixMission(
                 FixRequest(
                     source=str(tree),
-                    guidance=request.guidance,
+                    guidance=mission_guidance(request),
                     mission_id=mission_id,
                     repo_config=config,
                     instructions=instructions,
+                    # Only words ask for a change; a bare command re-checks the fix.
+                    change_requested=request.iterate and bool((request.guidance or "").strip()),
                 ),
                 settings=settings,
                 provider=self.provider,

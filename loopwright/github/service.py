@@ -265,6 +265,24 @@ class RepoSession:
     def pull(self, number: int) -> PullInfo:
         return _pull_info(self.pull_data(number))
 
+    def pull_commits(self, number: int) -> list[dict[str, Any]]:
+        """The pull request's commits, oldest first, as the REST API lists them (GitHub
+        lists at most 250: a longer list is cut there)."""
+        commits: list[dict[str, Any]] = []
+        for page in range(1, 4):
+            data = self._call(
+                f"listing the commits of pull request #{number}",
+                lambda page=page: _json(  # type: ignore[misc]
+                    self.gh.rest.pulls.list_commits(
+                        self.owner, self.name, number, per_page=100, page=page
+                    )
+                ),
+            )
+            commits += [item for item in data if isinstance(item, dict)]
+            if len(data) < 100:
+                break
+        return commits
+
     def default_branch(self) -> str:
         data = self._call(
             "reading the repository", lambda: self.gh.rest.repos.get(self.owner, self.name).json()
@@ -396,6 +414,25 @@ class RepoSession:
             ).json(),
         )
         return _pull_info(data)
+
+
+PULL_COMMITS_LIMIT = 250
+"""The most commits GitHub lists for one pull request."""
+
+
+def loopwright_authored(commit: dict[str, Any]) -> bool:
+    """Whether a commit as the REST API lists it is one Loopwright made: author and
+    committer are its bot identity and the message carries its mission trailer. Stricter
+    than `RepoSession.commit_is_loopwrights`, because here a mistake in Loopwright's favour
+    would let it take over a branch someone else worked on (a human's rebase keeps the
+    author but not the committer)."""
+    data = commit.get("commit") or {}
+    emails = [
+        str((data.get(role) or {}).get("email", "")).lower() for role in ("author", "committer")
+    ]
+    message = str(data.get("message", ""))
+    trailer = any(line.startswith(f"{MISSION_TRAILER}:") for line in message.splitlines())
+    return trailer and all(email == BOT_EMAIL.lower() for email in emails)
 
 
 def _github_message(exc: RequestFailed) -> str:

@@ -14,6 +14,12 @@ run), `action_required` (a human must approve the run, e.g. a first-time contrib
 workflow) and `startup_failure` (the workflow file itself is broken, and workflow files are
 paths Loopwright may not change).
 
+A `pull_request_review_comment` (a comment on a line of the diff) asks like an issue
+comment does; the file, line and diff hunk it was left on travel with the request.
+On Loopwright's own pull request (its head branch carries `branch_prefix` in the base
+repository), an authorized command iterates: the verified change becomes a new commit on
+that branch. A head branch with that prefix in a fork is refused: it is not Loopwright's.
+
 `pull_request` events are acknowledged and ignored: whether Loopwright's own pull request
 was closed unmerged is read from the API at delivery time, because GitHub does not
 redeliver lost webhooks and bookkeeping built from them would drift.
@@ -29,7 +35,8 @@ from typing import Any, Literal
 
 from loopwright.config import RepoConfig
 from loopwright.github import render
-from loopwright.request import MissionRequest, Trigger
+from loopwright.redaction import Redactor
+from loopwright.request import MissionRequest, ReviewComment, Trigger
 
 FAILING_CONCLUSIONS = frozenset({"failure", "timed_out"})
 WRITE_PERMISSIONS = frozenset({"write", "maintain", "admin"})
@@ -74,6 +81,8 @@ class Reply:
 
     body: str
     issue_number: int
+    refused: bool = False
+    """The reply turns the request down (stored as `refused`, not `ignored`)."""
 
 
 CommandName = Literal["fix", "help", "cancel", "retry", "unknown"]
@@ -130,6 +139,9 @@ class TriggerContext:
         return f"{self.app_slug}[bot]"
 
 
+_PLAIN = Redactor()
+
+
 class _Malformed(Exception):
     """A payload field is missing or has the wrong type; the message is its path."""
 
@@ -152,6 +164,8 @@ def decide(
             return _decide_ci(CI_EVENTS[name], payload, repo_config, ctx)
         if name == "issue_comment":
             return _decide_comment(payload, ctx)
+        if name == "pull_request_review_comment":
+            return _decide_review_comment(payload, ctx)
         if name == "pull_request":
             return Ignore(
                 f"pull_request.{action} needs no action: delivery reads the state of "
@@ -201,6 +215,18 @@ def authorize(
             "and comment `/loopwright fix` again if you still want a fix.",
             number,
         )
+    own_branch = head_ref.startswith(ctx.branch_prefix)
+    if own_branch and head_repo != base_repo:
+        return Reply(
+            f"{render.mention(pending.user)}, the head branch {render.code(head_ref, _PLAIN)} "
+            f"of #{number} lives in {render.code(head_repo or 'a deleted fork', _PLAIN)}, "
+            f"not in {render.code(base_repo, _PLAIN)}: it is not Loopwright's branch, so "
+            "Loopwright adds no commits to it. Rename the branch (Loopwright's branches start "
+            f"with {render.code(ctx.branch_prefix, _PLAIN)}) and comment `/loopwright fix` "
+            "again for a fix offered as a patch.",
+            number,
+            refused=True,
+        )
     used = ctx.attempts.get(head_sha, 0)
     if used >= ctx.max_attempts:
         return Reply(
@@ -215,6 +241,7 @@ def authorize(
         base_ref=base_ref,
         fork=head_repo != base_repo,
         head_repo=head_repo,
+        iterate=own_branch,
     )
 
 
@@ -484,6 +511,53 @@ def _decide_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision
     return NeedsPermission(request, user)
 
 
+def _decide_review_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision:
+    """A `/loopwright fix` left on a line of a pull request's diff: asks like an issue
+    comment, with where it was left (file, line, diff hunk) for the model."""
+    action = payload.get("action")
+    if action != "created":
+        return Ignore(
+            f"pull_request_review_comment.{action} is not handled; only new comments can ask"
+        )
+    comment = _map(payload, "comment")
+    body = comment.get("body")
+    if body is not None and not isinstance(body, str):
+        raise _Malformed("comment.body is not a string")
+    guidance = parse_command(body or "")
+    if guidance is None:
+        return Ignore("review comment has no /loopwright fix command")
+    author = _map(comment, "user", "comment")
+    for who, label in ((_map(payload, "sender"), "sender"), (author, "comment author")):
+        bot = _bot_reason(who, ctx, label)
+        if bot:
+            return Ignore(bot)
+    pull = _map(payload, "pull_request")
+    repository = _map(payload, "repository")
+    user = _str(author, "login", "comment.user")
+    hunk = comment.get("diff_hunk")
+    review = ReviewComment(
+        id=_int(comment, "id", "comment"),
+        path=_str(comment, "path", "comment"),
+        line=_opt_int(comment, "line", "comment"),
+        start_line=_opt_int(comment, "start_line", "comment"),
+        side=_opt_str(comment, "side", "comment"),
+        diff_hunk=hunk if isinstance(hunk, str) else "",
+        url=_opt_str(comment, "html_url", "comment"),
+    )
+    request = MissionRequest(
+        trigger="comment",
+        repo=_str(repository, "full_name", "repository"),
+        clone_url=_str(repository, "clone_url", "repository"),
+        head_sha="",
+        pr_number=_int(pull, "number", "pull_request"),
+        installation_id=_installation_id(payload),
+        actor=user,
+        guidance=guidance,
+        review=review,
+    )
+    return NeedsPermission(request, user)
+
+
 def _bot_reason(who: Mapping[str, Any], ctx: TriggerContext, label: str) -> str | None:
     """Why this account may not trigger a mission, or None. `author_association` is ignored."""
     login = who.get("login")
@@ -578,6 +652,15 @@ def _int(data: Mapping[str, Any], key: str, where: str = "") -> int:
     value = data.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
         raise _Malformed(f"{_path(where, key)} is missing or not a number")
+    return value
+
+
+def _opt_int(data: Mapping[str, Any], key: str, where: str = "") -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _Malformed(f"{_path(where, key)} is not a number")
     return value
 
 

@@ -233,6 +233,8 @@ _NEEDS: dict[str, tuple[str, str]] = {
     "git/get-ref": ("contents", "read"),
     "repos/get-commit": ("contents", "read"),
     "git/get-commit": ("contents", "read"),
+    # Iterating on Loopwright's own pull request.
+    "pulls/list-commits": ("pull_requests", "read"),
 }
 # Operations whose inline response schema contradicts the component GitHub documents for the
 # same object (list-installations declares `account` as allOf [user, enterprise], which no
@@ -1487,6 +1489,24 @@ class FakeGitHub:
             },
         )
         return _Reply(200, body)
+
+    # ---- operations: iterating on Loopwright's own pull request --------------------------
+
+    def _op_pulls_list_commits(self, call: _Call) -> _Reply:
+        """The pull request's commits, oldest first: those on its head and not on its base
+        (GitHub lists at most 250)."""
+        self._enter_repo(call)
+        repo = call.repo
+        assert repo is not None
+        pull = self._pull(call).pull
+        assert pull is not None
+        source = self._repos[pull["head_repo"].lower()]
+        base = self._branch_sha(repo, pull["base_ref"])
+        listed = self._git(
+            source, "rev-list", "--reverse", pull["head_sha"], *([f"^{base}"] if base else [])
+        )
+        shas = (listed or "").split()[:250]
+        return self._page(call, [self._commit_object(source, sha) for sha in shas])
 
     # ---- state helpers -------------------------------------------------------------------
 

@@ -105,6 +105,17 @@ class World:
         payload["issue"]["number"] = self.pr_number
         return payload
 
+    def review_comment_payload(self, body: str, *, number: int, path: str, line: int,
+                               user: str = "maintainer") -> dict[str, Any]:  # fmt: skip
+        """A review comment left on `line` of `path` in pull request `number`'s diff."""
+        payload = _rewrite(_fixture("pull_request_review_comment.created.command_on_pr"), self)
+        comment = payload["comment"]
+        comment.update(body=body, path=path, line=line, start_line=None, original_line=line)
+        for who in (comment["user"], payload["sender"]):
+            who.update(login=user, type="User")
+        payload["pull_request"]["number"] = number
+        return payload
+
     # -- changing the world behind the App's back -------------------------------------------
 
     def push_commit(self, ref: str, files: dict[str, str], *, parent: str | None = None,
