@@ -162,6 +162,9 @@ class Settings:
     model_api_key: str | None = None
     tiers: tuple[Tier, ...] = tuple(Tier(n, m, *DEFAULT_PRICES[n]) for n, m in DEFAULT_TIERS)
     escalate_after: int = 3
+    plan_only_steps: int = 3
+    """Consecutive steps that only update the plan before each further one counts as a
+    failure for escalation (a model that plans without acting is stuck)."""
     max_steps: int = 40
     max_cost_usd: float | None = None
     max_prompt_tokens: int | None = None
@@ -216,6 +219,7 @@ class Settings:
             model_api_key=get("LOOPWRIGHT_MODEL_API_KEY") or None,
             tiers=tiers,
             escalate_after=_int(env, "LOOPWRIGHT_ESCALATE_AFTER", defaults.escalate_after),
+            plan_only_steps=_int(env, "LOOPWRIGHT_PLAN_ONLY_STEPS", defaults.plan_only_steps),
             max_steps=_int(env, "LOOPWRIGHT_MAX_STEPS", defaults.max_steps),
             max_cost_usd=None if not max_cost else _float(env, "LOOPWRIGHT_MAX_COST_USD", 0),
             max_prompt_tokens=None if not max_tokens else _int(env, "LOOPWRIGHT_MAX_TOKENS", 0),

@@ -15,8 +15,9 @@ from typing import Any, Literal
 from loopwright.agent.budget import Budget, LimitsExceeded
 from loopwright.agent.context import Conversation, truncate_middle
 from loopwright.agent.escalation import EscalationPolicy, Signal
+from loopwright.agent.failures import failing_tests
 from loopwright.agent.model import Model, ToolCall
-from loopwright.agent.prompts import NO_TOOL_CALL
+from loopwright.agent.prompts import NO_TOOL_CALL, PLAN_ONLY
 from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome, describe_call
 from loopwright.config import Settings
 from loopwright.events import EventBus
@@ -26,10 +27,22 @@ TEST_RUNNER = re.compile(
     r"|jest|vitest|mocha)\b"
 )
 EVENT_OUTPUT_CHARS = 20_000
+FAILING_OUTPUT_CHARS = 1_500
 
 
 class Submitted(Exception):
     """The model called finish; carries its summary."""
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """The latest test command the model ran in the loop, as the finish rule reads it."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    command: str
+    exit_code: int
+    output: str
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,10 @@ class AgentLoop:
         self.budget = budget
         self.events = events
         self.escalation = EscalationPolicy(settings.tier_names, settings.escalate_after)
+        self.latest_test: TestRun | None = None
+        """The model's latest test run in this loop (the reproduction before it is not one)."""
+        self.finish_refused = False
+        self.plan_only_streak = 0
 
     def run(self) -> LoopResult:
         self.events.enter("plan")
@@ -115,6 +132,19 @@ class AgentLoop:
                 finished = outcome.finished
         if finished is not None:
             raise Submitted(finished)
+        self._count_plan_only({c.name for c in reply.tool_calls})
+
+    def _count_plan_only(self, tools: set[str]) -> None:
+        """From the `plan_only_steps`-th step in a row that only updated the plan, each such
+        step is a failure for escalation, and the model is told to act."""
+        if tools != {"update_plan"}:
+            self.plan_only_streak = 0
+            return
+        self.plan_only_streak += 1
+        limit = self.settings.plan_only_steps
+        if self.plan_only_streak >= limit:
+            self.conversation.add_user(PLAN_ONLY.format(count=self.plan_only_streak))
+            self._signal("failure", f"{self.plan_only_streak} plan-only steps in a row")
 
     def _run_tool(self, call: ToolCall) -> ToolOutcome:
         described = describe_call(call.name, call.arguments)
@@ -128,7 +158,7 @@ class AgentLoop:
             summary=described.summary,
             **extra,
         )
-        outcome = self.toolbox.run(call.name, call.arguments)
+        outcome = self._finish_gate(call) or self.toolbox.run(call.name, call.arguments)
         self.conversation.add_tool_result(call.id, outcome.observation)
         if outcome.plan is not None:
             self.conversation.plan = outcome.plan
@@ -156,8 +186,33 @@ class AgentLoop:
             test_cmd = self.toolbox.test_command
             if (test_cmd and test_cmd in command) or TEST_RUNNER.search(command):
                 self.conversation.set_latest_test(command, outcome.exit_code, output)
+                self.latest_test = TestRun(command, outcome.exit_code, output)
         self._signal(_signal_for(call.name, outcome), f"{call.name} {outcome.status}")
         return outcome
+
+    def _finish_gate(self, call: ToolCall) -> ToolOutcome | None:
+        """Refuse the first `finish` that follows a failing test run, naming the failures.
+
+        Only once: a model that calls finish again is taken at its word and verification
+        decides, so a test that cannot pass in the loop's sandbox never traps the mission.
+        """
+        run = self.latest_test
+        if call.name != "finish" or self.finish_refused or run is None or run.exit_code == 0:
+            return None
+        self.finish_refused = True
+        names = failing_tests(run.output)
+        failing = (
+            "Failing: " + ", ".join(names) + "."
+            if names
+            else "Its output ends:\n" + run.output[-FAILING_OUTPUT_CHARS:]
+        )
+        return ToolOutcome(
+            "refused",
+            f"Refused: your latest test run (`{run.command}`) failed with exit code "
+            f"{run.exit_code}. {failing}\nFix the code and run the tests again before you "
+            "call finish. If you are sure the change is right anyway, call finish again: "
+            "verification will then judge it.",
+        )
 
     def _signal(self, signal: Signal, what: str) -> None:
         switch = self.escalation.record(signal, what)

@@ -97,6 +97,11 @@ def build_task(spec: str, lang: str) -> str:
     )
 
 
+PLAN_ONLY = (
+    "You have only updated the plan for {count} steps in a row. Act on it now: read the "
+    "failing code, edit it, or run the tests."
+)
+
 NO_TOOL_CALL = (
     "You answered without calling a tool. Work only through the tools: call update_plan, "
     "read_file, write_file, edit_file or run_command, and call finish when the tests pass."
