@@ -24,6 +24,7 @@ EventType = Literal[
     "stage",
     "plan",
     "model_call",
+    "model_retry",
     "tool_call",
     "tool_result",
     "escalation",
@@ -151,6 +152,18 @@ class ModelCallEvent(_Envelope):
     )
 
 
+class ModelRetryEvent(_Envelope):
+    """A model call's attempt failed; the call is tried again after `wait_s` seconds."""
+
+    type: Literal["model_retry"]
+    step: int
+    tier: str
+    attempt: int = Field(ge=1, description="The attempt that failed, from 1.")
+    attempts: int = Field(ge=1, description="How many attempts the call may take in all.")
+    reason: str = Field(description="Why the attempt failed, in words (timeout, status...).")
+    wait_s: float = Field(ge=0, description="Seconds until the next attempt.")
+
+
 class ToolCallEvent(_Envelope):
     """The model asked for a tool; `summary` says in words what the call does."""
 
@@ -265,6 +278,7 @@ EVENT_MODELS: dict[str, type[_Envelope]] = {
     "stage": StageEvent,
     "plan": PlanEvent,
     "model_call": ModelCallEvent,
+    "model_retry": ModelRetryEvent,
     "tool_call": ToolCallEvent,
     "tool_result": ToolResultEvent,
     "escalation": EscalationEvent,

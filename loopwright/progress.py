@@ -106,6 +106,12 @@ class ProgressPrinter:
                 f"({about}{f.get('prompt_tokens')}+{f.get('completion_tokens')} tokens, "
                 f"${self._cost:.4f} so far)",
             )
+        if event.type == "model_retry":
+            return self._c(
+                "33",
+                f"  ↻ model call failed (attempt {f.get('attempt')} of {f.get('attempts')}), "
+                f"retrying in {float(f.get('wait_s') or 0):.1f}s: {f.get('reason')}",
+            )
         if event.type == "tool_call":
             if f.get("summary"):
                 self._calls[str(f.get("id"))] = str(f["summary"])

@@ -16,7 +16,7 @@ from loopwright.agent.budget import Budget, LimitsExceeded
 from loopwright.agent.context import Conversation, truncate_middle
 from loopwright.agent.escalation import EscalationPolicy, Signal
 from loopwright.agent.failures import failing_tests
-from loopwright.agent.model import Model, ToolCall
+from loopwright.agent.model import Model, ModelRetry, ToolCall
 from loopwright.agent.prompts import NO_TOOL_CALL, PLAN_ONLY
 from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome, describe_call
 from loopwright.config import Settings
@@ -90,7 +90,19 @@ class AgentLoop:
     def step(self) -> None:
         self.budget.check()
         tier = self.settings.tier(self.escalation.current)
-        reply = self.model.complete(tier, self.conversation.render(), TOOL_SPECS)
+
+        def retrying(retry: ModelRetry) -> None:
+            self.events.emit(
+                "model_retry",
+                step=self.budget.steps,
+                tier=tier.name,
+                attempt=retry.attempt,
+                attempts=retry.attempts,
+                reason=retry.reason,
+                wait_s=retry.wait_s,
+            )
+
+        reply = self.model.complete(tier, self.conversation.render(), TOOL_SPECS, on_retry=retrying)
         cost = self.budget.charge(tier, reply.usage.prompt_tokens, reply.usage.completion_tokens)
         recovered = len(reply.tool_calls) if reply.tool_call_source == "content" else 0
         self.events.emit(

@@ -77,13 +77,32 @@ class ModelReply:
     searched for calls."""
 
 
+@dataclass(frozen=True)
+class ModelRetry:
+    """An attempt failed and the call will be tried again after `wait_s` seconds."""
+
+    attempt: int
+    """The attempt that failed, from 1."""
+    attempts: int
+    """How many attempts the call may take in all."""
+    reason: str
+    wait_s: float
+
+
+RetryListener = Callable[[ModelRetry], None]
+
+
 class ModelError(Exception):
     """The endpoint gave no answer after retries; the message is one line saying what to fix."""
 
 
 class Model(Protocol):
     def complete(
-        self, tier: Tier, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        tier: Tier,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_retry: RetryListener | None = None,
     ) -> ModelReply: ...
 
 
@@ -133,8 +152,13 @@ class OpenAIModel:
         self.close()
 
     def complete(
-        self, tier: Tier, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        tier: Tier,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_retry: RetryListener | None = None,
     ) -> ModelReply:
+        """One reply; `on_retry` hears of each failed attempt before the wait for the next."""
         started = time.monotonic()
         attempts = self._settings.model_retries + 1
         for attempt in range(attempts):
@@ -145,7 +169,11 @@ class OpenAIModel:
                     times = "1 time" if attempts == 1 else f"{attempts} times"
                     message = f"{failure.message} (tried {times})"
                     raise ModelError(self._redactor.text(message)) from None
-                self._sleep(_backoff(attempt, failure.wait_s))
+                wait_s = _backoff(attempt, failure.wait_s)
+                if on_retry is not None:
+                    reason = self._redactor.text(failure.message)
+                    on_retry(ModelRetry(attempt + 1, attempts, reason, round(wait_s, 3)))
+                self._sleep(wait_s)
                 continue
             if self._recorder is not None:
                 self._recorder.record(tier, reply)

@@ -19,7 +19,8 @@ from loopwright.agent.model import OpenAIModel
 from loopwright.agent.scripted import ScriptedModelServer
 from loopwright.agent.tools import Toolbox
 from loopwright.config import SandboxLimits, Settings, Tier
-from loopwright.events import Event, EventBus
+from loopwright.events import Event, EventBus, check_event
+from loopwright.progress import ProgressPrinter
 from loopwright.sandbox.local import LocalProvider
 from tests.conftest import step, tool
 
@@ -129,7 +130,9 @@ def test_plan_only_steps_escalate_and_tell_the_model_to_act(run_loop: Run):
     )
     escalations = [e for e in events if e.type == "escalation"]
     # Step 1 is a plan; steps 2 and 3 are plan-only failures, the second moves nano to super.
-    assert [(e.fields["from_tier"], e.fields["to_tier"]) for e in escalations] == [("nano", "super")]
+    assert [(e.fields["from_tier"], e.fields["to_tier"]) for e in escalations] == [
+        ("nano", "super")
+    ]
     assert escalations[0].fields["reason"] == (
         "2 consecutive failures on nano (last: 3 plan-only steps in a row)"
     )
@@ -176,3 +179,20 @@ def test_a_plan_between_actions_resets_the_count(run_loop: Run):
 )
 def test_failing_tests_are_read_from_each_runner(output: str, names: list[str]):
     assert failing_tests(output) == names
+
+
+def test_a_retried_model_call_is_an_event_and_a_progress_line(run_loop: Run):
+    _, events, _ = run_loop(
+        [{"status": 503, "retry_after": 0}, step(tool("finish", summary="done"))],
+        model_retries=2,
+    )
+    (retry,) = [e for e in events if e.type == "model_retry"]
+    assert retry.fields["attempt"] == 1 and retry.fields["attempts"] == 3
+    assert "503" in retry.fields["reason"] and retry.fields["wait_s"] == 0
+    assert retry.fields["tier"] == "nano"
+    check_event(retry.to_dict())
+    # The retry comes before the model_call it delayed.
+    kinds = [e.type for e in events]
+    assert kinds.index("model_retry") < kinds.index("model_call")
+    line = ProgressPrinter(color=False).render(retry)
+    assert line is not None and "attempt 1 of 3" in line and "503" in line

@@ -272,6 +272,12 @@
     li.appendChild(el("div", "meta", e.reason));
   }
 
+  function onModelRetry(e) {
+    var li = item(e, "escalation", "\u21BB model call failed (attempt " + e.attempt + " of " +
+      e.attempts + "), retrying in " + Number(e.wait_s || 0).toFixed(1) + "s", "");
+    li.appendChild(el("div", "meta", e.reason));
+  }
+
   function onVerification(e) {
     var card = document.getElementById("verification-card");
     var box = document.getElementById("verification");
@@ -479,8 +485,8 @@
 
   var handlers = {
     stage: onStage, plan: onPlan, model_call: onModelCall, tool_call: onToolCall,
-    tool_result: onToolResult, escalation: onEscalation, verification: onVerification,
-    screenshot: onScreenshot, delivery: onDelivery, done: onDone, error: onError, phase: onPhase
+    tool_result: onToolResult, escalation: onEscalation, model_retry: onModelRetry,
+    verification: onVerification, screenshot: onScreenshot, delivery: onDelivery, done: onDone, error: onError, phase: onPhase
   };
 
   function handle(e) {
