@@ -42,9 +42,18 @@ class Tier:
     """USD per million prompt tokens."""
     price_out: float = 0.0
     """USD per million completion tokens."""
+    price_cached: float | None = None
+    """USD per million prompt tokens the endpoint served from its prompt cache; None: the
+    same as `price_in`."""
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.price_in + completion_tokens * self.price_out) / 1_000_000
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        cached = min(max(cached_tokens, 0), prompt_tokens)
+        cached_price = self.price_in if self.price_cached is None else self.price_cached
+        return (
+            (prompt_tokens - cached) * self.price_in
+            + cached * cached_price
+            + completion_tokens * self.price_out
+        ) / 1_000_000
 
 
 @dataclass(frozen=True)
@@ -352,24 +361,35 @@ def _pairs(raw: str, name: str, example: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _parse_prices(raw: str | None) -> dict[str, tuple[float, float]]:
-    prices = dict(DEFAULT_PRICES)
+Prices = dict[str, tuple[float, float, float | None]]
+
+
+def _parse_prices(raw: str | None) -> Prices:
+    """`name=INPUT/OUTPUT[/CACHED]` USD per million tokens; CACHED prices prompt tokens the
+    endpoint served from its cache (default: INPUT)."""
+    prices: Prices = {name: (i, o, None) for name, (i, o) in DEFAULT_PRICES.items()}
     if not raw:
         return prices
-    example = "nano=0.07/0.20,super=0.40/1.20"
+    example = "nano=0.07/0.20,super=0.40/1.20/0.10"
     for name, value in _pairs(raw, "LOOPWRIGHT_MODEL_PRICES", example):
-        inp, sep, out = value.partition("/")
+        parts = value.split("/")
         try:
-            prices[name] = (float(inp), float(out if sep else inp))
+            if not 1 <= len(parts) <= 3:
+                raise ValueError(value)
+            numbers = [float(p) for p in parts]
+            if any(n < 0 for n in numbers):
+                raise ValueError(value)
         except ValueError:
             raise ConfigError(
-                f"LOOPWRIGHT_MODEL_PRICES: {name}={value!r} is not INPUT/OUTPUT USD per million "
-                f"tokens; write e.g. LOOPWRIGHT_MODEL_PRICES={example}"
+                f"LOOPWRIGHT_MODEL_PRICES: {name}={value!r} is not INPUT/OUTPUT[/CACHED] USD "
+                f"per million tokens; write e.g. LOOPWRIGHT_MODEL_PRICES={example}"
             ) from None
+        out = numbers[1] if len(numbers) > 1 else numbers[0]
+        prices[name] = (numbers[0], out, numbers[2] if len(numbers) == 3 else None)
     return prices
 
 
-def _parse_tiers(raw: str | None, prices: dict[str, tuple[float, float]]) -> tuple[Tier, ...]:
+def _parse_tiers(raw: str | None, prices: Prices) -> tuple[Tier, ...]:
     pairs = (
         list(DEFAULT_TIERS)
         if not raw
@@ -378,7 +398,7 @@ def _parse_tiers(raw: str | None, prices: dict[str, tuple[float, float]]) -> tup
     names = [n for n, _ in pairs]
     if len(set(names)) != len(names):
         raise ConfigError(f"LOOPWRIGHT_MODEL_TIERS names a tier twice: {names}")
-    return tuple(Tier(n, m, *prices.get(n, (0.0, 0.0))) for n, m in pairs)
+    return tuple(Tier(n, m, *prices.get(n, (0.0, 0.0, None))) for n, m in pairs)
 
 
 REPO_CONFIG_FILES = (".loopwright.yml", ".github/loopwright.yml")

@@ -150,6 +150,12 @@ class ModelCallEvent(_Envelope):
     reasoning_tokens: int | None = Field(
         None, ge=0, description="Estimated tokens of reasoning sent apart from the content."
     )
+    cached_tokens: int | None = Field(
+        None,
+        ge=0,
+        description="Prompt tokens the endpoint served from its prompt cache (0 when it "
+        "reports none).",
+    )
 
 
 class ModelRetryEvent(_Envelope):

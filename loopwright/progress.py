@@ -100,10 +100,11 @@ class ProgressPrinter:
             if f.get("tool_call_source") == "content":
                 tools += " (written as text)"
             about = "~" if f.get("usage_estimated") else ""
+            cached = f" ({f['cached_tokens']} cached)" if f.get("cached_tokens") else ""
             return self._c(
                 "2",
                 f"  · step {f.get('step')} on {f.get('tier')}: {tools}  "
-                f"({about}{f.get('prompt_tokens')}+{f.get('completion_tokens')} tokens, "
+                f"({about}{f.get('prompt_tokens')}{cached}+{f.get('completion_tokens')} tokens, "
                 f"${self._cost:.4f} so far)",
             )
         if event.type == "model_retry":

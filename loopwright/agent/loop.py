@@ -103,7 +103,10 @@ class AgentLoop:
             )
 
         reply = self.model.complete(tier, self.conversation.render(), TOOL_SPECS, on_retry=retrying)
-        cost = self.budget.charge(tier, reply.usage.prompt_tokens, reply.usage.completion_tokens)
+        usage = reply.usage
+        cost = self.budget.charge(
+            tier, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
+        )
         recovered = len(reply.tool_calls) if reply.tool_call_source == "content" else 0
         self.events.emit(
             "model_call",
@@ -121,6 +124,7 @@ class AgentLoop:
             recovered_tool_calls=recovered,
             usage_estimated=reply.usage.estimated,
             reasoning_tokens=reply.reasoning_tokens,
+            cached_tokens=usage.cached_tokens,
         )
         self.conversation.add_assistant(
             reply.content,

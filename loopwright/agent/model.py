@@ -54,6 +54,9 @@ class Usage:
     completion_tokens: int
     estimated: bool = False
     """The endpoint reported no usage; the counts are a local estimate (four characters a token)."""
+    cached_tokens: int = 0
+    """Prompt tokens the endpoint served from its prompt cache: `prompt_tokens_details.
+    cached_tokens` (OpenAI and compatible APIs) or llama.cpp's `timings.cache_n`."""
 
 
 ToolCallSource = Literal["native", "content"]
@@ -350,7 +353,11 @@ class _Accumulator:
     def add(self, chunk: ChatCompletionChunk) -> None:
         self.model = chunk.model or self.model
         if chunk.usage is not None:
-            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+            self.usage = Usage(
+                chunk.usage.prompt_tokens,
+                chunk.usage.completion_tokens,
+                cached_tokens=_cached_tokens(chunk),
+            )
             details = chunk.usage.completion_tokens_details
             if details is not None and details.reasoning_tokens:
                 self.reasoning_tokens = details.reasoning_tokens
@@ -499,6 +506,19 @@ def _estimate_usage(
     return Usage(math.ceil(prompt_chars / 4), math.ceil(completion_chars / 4), estimated=True)
 
 
+def _cached_tokens(chunk: ChatCompletionChunk) -> int:
+    """Cached prompt tokens from the usage chunk, as OpenAI-compatible APIs or llama.cpp's
+    server report them; 0 when the endpoint says nothing."""
+    usage = chunk.usage
+    details = usage.prompt_tokens_details if usage is not None else None
+    if details is not None and details.cached_tokens:
+        return max(int(details.cached_tokens), 0)
+    timings = (chunk.model_extra or {}).get("timings")
+    if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+        return max(int(timings["cache_n"]), 0)
+    return 0
+
+
 def _backoff(attempt: int, hint_s: float | None) -> float:
     """Seconds to wait before retry number `attempt + 1`: the endpoint's hint, else exponential."""
     if hint_s is not None:
@@ -627,6 +647,8 @@ def reply_to_step(reply: ModelReply) -> dict[str, Any]:
         "prompt_tokens": reply.usage.prompt_tokens,
         "completion_tokens": reply.usage.completion_tokens,
     }
+    if reply.usage.cached_tokens:
+        step["usage"]["cached_tokens"] = reply.usage.cached_tokens
     if reply.finish_reason is not None:
         step["finish_reason"] = reply.finish_reason
     return step

@@ -4,6 +4,7 @@ steps that only update the plan count as failures for escalation."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,8 +50,7 @@ def run_loop(
         settings = Settings(
             model_base_url=server.base_url,
             tiers=(Tier("nano", "scripted"), Tier("super", "scripted")),
-            model_retries=0,
-            **overrides,
+            **{"model_retries": 0, **overrides},
         )
         events: list[Event] = []
         bus = EventBus("m-rules", [events.append])
@@ -196,3 +196,26 @@ def test_a_retried_model_call_is_an_event_and_a_progress_line(run_loop: Run):
     assert kinds.index("model_retry") < kinds.index("model_call")
     line = ProgressPrinter(color=False).render(retry)
     assert line is not None and "attempt 1 of 3" in line and "503" in line
+
+
+def test_every_request_extends_the_previous_one_and_the_reuse_is_reported(run_loop: Run):
+    plan = tool("update_plan", items=[{"step": "fix", "status": "in_progress"}])
+    _, events, server = run_loop(
+        [
+            step(plan),
+            step(tool("read_file", path="check.py")),
+            step(tool("run_command", command="python3 check.py")),
+            step(tool("write_file", path="check.py", content="print('ok')\n")),
+            step(tool("run_command", command="python3 check.py")),
+            step(tool("finish", summary="done")),
+        ]
+    )
+    bodies = [r["messages"] for r in server.requests]
+    for before, after in itertools.pairwise(bodies):
+        assert after[: len(before)] == before
+    calls = [e.fields for e in events if e.type == "model_call"]
+    assert calls[0]["cached_tokens"] == 0
+    for previous, call in itertools.pairwise(calls):
+        # The whole previous request came from the (simulated) cache: 100% prefix reuse.
+        assert call["cached_tokens"] == previous["prompt_tokens"], call
+    assert all(check_event(e.to_dict()) for e in events)
