@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol, get_args
 
 from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation, truncate_middle
+from loopwright.agent.localize import Reader, source_excerpts
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.model import Model, ModelError
 from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS, is_protected
@@ -44,7 +45,7 @@ from loopwright.config import (
     load_repo_config,
 )
 from loopwright.events import EventBus, PhaseName
-from loopwright.sandbox.base import Sandbox, SandboxError, SandboxProvider
+from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,
     apply_patch,
@@ -410,6 +411,7 @@ class FixMission:
                 sorted(before.report.failing()),
                 truncate_middle(before.result.output, 6_000),
                 self.request.guidance,
+                source=source_excerpts(before.result.output, _reader(sandbox)),
             ),
             context_tokens=self.settings.context_tokens,
         )
@@ -812,6 +814,19 @@ def write_into_tree(tree: Path, patched: Path, files: Sequence[Routed]) -> None:
             os.symlink(os.readlink(source), target)
         else:
             shutil.copy2(source, target)
+
+
+def _reader(sandbox: Sandbox) -> Reader:
+    """Reads workspace files for the first prompt's source excerpts; a file the sandbox
+    refuses or cannot find is skipped."""
+
+    def read(path: str) -> bytes | None:
+        try:
+            return sandbox.read_file(path)
+        except (FileToolError, SandboxError):
+            return None
+
+    return read
 
 
 def _sandbox_steps(sandbox: Sandbox, steps: list[str], *, timeout_s: float) -> None:

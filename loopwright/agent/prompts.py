@@ -67,7 +67,11 @@ no favicon).""",
 
 
 def fix_task(
-    test_command: str, failing: list[str], output: str, guidance: str | None = None
+    test_command: str,
+    failing: list[str],
+    output: str,
+    guidance: str | None = None,
+    source: str = "",
 ) -> str:
     lines = [f"The test command `{test_command}` fails."]
     if failing:
@@ -77,6 +81,8 @@ def fix_task(
         if len(failing) > len(shown):
             lines.append(f"- ... and {len(failing) - len(shown)} more")
     lines += ["", "Output of the failing run:", output]
+    if source:
+        lines += ["", "Source around the lines the failure points at (> marks the line):", source]
     if guidance:
         lines += ["", "A maintainer added this guidance:", guidance]
     lines += ["", "Make the tests pass by fixing the code. Start with update_plan."]
