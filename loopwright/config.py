@@ -171,6 +171,14 @@ class Settings:
     model_api_key: str | None = None
     tiers: tuple[Tier, ...] = tuple(Tier(n, m, *DEFAULT_PRICES[n]) for n, m in DEFAULT_TIERS)
     escalate_after: int = 3
+    attempts: dict[str, int] = field(default_factory=dict)
+    """Independent attempts per tier (tier name → K, default 1): a tier with K > 1 makes up
+    to K short sampled attempts, keeping the first whose patch passes the tests in the
+    loop's sandbox, before the mission moves on to the next tier."""
+    attempt_steps: int = 10
+    """Model steps one independent attempt may take."""
+    attempt_temperature: float = 0.7
+    """Sampling temperature of independent attempts (each has its own seed)."""
     plan_only_steps: int = 3
     """Consecutive steps that only update the plan before each further one counts as a
     failure for escalation (a model that plans without acting is stuck)."""
@@ -229,6 +237,11 @@ class Settings:
             tiers=tiers,
             escalate_after=_int(env, "LOOPWRIGHT_ESCALATE_AFTER", defaults.escalate_after),
             plan_only_steps=_int(env, "LOOPWRIGHT_PLAN_ONLY_STEPS", defaults.plan_only_steps),
+            attempts=_parse_attempts(get("LOOPWRIGHT_ATTEMPTS"), tiers),
+            attempt_steps=_int(env, "LOOPWRIGHT_ATTEMPT_STEPS", defaults.attempt_steps),
+            attempt_temperature=_float(
+                env, "LOOPWRIGHT_ATTEMPT_TEMPERATURE", defaults.attempt_temperature
+            ),
             max_steps=_int(env, "LOOPWRIGHT_MAX_STEPS", defaults.max_steps),
             max_cost_usd=None if not max_cost else _float(env, "LOOPWRIGHT_MAX_COST_USD", 0),
             max_prompt_tokens=None if not max_tokens else _int(env, "LOOPWRIGHT_MAX_TOKENS", 0),
@@ -387,6 +400,33 @@ def _parse_prices(raw: str | None) -> Prices:
         out = numbers[1] if len(numbers) > 1 else numbers[0]
         prices[name] = (numbers[0], out, numbers[2] if len(numbers) == 3 else None)
     return prices
+
+
+def _parse_attempts(raw: str | None, tiers: tuple[Tier, ...]) -> dict[str, int]:
+    """`tier=K,...`: independent attempts per tier; every name must be a configured tier."""
+    if not raw:
+        return {}
+    example = f"{tiers[0].name}=3" if tiers else "nano=3"
+    names = [t.name for t in tiers]
+    attempts: dict[str, int] = {}
+    for name, value in _pairs(raw, "LOOPWRIGHT_ATTEMPTS", example):
+        if name not in names:
+            raise ConfigError(
+                f"LOOPWRIGHT_ATTEMPTS names tier {name!r}, which is not in "
+                f"LOOPWRIGHT_MODEL_TIERS ({', '.join(names)}); write e.g. "
+                f"LOOPWRIGHT_ATTEMPTS={example}"
+            )
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if not 1 <= count <= 20:
+            raise ConfigError(
+                f"LOOPWRIGHT_ATTEMPTS: {name}={value!r} must be a whole number from 1 to 20; "
+                f"write e.g. LOOPWRIGHT_ATTEMPTS={example}"
+            )
+        attempts[name] = count
+    return attempts
 
 
 def _parse_tiers(raw: str | None, prices: Prices) -> tuple[Tier, ...]:

@@ -28,6 +28,7 @@ EventType = Literal[
     "tool_call",
     "tool_result",
     "escalation",
+    "attempt",
     "verification",
     "screenshot",
     "delivery",
@@ -170,6 +171,22 @@ class ModelRetryEvent(_Envelope):
     wait_s: float = Field(ge=0, description="Seconds until the next attempt.")
 
 
+class AttemptEvent(_Envelope):
+    """One of a tier's independent attempts started or ended (LOOPWRIGHT_ATTEMPTS)."""
+
+    type: Literal["attempt"]
+    tier: str
+    attempt: int = Field(ge=1, description="This attempt's number, from 1.")
+    attempts: int = Field(ge=1, description="How many attempts the tier may make.")
+    seed: int
+    status: Literal["started", "passed", "failed"] = Field(
+        description="passed: the model finished and the test command passed in the loop's "
+        "sandbox (verification still judges it); failed: it did not."
+    )
+    steps: int | None = Field(None, ge=0, description="Model steps the attempt took.")
+    reason: str | None = Field(None, description="Why a failed attempt failed.")
+
+
 class ToolCallEvent(_Envelope):
     """The model asked for a tool; `summary` says in words what the call does."""
 
@@ -288,6 +305,7 @@ EVENT_MODELS: dict[str, type[_Envelope]] = {
     "tool_call": ToolCallEvent,
     "tool_result": ToolResultEvent,
     "escalation": EscalationEvent,
+    "attempt": AttemptEvent,
     "verification": VerificationEvent,
     "screenshot": ScreenshotEvent,
     "delivery": DeliveryEvent,

@@ -107,6 +107,13 @@ class ProgressPrinter:
                 f"({about}{f.get('prompt_tokens')}{cached}+{f.get('completion_tokens')} tokens, "
                 f"${self._cost:.4f} so far)",
             )
+        if event.type == "attempt":
+            head = f"attempt {f.get('attempt')}/{f.get('attempts')} on {f.get('tier')}"
+            if f.get("status") == "started":
+                return self._c("1;36", f"  ▶ {head} (seed {f.get('seed')})")
+            if f.get("status") == "passed":
+                return self._c("32", f"  ✓ {head}: the tests pass; verification judges it")
+            return self._c("33", f"  ✗ {head} after {f.get('steps')} steps: {f.get('reason')}")
         if event.type == "model_retry":
             return self._c(
                 "33",

@@ -16,7 +16,7 @@ from loopwright.agent.budget import Budget, LimitsExceeded
 from loopwright.agent.context import Conversation, truncate_middle
 from loopwright.agent.escalation import EscalationPolicy, Signal
 from loopwright.agent.failures import failing_tests
-from loopwright.agent.model import Model, ModelRetry, ToolCall
+from loopwright.agent.model import Model, ModelRetry, Sampling, ToolCall
 from loopwright.agent.prompts import NO_TOOL_CALL, PLAN_ONLY
 from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome, describe_call
 from loopwright.config import Settings
@@ -34,6 +34,11 @@ class Submitted(Exception):
     """The model called finish; carries its summary."""
 
 
+class AttemptStepsExceeded(LimitsExceeded):
+    """An independent attempt used its steps (LOOPWRIGHT_ATTEMPT_STEPS); the mission's own
+    budget may still have room for another."""
+
+
 @dataclass(frozen=True)
 class TestRun:
     """The latest test command the model ran in the loop, as the finish rule reads it."""
@@ -47,7 +52,7 @@ class TestRun:
 
 @dataclass(frozen=True)
 class LoopResult:
-    outcome: Literal["finished", "budget_exceeded"]
+    outcome: Literal["finished", "budget_exceeded", "attempt_exhausted"]
     summary: str
     reason: str = ""
 
@@ -62,7 +67,13 @@ class AgentLoop:
         conversation: Conversation,
         budget: Budget,
         events: EventBus,
+        step_limit: int | None = None,
+        sampling: Sampling | None = None,
+        manage_stages: tuple[bool, bool] = (True, True),
     ) -> None:
+        """`step_limit` and `sampling` make this one independent attempt; `manage_stages`
+        says whether the loop enters the plan stage at its start and leaves plan/loop at
+        its end (a mission of several attempts enters once and leaves once)."""
         self.settings = settings
         self.model = model
         self.toolbox = toolbox
@@ -73,22 +84,40 @@ class AgentLoop:
         self.latest_test: TestRun | None = None
         """The model's latest test run in this loop (the reproduction before it is not one)."""
         self.finish_refused = False
+        self.changed_since_test = False
+        """Whether the model wrote, edited or ran something else since its latest test run."""
         self.plan_only_streak = 0
+        self.step_limit = step_limit
+        self.sampling = sampling
+        self.steps_taken = 0
+        self._enters, self._leaves = manage_stages
 
     def run(self) -> LoopResult:
-        self.events.enter("plan")
+        if self._enters:
+            self.events.enter("plan")
         try:
             while True:
                 self.step()
         except Submitted as done:
-            self._leave_loop("finished")
+            if self._leaves:
+                leave_loop_stage(self.events, "finished")
             return LoopResult("finished", str(done))
+        except AttemptStepsExceeded as limit:
+            if self._leaves:
+                leave_loop_stage(self.events, "budget_exceeded")
+            return LoopResult("attempt_exhausted", "", str(limit))
         except LimitsExceeded as limit:
-            self._leave_loop("budget_exceeded")
+            if self._leaves:
+                leave_loop_stage(self.events, "budget_exceeded")
             return LoopResult("budget_exceeded", "", str(limit))
 
     def step(self) -> None:
         self.budget.check()
+        if self.step_limit is not None and self.steps_taken >= self.step_limit:
+            raise AttemptStepsExceeded(
+                f"attempt step limit reached ({self.step_limit}, LOOPWRIGHT_ATTEMPT_STEPS)"
+            )
+        self.steps_taken += 1
         tier = self.settings.tier(self.escalation.current)
 
         def retrying(retry: ModelRetry) -> None:
@@ -102,7 +131,13 @@ class AgentLoop:
                 wait_s=retry.wait_s,
             )
 
-        reply = self.model.complete(tier, self.conversation.render(), TOOL_SPECS, on_retry=retrying)
+        reply = self.model.complete(
+            tier,
+            self.conversation.render(),
+            TOOL_SPECS,
+            on_retry=retrying,
+            sampling=self.sampling,
+        )
         usage = reply.usage
         cost = self.budget.charge(
             tier, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
@@ -203,17 +238,25 @@ class AgentLoop:
             if (test_cmd and test_cmd in command) or TEST_RUNNER.search(command):
                 self.conversation.set_latest_test(command, outcome.exit_code, output)
                 self.latest_test = TestRun(command, outcome.exit_code, output)
+                self.changed_since_test = False
+            else:
+                self.changed_since_test = True
+        elif call.name in ("write_file", "edit_file") and outcome.status == "ok":
+            self.changed_since_test = True
         self._signal(_signal_for(call.name, outcome), f"{call.name} {outcome.status}")
         return outcome
 
     def _finish_gate(self, call: ToolCall) -> ToolOutcome | None:
-        """Refuse the first `finish` that follows a failing test run, naming the failures.
+        """Refuse the first `finish` that comes right after a failing test run (nothing
+        written, edited or run since), naming the failures.
 
         Only once: a model that calls finish again is taken at its word and verification
         decides, so a test that cannot pass in the loop's sandbox never traps the mission.
         """
         run = self.latest_test
         if call.name != "finish" or self.finish_refused or run is None or run.exit_code == 0:
+            return None
+        if self.changed_since_test:
             return None
         self.finish_refused = True
         names = failing_tests(run.output)
@@ -240,11 +283,13 @@ class AgentLoop:
                 reason=switch.reason,
             )
 
-    def _leave_loop(self, status: str) -> None:
-        if self.events.stage == "plan":
-            self.events.leave("plan", status)
-        elif self.events.stage == "loop":
-            self.events.leave("loop", status)
+
+def leave_loop_stage(events: EventBus, status: str) -> None:
+    """Leave the plan or loop stage, whichever the mission is in."""
+    if events.stage == "plan":
+        events.leave("plan", status)
+    elif events.stage == "loop":
+        events.leave("loop", status)
 
 
 def _signal_for(tool: str, outcome: ToolOutcome) -> Signal:

@@ -95,6 +95,15 @@ class ModelRetry:
 RetryListener = Callable[[ModelRetry], None]
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling for one call: independent attempts sample with a temperature and a seed of
+    their own; without it the endpoint's defaults apply."""
+
+    temperature: float
+    seed: int
+
+
 class ModelError(Exception):
     """The endpoint gave no answer after retries; the message is one line saying what to fix."""
 
@@ -106,6 +115,7 @@ class Model(Protocol):
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         on_retry: RetryListener | None = None,
+        sampling: Sampling | None = None,
     ) -> ModelReply: ...
 
 
@@ -160,13 +170,14 @@ class OpenAIModel:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         on_retry: RetryListener | None = None,
+        sampling: Sampling | None = None,
     ) -> ModelReply:
         """One reply; `on_retry` hears of each failed attempt before the wait for the next."""
         started = time.monotonic()
         attempts = self._settings.model_retries + 1
         for attempt in range(attempts):
             try:
-                reply = self._attempt(tier, messages, tools, started)
+                reply = self._attempt(tier, messages, tools, started, sampling)
             except _Retryable as failure:
                 if attempt + 1 == attempts:
                     times = "1 time" if attempts == 1 else f"{attempts} times"
@@ -189,6 +200,7 @@ class OpenAIModel:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         started: float,
+        sampling: Sampling | None = None,
     ) -> ModelReply:
         deadline = _Deadline(self._settings.model_timeout_s)
         reply = _Accumulator(tier.model)
@@ -199,6 +211,8 @@ class OpenAIModel:
                 messages=cast(Any, messages),
                 tools=cast(Any, tools) if tools else openai.omit,
                 tool_choice="auto" if tools else openai.omit,
+                temperature=sampling.temperature if sampling else openai.omit,
+                seed=sampling.seed if sampling else openai.omit,
                 stream=True,
                 stream_options={"include_usage": True},
             )

@@ -219,3 +219,14 @@ def test_every_request_extends_the_previous_one_and_the_reuse_is_reported(run_lo
         # The whole previous request came from the (simulated) cache: 100% prefix reuse.
         assert call["cached_tokens"] == previous["prompt_tokens"], call
     assert all(check_event(e.to_dict()) for e in events)
+
+
+def test_finish_after_an_edit_that_followed_the_failing_run_goes_to_verification(run_loop: Run):
+    _, events, _ = run_loop(
+        [
+            step(tool("run_command", command="python3 check.py")),
+            step(tool("write_file", path="check.py", content="print('fixed')\n")),
+            step(tool("finish", summary="Fixed it without re-running.")),
+        ]
+    )
+    assert [e.fields["status"] for e in _results(events, "finish")] == ["ok"]
