@@ -42,9 +42,18 @@ class Tier:
     """USD per million prompt tokens."""
     price_out: float = 0.0
     """USD per million completion tokens."""
+    price_cached: float | None = None
+    """USD per million prompt tokens the endpoint served from its prompt cache; None: the
+    same as `price_in`."""
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.price_in + completion_tokens * self.price_out) / 1_000_000
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        cached = min(max(cached_tokens, 0), prompt_tokens)
+        cached_price = self.price_in if self.price_cached is None else self.price_cached
+        return (
+            (prompt_tokens - cached) * self.price_in
+            + cached * cached_price
+            + completion_tokens * self.price_out
+        ) / 1_000_000
 
 
 @dataclass(frozen=True)
@@ -179,6 +188,17 @@ class Settings:
     model_api_key: str | None = None
     tiers: tuple[Tier, ...] = tuple(Tier(n, m, *DEFAULT_PRICES[n]) for n, m in DEFAULT_TIERS)
     escalate_after: int = 3
+    attempts: dict[str, int] = field(default_factory=dict)
+    """Independent attempts per tier (tier name → K, default 1): a tier with K > 1 makes up
+    to K short sampled attempts, keeping the first whose patch passes the tests in the
+    loop's sandbox, before the mission moves on to the next tier."""
+    attempt_steps: int = 10
+    """Model steps one independent attempt may take."""
+    attempt_temperature: float = 0.7
+    """Sampling temperature of independent attempts (each has its own seed)."""
+    plan_only_steps: int = 3
+    """Consecutive steps that only update the plan before each further one counts as a
+    failure for escalation (a model that plans without acting is stuck)."""
     max_steps: int = 40
     max_cost_usd: float | None = None
     max_prompt_tokens: int | None = None
@@ -233,6 +253,12 @@ class Settings:
             model_api_key=get("LOOPWRIGHT_MODEL_API_KEY") or None,
             tiers=tiers,
             escalate_after=_int(env, "LOOPWRIGHT_ESCALATE_AFTER", defaults.escalate_after),
+            plan_only_steps=_int(env, "LOOPWRIGHT_PLAN_ONLY_STEPS", defaults.plan_only_steps),
+            attempts=_parse_attempts(get("LOOPWRIGHT_ATTEMPTS"), tiers),
+            attempt_steps=_int(env, "LOOPWRIGHT_ATTEMPT_STEPS", defaults.attempt_steps),
+            attempt_temperature=_float(
+                env, "LOOPWRIGHT_ATTEMPT_TEMPERATURE", defaults.attempt_temperature
+            ),
             max_steps=_int(env, "LOOPWRIGHT_MAX_STEPS", defaults.max_steps),
             max_cost_usd=None if not max_cost else _float(env, "LOOPWRIGHT_MAX_COST_USD", 0),
             max_prompt_tokens=None if not max_tokens else _int(env, "LOOPWRIGHT_MAX_TOKENS", 0),
@@ -365,24 +391,62 @@ def _pairs(raw: str, name: str, example: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _parse_prices(raw: str | None) -> dict[str, tuple[float, float]]:
-    prices = dict(DEFAULT_PRICES)
+Prices = dict[str, tuple[float, float, float | None]]
+
+
+def _parse_prices(raw: str | None) -> Prices:
+    """`name=INPUT/OUTPUT[/CACHED]` USD per million tokens; CACHED prices prompt tokens the
+    endpoint served from its cache (default: INPUT)."""
+    prices: Prices = {name: (i, o, None) for name, (i, o) in DEFAULT_PRICES.items()}
     if not raw:
         return prices
-    example = "nano=0.07/0.20,super=0.40/1.20"
+    example = "nano=0.07/0.20,super=0.40/1.20/0.10"
     for name, value in _pairs(raw, "LOOPWRIGHT_MODEL_PRICES", example):
-        inp, sep, out = value.partition("/")
+        parts = value.split("/")
         try:
-            prices[name] = (float(inp), float(out if sep else inp))
+            if not 1 <= len(parts) <= 3:
+                raise ValueError(value)
+            numbers = [float(p) for p in parts]
+            if any(n < 0 for n in numbers):
+                raise ValueError(value)
         except ValueError:
             raise ConfigError(
-                f"LOOPWRIGHT_MODEL_PRICES: {name}={value!r} is not INPUT/OUTPUT USD per million "
-                f"tokens; write e.g. LOOPWRIGHT_MODEL_PRICES={example}"
+                f"LOOPWRIGHT_MODEL_PRICES: {name}={value!r} is not INPUT/OUTPUT[/CACHED] USD "
+                f"per million tokens; write e.g. LOOPWRIGHT_MODEL_PRICES={example}"
             ) from None
+        out = numbers[1] if len(numbers) > 1 else numbers[0]
+        prices[name] = (numbers[0], out, numbers[2] if len(numbers) == 3 else None)
     return prices
 
 
-def _parse_tiers(raw: str | None, prices: dict[str, tuple[float, float]]) -> tuple[Tier, ...]:
+def _parse_attempts(raw: str | None, tiers: tuple[Tier, ...]) -> dict[str, int]:
+    """`tier=K,...`: independent attempts per tier; every name must be a configured tier."""
+    if not raw:
+        return {}
+    example = f"{tiers[0].name}=3" if tiers else "nano=3"
+    names = [t.name for t in tiers]
+    attempts: dict[str, int] = {}
+    for name, value in _pairs(raw, "LOOPWRIGHT_ATTEMPTS", example):
+        if name not in names:
+            raise ConfigError(
+                f"LOOPWRIGHT_ATTEMPTS names tier {name!r}, which is not in "
+                f"LOOPWRIGHT_MODEL_TIERS ({', '.join(names)}); write e.g. "
+                f"LOOPWRIGHT_ATTEMPTS={example}"
+            )
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if not 1 <= count <= 20:
+            raise ConfigError(
+                f"LOOPWRIGHT_ATTEMPTS: {name}={value!r} must be a whole number from 1 to 20; "
+                f"write e.g. LOOPWRIGHT_ATTEMPTS={example}"
+            )
+        attempts[name] = count
+    return attempts
+
+
+def _parse_tiers(raw: str | None, prices: Prices) -> tuple[Tier, ...]:
     pairs = (
         list(DEFAULT_TIERS)
         if not raw
@@ -391,7 +455,7 @@ def _parse_tiers(raw: str | None, prices: dict[str, tuple[float, float]]) -> tup
     names = [n for n, _ in pairs]
     if len(set(names)) != len(names):
         raise ConfigError(f"LOOPWRIGHT_MODEL_TIERS names a tier twice: {names}")
-    return tuple(Tier(n, m, *prices.get(n, (0.0, 0.0))) for n, m in pairs)
+    return tuple(Tier(n, m, *prices.get(n, (0.0, 0.0, None))) for n, m in pairs)
 
 
 REPO_CONFIG_FILES = (".loopwright.yml", ".github/loopwright.yml")

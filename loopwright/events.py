@@ -24,9 +24,11 @@ EventType = Literal[
     "stage",
     "plan",
     "model_call",
+    "model_retry",
     "tool_call",
     "tool_result",
     "escalation",
+    "attempt",
     "verification",
     "screenshot",
     "delivery",
@@ -164,6 +166,40 @@ class ModelCallEvent(_Envelope):
     reasoning_tokens: int | None = Field(
         None, ge=0, description="Estimated tokens of reasoning sent apart from the content."
     )
+    cached_tokens: int | None = Field(
+        None,
+        ge=0,
+        description="Prompt tokens the endpoint served from its prompt cache (0 when it "
+        "reports none).",
+    )
+
+
+class ModelRetryEvent(_Envelope):
+    """A model call's attempt failed; the call is tried again after `wait_s` seconds."""
+
+    type: Literal["model_retry"]
+    step: int
+    tier: str
+    attempt: int = Field(ge=1, description="The attempt that failed, from 1.")
+    attempts: int = Field(ge=1, description="How many attempts the call may take in all.")
+    reason: str = Field(description="Why the attempt failed, in words (timeout, status...).")
+    wait_s: float = Field(ge=0, description="Seconds until the next attempt.")
+
+
+class AttemptEvent(_Envelope):
+    """One of a tier's independent attempts started or ended (LOOPWRIGHT_ATTEMPTS)."""
+
+    type: Literal["attempt"]
+    tier: str
+    attempt: int = Field(ge=1, description="This attempt's number, from 1.")
+    attempts: int = Field(ge=1, description="How many attempts the tier may make.")
+    seed: int
+    status: Literal["started", "passed", "failed"] = Field(
+        description="passed: the model finished and the test command passed in the loop's "
+        "sandbox (verification still judges it); failed: it did not."
+    )
+    steps: int | None = Field(None, ge=0, description="Model steps the attempt took.")
+    reason: str | None = Field(None, description="Why a failed attempt failed.")
 
 
 class ToolCallEvent(_Envelope):
@@ -280,9 +316,11 @@ EVENT_MODELS: dict[str, type[_Envelope]] = {
     "stage": StageEvent,
     "plan": PlanEvent,
     "model_call": ModelCallEvent,
+    "model_retry": ModelRetryEvent,
     "tool_call": ToolCallEvent,
     "tool_result": ToolResultEvent,
     "escalation": EscalationEvent,
+    "attempt": AttemptEvent,
     "verification": VerificationEvent,
     "screenshot": ScreenshotEvent,
     "delivery": DeliveryEvent,

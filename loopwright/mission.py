@@ -31,8 +31,9 @@ from typing import Any, Literal, Protocol, get_args
 
 from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation, truncate_middle
-from loopwright.agent.loop import AgentLoop
-from loopwright.agent.model import Model, ModelError
+from loopwright.agent.localize import Reader, source_excerpts
+from loopwright.agent.loop import AgentLoop, LoopResult, leave_loop_stage
+from loopwright.agent.model import Model, ModelError, Sampling
 from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS, is_protected
 from loopwright.agent.prompts import SYSTEM, change_task, fix_task
 from loopwright.agent.tools import Toolbox
@@ -47,7 +48,7 @@ from loopwright.config import (
 )
 from loopwright.events import EventBus, PhaseName
 from loopwright.instructions import RepoInstructions, read_tree_instructions
-from loopwright.sandbox.base import Sandbox, SandboxError, SandboxProvider
+from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,
     apply_patch,
@@ -136,6 +137,8 @@ class MissionResult:
     """The short subject the model gave with `finish` (empty when it gave none)."""
     plan: list[dict[str, str]] = field(default_factory=list)
     """The model's latest plan, `{step, status}` items as in the `plan` event."""
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    """Independent attempts, `{tier, attempt, seed, passed, steps}` (LOOPWRIGHT_ATTEMPTS)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -479,7 +482,87 @@ class FixMission:
         return self.request.change_requested and bool((self.request.guidance or "").strip())
 
     def _fix(self, plan: TestPlan, before: SuiteRun, repo: RepoConfig) -> tuple[str, str]:
+        """The loop, as independent attempts on the tiers LOOPWRIGHT_ATTEMPTS names (in
+        order, cheapest first) and then one escalating loop over the remaining tiers. An
+        attempt counts only when the model finished AND the test command passes in the
+        loop's sandbox; the workspace is put back to the base tree before the next one."""
         sandbox = self.sandboxes.opened[-1]
+        base = self.workdir / "trees" / "base"
+        task = (
+            change_task(plan.command, self.request.guidance or "", self.instructions)
+            if before.result.ok and not before.report.failing()
+            else fix_task(
+                plan.command,
+                sorted(before.report.failing()),
+                truncate_middle(before.result.output, 6_000),
+                self.request.guidance,
+                self.instructions,
+                source=source_excerpts(before.result.output, _reader(sandbox)),
+            )
+        )
+        tiers = self.settings.tiers
+        first = 0
+        while first < len(tiers) and self.settings.attempts.get(tiers[first].name, 1) > 1:
+            first += 1
+        entered = False
+        for index, tier in enumerate(tiers[:first]):
+            count = self.settings.attempts[tier.name]
+            for number in range(1, count + 1):
+                last = index == len(tiers) - 1 and number == count
+                seed = number
+                self.events.emit(
+                    "attempt", tier=tier.name, attempt=number, attempts=count, seed=seed,
+                    status="started",
+                )  # fmt: skip
+                loop, toolbox = self._loop(
+                    sandbox, plan, repo, task, before,
+                    settings=self.settings.with_overrides(tiers=(tier,)),
+                    step_limit=self.settings.attempt_steps,
+                    sampling=Sampling(self.settings.attempt_temperature, seed),
+                    stages=(not entered, last),
+                )  # fmt: skip
+                entered = True
+                outcome = loop.run()
+                with timed_phase(self.events, "patch_export"):
+                    patch = export_patch(sandbox, timeout_s=120, base=base)
+                passed, why = self._attempt_passed(sandbox, plan, outcome, patch)
+                self.result.attempts.append(
+                    {"tier": tier.name, "attempt": number, "seed": seed, "passed": passed,
+                     "steps": loop.steps_taken}
+                )  # fmt: skip
+                self.events.emit(
+                    "attempt", tier=tier.name, attempt=number, attempts=count, seed=seed,
+                    status="passed" if passed else "failed", steps=loop.steps_taken,
+                    reason=None if passed else why,
+                )  # fmt: skip
+                if passed or last or outcome.outcome == "budget_exceeded":
+                    if not last:
+                        leave_loop_stage(self.events, "finished" if passed else "budget_exceeded")
+                    return self._adopt(loop, toolbox, outcome, patch)
+                restore_base(sandbox, base, patch, timeout_s=self.settings.command_timeout_s)
+        loop, toolbox = self._loop(
+            sandbox, plan, repo, task, before,
+            settings=self.settings.with_overrides(tiers=tiers[first:]),
+            stages=(not entered, True),
+        )  # fmt: skip
+        outcome = loop.run()
+        with timed_phase(self.events, "patch_export"):
+            patch = export_patch(sandbox, timeout_s=120, base=base)
+        return self._adopt(loop, toolbox, outcome, patch)
+
+    def _loop(
+        self,
+        sandbox: Sandbox,
+        plan: TestPlan,
+        repo: RepoConfig,
+        task: str,
+        before: SuiteRun,
+        *,
+        settings: Settings,
+        stages: tuple[bool, bool],
+        step_limit: int | None = None,
+        sampling: Sampling | None = None,
+    ) -> tuple[AgentLoop, Toolbox]:
         protected = (
             repo.protected_paths if repo.protected_paths is not None else DEFAULT_PROTECTED_PATHS
         )
@@ -490,36 +573,48 @@ class FixMission:
             test_command=plan.command,
         )
         conversation = Conversation(
-            system=SYSTEM,
-            task=change_task(plan.command, self.request.guidance or "")
-            if before.result.ok and not before.report.failing()
-            else fix_task(
-                plan.command,
-                sorted(before.report.failing()),
-                truncate_middle(before.result.output, 6_000),
-                self.request.guidance,
-                self.instructions,
-            ),
-            context_tokens=self.settings.context_tokens,
+            system=SYSTEM, task=task, context_tokens=self.settings.context_tokens
         )
         conversation.set_latest_test(plan.command, before.result.exit_code, before.result.output)
         loop = AgentLoop(
-            settings=self.settings,
+            settings=settings,
             model=self.model,
             toolbox=toolbox,
             conversation=conversation,
             budget=self.budget,
             events=self.events,
             cancellation=self.cancellation,
+            step_limit=step_limit,
+            sampling=sampling,
+            manage_stages=stages,
         )
-        outcome = loop.run()
+        return loop, toolbox
+
+    def _attempt_passed(
+        self, sandbox: Sandbox, plan: TestPlan, outcome: LoopResult, patch: str
+    ) -> tuple[bool, str]:
+        """Whether an attempt is worth verifying: the model finished with a change and the
+        test command now passes in the loop's sandbox."""
+        if outcome.outcome != "finished":
+            return False, outcome.reason or "the attempt ended without finish"
+        if not patch.strip():
+            return False, "the attempt finished without changing anything"
+        check = run_suite(sandbox, plan, timeout_s=self.settings.command_timeout_s)
+        if check.result.ok and not check.report.failing():
+            return True, ""
+        failing = sorted(check.report.failing())
+        named = f": {', '.join(failing[:5])}" if failing else ""
+        code = check.result.exit_code
+        return False, f"the tests still fail after the attempt (exit {code}){named}"
+
+    def _adopt(
+        self, loop: AgentLoop, toolbox: Toolbox, outcome: LoopResult, patch: str
+    ) -> tuple[str, str]:
         self.result.final_tier = loop.escalation.current
         self.result.plan = [{"step": i.step, "status": i.status} for i in toolbox.plan]
         self.result.title = toolbox.title or ""
-        with timed_phase(self.events, "patch_export"):
-            patch = export_patch(sandbox, timeout_s=120, base=self.workdir / "trees" / "base")
         self.result.patch = patch
-        if outcome.outcome == "budget_exceeded":
+        if outcome.outcome in ("budget_exceeded", "attempt_exhausted"):
             raise MissionFailed("budget_exceeded", outcome.reason)
         return outcome.summary, patch
 
@@ -902,6 +997,48 @@ def write_into_tree(tree: Path, patched: Path, files: Sequence[Routed]) -> None:
             os.symlink(os.readlink(source), target)
         else:
             shutil.copy2(source, target)
+
+
+def restore_base(sandbox: Sandbox, base: Path, patch: str, *, timeout_s: float) -> None:
+    """Put every path `patch` changed back to its version in `base` (removing what the
+    patch added), so the next independent attempt starts from the reproduction's tree."""
+    paths = sorted({path for path, _status in changed_files(patch)})
+    if not paths:
+        return
+    steps = [f"rm -rf -- {shlex.join(paths)}"]
+    links: list[str] = []
+    executable: list[str] = []
+    writes: list[str] = []
+    for path in paths:
+        original = base / path
+        if original.is_symlink():
+            parent = shlex.quote(os.path.dirname(path) or ".")
+            links.append(
+                f"mkdir -p -- {parent} && ln -s -- {shlex.quote(os.readlink(original))} "
+                f"{shlex.quote(path)}"
+            )
+        elif original.is_file():
+            writes.append(path)
+            if original.stat().st_mode & 0o111:
+                executable.append(path)
+    _sandbox_steps(sandbox, steps + links, timeout_s=timeout_s)
+    for path in writes:
+        sandbox.write_file(path, (base / path).read_bytes())
+    if executable:
+        _sandbox_steps(sandbox, [f"chmod +x -- {shlex.join(executable)}"], timeout_s=timeout_s)
+
+
+def _reader(sandbox: Sandbox) -> Reader:
+    """Reads workspace files for the first prompt's source excerpts; a file the sandbox
+    refuses or cannot find is skipped."""
+
+    def read(path: str) -> bytes | None:
+        try:
+            return sandbox.read_file(path)
+        except (FileToolError, SandboxError):
+            return None
+
+    return read
 
 
 def _sandbox_steps(sandbox: Sandbox, steps: list[str], *, timeout_s: float) -> None:

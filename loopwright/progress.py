@@ -107,11 +107,25 @@ class ProgressPrinter:
             if f.get("tool_call_source") == "content":
                 tools += " (written as text)"
             about = "~" if f.get("usage_estimated") else ""
+            cached = f" ({f['cached_tokens']} cached)" if f.get("cached_tokens") else ""
             return self._c(
                 "2",
                 f"  · step {f.get('step')} on {f.get('tier')}: {tools}  "
-                f"({about}{f.get('prompt_tokens')}+{f.get('completion_tokens')} tokens, "
+                f"({about}{f.get('prompt_tokens')}{cached}+{f.get('completion_tokens')} tokens, "
                 f"${self._cost:.4f} so far)",
+            )
+        if event.type == "attempt":
+            head = f"attempt {f.get('attempt')}/{f.get('attempts')} on {f.get('tier')}"
+            if f.get("status") == "started":
+                return self._c("1;36", f"  ▶ {head} (seed {f.get('seed')})")
+            if f.get("status") == "passed":
+                return self._c("32", f"  ✓ {head}: the tests pass; verification judges it")
+            return self._c("33", f"  ✗ {head} after {f.get('steps')} steps: {f.get('reason')}")
+        if event.type == "model_retry":
+            return self._c(
+                "33",
+                f"  ↻ model call failed (attempt {f.get('attempt')} of {f.get('attempts')}), "
+                f"retrying in {float(f.get('wait_s') or 0):.1f}s: {f.get('reason')}",
             )
         if event.type == "tool_call":
             if f.get("summary"):

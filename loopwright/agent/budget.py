@@ -19,6 +19,8 @@ class TierUsage:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens the endpoint reported as served from its prompt cache."""
     cost_usd: float = 0.0
 
 
@@ -64,13 +66,16 @@ class Budget:
                 f"wall-clock limit reached ({s.wall_clock_s:g}s, LOOPWRIGHT_WALL_CLOCK_S)"
             )
 
-    def charge(self, tier: Tier, prompt_tokens: int, completion_tokens: int) -> float:
+    def charge(
+        self, tier: Tier, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+    ) -> float:
         self.steps += 1
         usage = self.usage.setdefault(tier.name, TierUsage())
-        cost = tier.cost(prompt_tokens, completion_tokens)
+        cost = tier.cost(prompt_tokens, completion_tokens, cached_tokens)
         usage.calls += 1
         usage.prompt_tokens += prompt_tokens
         usage.completion_tokens += completion_tokens
+        usage.cached_tokens += cached_tokens
         usage.cost_usd += cost
         return cost
 

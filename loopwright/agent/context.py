@@ -1,9 +1,10 @@
 """The conversation the model sees, kept inside a token budget.
 
-Long tool outputs are cut to head + tail when they are recorded. When the whole
-conversation nears the context size, the oldest tool observations are elided first. The
-plan and the latest test result are restated at the end of every request, so trimming can
-never hide them.
+Long tool outputs are cut to head + tail when they are recorded. Every request extends the
+previous one (an endpoint's prompt cache then reuses all of it): the plan and the latest
+test result are appended as a new message whenever they change, and are never elided. When
+the whole conversation outgrows the context size, the oldest tool observations are elided
+in one large step, down to `ELIDE_TO` of the budget.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from typing import Any
 
 CHARS_PER_TOKEN = 4
 """A deliberately conservative estimate; no tokenizer is needed for budgeting."""
+ELIDE_TO = 0.6
+"""Fraction of the budget an over-full conversation is elided down to, so that the cached
+prefix is invalidated rarely rather than a little on every step."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -50,6 +54,7 @@ class Conversation:
     plan: list[PlanItem] = field(default_factory=list)
     latest_test: str | None = None
     _elided: set[int] = field(default_factory=set)
+    _last_state: str | None = None
 
     def add_assistant(self, content: str, tool_calls: list[dict[str, Any]]) -> None:
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
@@ -68,7 +73,7 @@ class Conversation:
         self.latest_test = f"$ {command}\n(exit code {exit_code})\n{truncate_middle(output, 3_000)}"
 
     def state_message(self) -> str:
-        lines = ["Current state (restated every turn)."]
+        lines = ["Current state."]
         if self.plan:
             lines.append("Plan:")
             marks = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
@@ -80,29 +85,41 @@ class Conversation:
         return "\n".join(lines)
 
     def render(self) -> list[dict[str, Any]]:
-        """The messages for the next request, eliding old observations to fit the budget."""
+        """The messages for the next request: always the previous request plus what happened
+        since, so an endpoint's prompt cache reuses the whole prefix.
+
+        The state (plan and latest test run) is appended as a new message when it changed,
+        never rewritten in place. When the conversation outgrows the budget, the oldest tool
+        observations are elided down to `ELIDE_TO` of it in one go, so the prefix changes in
+        rare large steps rather than a little on every request.
+        """
+        state = self.state_message()
+        if state != self._last_state:
+            self.turns.append({"role": "user", "content": state})
+            self._last_state = state
         budget = int(self.context_tokens * 0.85)
         head = [
             {"role": "system", "content": self.system},
             {"role": "user", "content": self.task},
         ]
-        tail = [{"role": "user", "content": self.state_message()}]
-        fixed = sum(_message_tokens(m) for m in head + tail)
+        fixed = sum(_message_tokens(m) for m in head)
         sizes = [_message_tokens(m) for m in self._rendered_turns()]
         total = fixed + sum(sizes)
-        # Elide the oldest tool observations first; the most recent turns stay verbatim
-        # because they are what the model is reasoning about right now.
-        protected_from = max(len(self.turns) - 6, 0)
-        for index, message in enumerate(self.turns):
-            if total <= budget or index >= protected_from:
-                break
-            if message["role"] != "tool" or index in self._elided:
-                continue
-            before = sizes[index]
-            self._elided.add(index)
-            sizes[index] = _message_tokens(self._render_turn(index))
-            total -= before - sizes[index]
-        return [*head, *self._rendered_turns(), *tail]
+        if total > budget:
+            target = int(budget * ELIDE_TO)
+            # Elide the oldest tool observations first; the most recent turns stay verbatim
+            # because they are what the model is reasoning about right now.
+            protected_from = max(len(self.turns) - 6, 0)
+            for index, message in enumerate(self.turns):
+                if total <= target or index >= protected_from:
+                    break
+                if message["role"] != "tool" or index in self._elided:
+                    continue
+                before = sizes[index]
+                self._elided.add(index)
+                sizes[index] = _message_tokens(self._render_turn(index))
+                total -= before - sizes[index]
+        return [*head, *self._rendered_turns()]
 
     def _rendered_turns(self) -> list[dict[str, Any]]:
         return [self._render_turn(i) for i in range(len(self.turns))]

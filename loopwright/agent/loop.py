@@ -16,8 +16,9 @@ from typing import Any, Literal
 from loopwright.agent.budget import Budget, LimitsExceeded
 from loopwright.agent.context import Conversation, truncate_middle
 from loopwright.agent.escalation import EscalationPolicy, Signal
-from loopwright.agent.model import Model, ToolCall
-from loopwright.agent.prompts import NO_TOOL_CALL
+from loopwright.agent.failures import failing_tests
+from loopwright.agent.model import Model, ModelRetry, Sampling, ToolCall
+from loopwright.agent.prompts import NO_TOOL_CALL, PLAN_ONLY
 from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome, describe_call
 from loopwright.cancellation import Cancellation
 from loopwright.config import Settings
@@ -28,15 +29,32 @@ TEST_RUNNER = re.compile(
     r"|jest|vitest|mocha)\b"
 )
 EVENT_OUTPUT_CHARS = 20_000
+FAILING_OUTPUT_CHARS = 1_500
 
 
 class Submitted(Exception):
     """The model called finish; carries its summary."""
 
 
+class AttemptStepsExceeded(LimitsExceeded):
+    """An independent attempt used its steps (LOOPWRIGHT_ATTEMPT_STEPS); the mission's own
+    budget may still have room for another."""
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """The latest test command the model ran in the loop, as the finish rule reads it."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    command: str
+    exit_code: int
+    output: str
+
+
 @dataclass(frozen=True)
 class LoopResult:
-    outcome: Literal["finished", "budget_exceeded"]
+    outcome: Literal["finished", "budget_exceeded", "attempt_exhausted"]
     summary: str
     reason: str = ""
 
@@ -52,7 +70,13 @@ class AgentLoop:
         budget: Budget,
         events: EventBus,
         cancellation: Cancellation | None = None,
+        step_limit: int | None = None,
+        sampling: Sampling | None = None,
+        manage_stages: tuple[bool, bool] = (True, True),
     ) -> None:
+        """`step_limit` and `sampling` make this one independent attempt; `manage_stages`
+        says whether the loop enters the plan stage at its start and leaves plan/loop at
+        its end (a mission of several attempts enters once and leaves once)."""
         self.settings = settings
         self.cancellation = cancellation or Cancellation()
         self.model = model
@@ -61,25 +85,68 @@ class AgentLoop:
         self.budget = budget
         self.events = events
         self.escalation = EscalationPolicy(settings.tier_names, settings.escalate_after)
+        self.latest_test: TestRun | None = None
+        """The model's latest test run in this loop (the reproduction before it is not one)."""
+        self.finish_refused = False
+        self.changed_since_test = False
+        """Whether the model wrote, edited or ran something else since its latest test run."""
+        self.plan_only_streak = 0
+        self.step_limit = step_limit
+        self.sampling = sampling
+        self.steps_taken = 0
+        self._enters, self._leaves = manage_stages
 
     def run(self) -> LoopResult:
-        self.events.enter("plan")
+        if self._enters:
+            self.events.enter("plan")
         try:
             while True:
                 self.step()
         except Submitted as done:
-            self._leave_loop("finished")
+            if self._leaves:
+                leave_loop_stage(self.events, "finished")
             return LoopResult("finished", str(done))
+        except AttemptStepsExceeded as limit:
+            if self._leaves:
+                leave_loop_stage(self.events, "budget_exceeded")
+            return LoopResult("attempt_exhausted", "", str(limit))
         except LimitsExceeded as limit:
-            self._leave_loop("budget_exceeded")
+            if self._leaves:
+                leave_loop_stage(self.events, "budget_exceeded")
             return LoopResult("budget_exceeded", "", str(limit))
 
     def step(self) -> None:
         self.cancellation.check()
         self.budget.check()
+        if self.step_limit is not None and self.steps_taken >= self.step_limit:
+            raise AttemptStepsExceeded(
+                f"attempt step limit reached ({self.step_limit}, LOOPWRIGHT_ATTEMPT_STEPS)"
+            )
+        self.steps_taken += 1
         tier = self.settings.tier(self.escalation.current)
-        reply = self.model.complete(tier, self.conversation.render(), TOOL_SPECS)
-        cost = self.budget.charge(tier, reply.usage.prompt_tokens, reply.usage.completion_tokens)
+
+        def retrying(retry: ModelRetry) -> None:
+            self.events.emit(
+                "model_retry",
+                step=self.budget.steps,
+                tier=tier.name,
+                attempt=retry.attempt,
+                attempts=retry.attempts,
+                reason=retry.reason,
+                wait_s=retry.wait_s,
+            )
+
+        reply = self.model.complete(
+            tier,
+            self.conversation.render(),
+            TOOL_SPECS,
+            on_retry=retrying,
+            sampling=self.sampling,
+        )
+        usage = reply.usage
+        cost = self.budget.charge(
+            tier, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
+        )
         recovered = len(reply.tool_calls) if reply.tool_call_source == "content" else 0
         self.events.emit(
             "model_call",
@@ -97,6 +164,7 @@ class AgentLoop:
             recovered_tool_calls=recovered,
             usage_estimated=reply.usage.estimated,
             reasoning_tokens=reply.reasoning_tokens,
+            cached_tokens=usage.cached_tokens,
         )
         # A reply that arrives after a cancel is recorded (it was paid for) but not acted on.
         self.cancellation.check()
@@ -123,6 +191,19 @@ class AgentLoop:
                 finished = outcome.finished
         if finished is not None:
             raise Submitted(finished)
+        self._count_plan_only({c.name for c in reply.tool_calls})
+
+    def _count_plan_only(self, tools: set[str]) -> None:
+        """From the `plan_only_steps`-th step in a row that only updated the plan, each such
+        step is a failure for escalation, and the model is told to act."""
+        if tools != {"update_plan"}:
+            self.plan_only_streak = 0
+            return
+        self.plan_only_streak += 1
+        limit = self.settings.plan_only_steps
+        if self.plan_only_streak >= limit:
+            self.conversation.add_user(PLAN_ONLY.format(count=self.plan_only_streak))
+            self._signal("failure", f"{self.plan_only_streak} plan-only steps in a row")
 
     def _run_tool(self, call: ToolCall) -> ToolOutcome:
         described = describe_call(call.name, call.arguments)
@@ -136,7 +217,7 @@ class AgentLoop:
             summary=described.summary,
             **extra,
         )
-        outcome = self.toolbox.run(call.name, call.arguments)
+        outcome = self._finish_gate(call) or self.toolbox.run(call.name, call.arguments)
         self.conversation.add_tool_result(call.id, outcome.observation)
         if outcome.plan is not None:
             self.conversation.plan = outcome.plan
@@ -164,8 +245,41 @@ class AgentLoop:
             test_cmd = self.toolbox.test_command
             if (test_cmd and test_cmd in command) or TEST_RUNNER.search(command):
                 self.conversation.set_latest_test(command, outcome.exit_code, output)
+                self.latest_test = TestRun(command, outcome.exit_code, output)
+                self.changed_since_test = False
+            else:
+                self.changed_since_test = True
+        elif call.name in ("write_file", "edit_file") and outcome.status == "ok":
+            self.changed_since_test = True
         self._signal(_signal_for(call.name, outcome), f"{call.name} {outcome.status}")
         return outcome
+
+    def _finish_gate(self, call: ToolCall) -> ToolOutcome | None:
+        """Refuse the first `finish` that comes right after a failing test run (nothing
+        written, edited or run since), naming the failures.
+
+        Only once: a model that calls finish again is taken at its word and verification
+        decides, so a test that cannot pass in the loop's sandbox never traps the mission.
+        """
+        run = self.latest_test
+        if call.name != "finish" or self.finish_refused or run is None or run.exit_code == 0:
+            return None
+        if self.changed_since_test:
+            return None
+        self.finish_refused = True
+        names = failing_tests(run.output)
+        failing = (
+            "Failing: " + ", ".join(names) + "."
+            if names
+            else "Its output ends:\n" + run.output[-FAILING_OUTPUT_CHARS:]
+        )
+        return ToolOutcome(
+            "refused",
+            f"Refused: your latest test run (`{run.command}`) failed with exit code "
+            f"{run.exit_code}. {failing}\nFix the code and run the tests again before you "
+            "call finish. If you are sure the change is right anyway, call finish again: "
+            "verification will then judge it.",
+        )
 
     def _signal(self, signal: Signal, what: str) -> None:
         switch = self.escalation.record(signal, what)
@@ -177,11 +291,13 @@ class AgentLoop:
                 reason=switch.reason,
             )
 
-    def _leave_loop(self, status: str) -> None:
-        if self.events.stage == "plan":
-            self.events.leave("plan", status)
-        elif self.events.stage == "loop":
-            self.events.leave("loop", status)
+
+def leave_loop_stage(events: EventBus, status: str) -> None:
+    """Leave the plan or loop stage, whichever the mission is in."""
+    if events.stage == "plan":
+        events.leave("plan", status)
+    elif events.stage == "loop":
+        events.leave("loop", status)
 
 
 def _signal_for(tool: str, outcome: ToolOutcome) -> Signal:

@@ -54,6 +54,9 @@ class Usage:
     completion_tokens: int
     estimated: bool = False
     """The endpoint reported no usage; the counts are a local estimate (four characters a token)."""
+    cached_tokens: int = 0
+    """Prompt tokens the endpoint served from its prompt cache: `prompt_tokens_details.
+    cached_tokens` (OpenAI and compatible APIs) or llama.cpp's `timings.cache_n`."""
 
 
 ToolCallSource = Literal["native", "content"]
@@ -77,13 +80,42 @@ class ModelReply:
     searched for calls."""
 
 
+@dataclass(frozen=True)
+class ModelRetry:
+    """An attempt failed and the call will be tried again after `wait_s` seconds."""
+
+    attempt: int
+    """The attempt that failed, from 1."""
+    attempts: int
+    """How many attempts the call may take in all."""
+    reason: str
+    wait_s: float
+
+
+RetryListener = Callable[[ModelRetry], None]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling for one call: independent attempts sample with a temperature and a seed of
+    their own; without it the endpoint's defaults apply."""
+
+    temperature: float
+    seed: int
+
+
 class ModelError(Exception):
     """The endpoint gave no answer after retries; the message is one line saying what to fix."""
 
 
 class Model(Protocol):
     def complete(
-        self, tier: Tier, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        tier: Tier,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_retry: RetryListener | None = None,
+        sampling: Sampling | None = None,
     ) -> ModelReply: ...
 
 
@@ -133,19 +165,29 @@ class OpenAIModel:
         self.close()
 
     def complete(
-        self, tier: Tier, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        tier: Tier,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_retry: RetryListener | None = None,
+        sampling: Sampling | None = None,
     ) -> ModelReply:
+        """One reply; `on_retry` hears of each failed attempt before the wait for the next."""
         started = time.monotonic()
         attempts = self._settings.model_retries + 1
         for attempt in range(attempts):
             try:
-                reply = self._attempt(tier, messages, tools, started)
+                reply = self._attempt(tier, messages, tools, started, sampling)
             except _Retryable as failure:
                 if attempt + 1 == attempts:
                     times = "1 time" if attempts == 1 else f"{attempts} times"
                     message = f"{failure.message} (tried {times})"
                     raise ModelError(self._redactor.text(message)) from None
-                self._sleep(_backoff(attempt, failure.wait_s))
+                wait_s = _backoff(attempt, failure.wait_s)
+                if on_retry is not None:
+                    reason = self._redactor.text(failure.message)
+                    on_retry(ModelRetry(attempt + 1, attempts, reason, round(wait_s, 3)))
+                self._sleep(wait_s)
                 continue
             if self._recorder is not None:
                 self._recorder.record(tier, reply)
@@ -158,6 +200,7 @@ class OpenAIModel:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         started: float,
+        sampling: Sampling | None = None,
     ) -> ModelReply:
         deadline = _Deadline(self._settings.model_timeout_s)
         reply = _Accumulator(tier.model)
@@ -168,6 +211,8 @@ class OpenAIModel:
                 messages=cast(Any, messages),
                 tools=cast(Any, tools) if tools else openai.omit,
                 tool_choice="auto" if tools else openai.omit,
+                temperature=sampling.temperature if sampling else openai.omit,
+                seed=sampling.seed if sampling else openai.omit,
                 stream=True,
                 stream_options={"include_usage": True},
             )
@@ -322,7 +367,11 @@ class _Accumulator:
     def add(self, chunk: ChatCompletionChunk) -> None:
         self.model = chunk.model or self.model
         if chunk.usage is not None:
-            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+            self.usage = Usage(
+                chunk.usage.prompt_tokens,
+                chunk.usage.completion_tokens,
+                cached_tokens=_cached_tokens(chunk),
+            )
             details = chunk.usage.completion_tokens_details
             if details is not None and details.reasoning_tokens:
                 self.reasoning_tokens = details.reasoning_tokens
@@ -471,6 +520,19 @@ def _estimate_usage(
     return Usage(math.ceil(prompt_chars / 4), math.ceil(completion_chars / 4), estimated=True)
 
 
+def _cached_tokens(chunk: ChatCompletionChunk) -> int:
+    """Cached prompt tokens from the usage chunk, as OpenAI-compatible APIs or llama.cpp's
+    server report them; 0 when the endpoint says nothing."""
+    usage = chunk.usage
+    details = usage.prompt_tokens_details if usage is not None else None
+    if details is not None and details.cached_tokens:
+        return max(int(details.cached_tokens), 0)
+    timings = (chunk.model_extra or {}).get("timings")
+    if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+        return max(int(timings["cache_n"]), 0)
+    return 0
+
+
 def _backoff(attempt: int, hint_s: float | None) -> float:
     """Seconds to wait before retry number `attempt + 1`: the endpoint's hint, else exponential."""
     if hint_s is not None:
@@ -599,6 +661,8 @@ def reply_to_step(reply: ModelReply) -> dict[str, Any]:
         "prompt_tokens": reply.usage.prompt_tokens,
         "completion_tokens": reply.usage.completion_tokens,
     }
+    if reply.usage.cached_tokens:
+        step["usage"]["cached_tokens"] = reply.usage.cached_tokens
     if reply.finish_reason is not None:
         step["finish_reason"] = reply.finish_reason
     return step

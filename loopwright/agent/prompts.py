@@ -94,6 +94,7 @@ def fix_task(
     output: str,
     guidance: str | None = None,
     instructions: RepoInstructions | None = None,
+    source: str = "",
 ) -> str:
     # The repository's guidance comes first: the start of the task is then the same for
     # every mission on the repository, which keeps the prompt prefix cacheable.
@@ -106,16 +107,22 @@ def fix_task(
         if len(failing) > len(shown):
             lines.append(f"- ... and {len(failing) - len(shown)} more")
     lines += ["", "Output of the failing run:", output]
+    if source:
+        lines += ["", "Source around the lines the failure points at (> marks the line):", source]
     if guidance:
         lines += ["", "A maintainer added this guidance:", guidance]
     lines += ["", "Make the tests pass by fixing the code. Start with update_plan."]
     return "\n".join(lines)
 
 
-def change_task(test_command: str, guidance: str) -> str:
+def change_task(
+    test_command: str, guidance: str, instructions: RepoInstructions | None = None
+) -> str:
     """The task when a maintainer asks for a change to a fix whose tests already pass."""
+    head = [repository_guidance(instructions)] if instructions else []
     return "\n".join(
         [
+            *head,
             f"The test command `{test_command}` passes. A maintainer reviewed the earlier fix "
             "in this repository and asked for a change:",
             guidance,
@@ -139,6 +146,11 @@ def build_task(spec: str, lang: str) -> str:
         ]
     )
 
+
+PLAN_ONLY = (
+    "You have only updated the plan for {count} steps in a row. Act on it now: read the "
+    "failing code, edit it, or run the tests."
+)
 
 NO_TOOL_CALL = (
     "You answered without calling a tool. Work only through the tools: call update_plan, "

@@ -102,12 +102,15 @@ class ScriptStep:
         usage = data.get("usage")
         if usage is not None:
             if not isinstance(usage, dict) or not all(
-                k in ("prompt_tokens", "completion_tokens", "total_tokens")
+                k in ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
                 and isinstance(v, int)
                 and v >= 0
                 for k, v in usage.items()
             ):
-                raise bad("'usage' must map prompt_tokens/completion_tokens to whole numbers ≥ 0")
+                raise bad(
+                    "'usage' must map prompt_tokens/completion_tokens (and optionally "
+                    "cached_tokens) to whole numbers ≥ 0"
+                )
             usage = {k: v for k, v in usage.items() if k != "total_tokens"}
         status = data.get("status")
         if status is not None and (
@@ -386,6 +389,7 @@ class ScriptedModelServer:
         self._lock = threading.Lock()
         self._next_step = 0
         self._next_call_id = 0
+        self._cached_messages: list[Any] = []
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -446,6 +450,17 @@ class ScriptedModelServer:
     def _record(self, body: dict[str, Any]) -> None:
         with self._lock:
             self.requests.append(body)
+
+    def _cached_prefix_tokens(self, messages: list[Any]) -> int:
+        """What a server's prompt cache would reuse: the messages this request shares, in
+        order from the start, with the one before it (tokens estimated as for the prompt)."""
+        with self._lock:
+            previous = self._cached_messages
+            self._cached_messages = list(messages)
+        shared = 0
+        while shared < min(len(previous), len(messages)) and previous[shared] == messages[shared]:
+            shared += 1
+        return math.ceil(len(json.dumps(messages[:shared])) / 4) if shared else 0
 
     def _take_step(self) -> ScriptStep | None:
         with self._lock:
@@ -548,11 +563,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _calls(self, step: ScriptStep) -> list[tuple[str, ScriptToolCall]]:
         return [(c.id or self.scripted._call_id(), c) for c in step.tool_calls]
 
-    def _usage(self, body: dict[str, Any], step: ScriptStep) -> dict[str, int]:
+    def _usage(self, body: dict[str, Any], step: ScriptStep) -> dict[str, Any]:
         given = step.usage or {}
         prompt = given.get("prompt_tokens")
+        cached = given.get("cached_tokens")
         if prompt is None:
             prompt = math.ceil(len(json.dumps(body["messages"])) / 4)
+            if cached is None:
+                cached = min(self.scripted._cached_prefix_tokens(body["messages"]), prompt)
         completion = given.get("completion_tokens")
         if completion is None:
             size = len(step.content) + sum(len(c.name) + len(c.arguments) for c in step.tool_calls)
@@ -561,6 +579,7 @@ class _Handler(BaseHTTPRequestHandler):
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached or 0},
         }
 
     @staticmethod

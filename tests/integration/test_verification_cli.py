@@ -38,11 +38,15 @@ def edit_tests(old: str, new: str) -> dict[str, Any]:
 
 
 def cheat(*calls: dict[str, Any]) -> list[dict[str, Any]]:
-    """A scripted session: plan, the given calls one per step, a green run, finish."""
+    """A scripted session: plan, the given calls one per step, a test run, finish. Where
+    the run is not green (the deleted test file makes pytest collect nothing), the loop
+    refuses that first finish and the model insists: the second finish goes to
+    verification, which must catch the cheat."""
     return [
         step(PLAN),
         *(step(call) for call in calls),
         step(tool("run_command", command="python -m pytest -q")),
+        step(FINISH),
         step(FINISH),
     ]
 

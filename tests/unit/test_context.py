@@ -75,3 +75,60 @@ def test_no_elision_when_it_fits():
     )
     conv.add_tool_result("a", "small output")
     assert conv.render()[3]["content"] == "small output"
+
+
+def _step(conv: Conversation, i: int, output: str) -> None:
+    call = {
+        "id": f"c{i}",
+        "type": "function",
+        "function": {"name": "run_command", "arguments": "{}"},
+    }
+    conv.add_assistant("", [call])
+    conv.add_tool_result(f"c{i}", output)
+
+
+def _is_prefix(before: list[dict], after: list[dict]) -> bool:
+    return after[: len(before)] == before
+
+
+def test_each_request_extends_the_previous_one():
+    conv = Conversation(system="sys", task="fix it", context_tokens=100_000)
+    previous = conv.render()
+    for i in range(12):
+        _step(conv, i, f"output {i}")
+        if i % 3 == 0:
+            conv.plan = [PlanItem(f"step {i}", "in_progress")]
+        if i % 4 == 0:
+            conv.set_latest_test("pytest -q", i % 2, f"run {i}")
+        messages = conv.render()
+        assert _is_prefix(previous, messages), i
+        previous = messages
+    # The state is appended when it changed, and is not repeated when it did not.
+    states = [
+        m["content"] for m in previous if m["role"] == "user" and "Current state" in m["content"]
+    ]
+    assert len(states) == len(set(states))
+    assert "step 9" in states[-1] and "run 8" in states[-1]
+
+
+def test_an_unchanged_state_adds_no_message():
+    conv = Conversation(system="sys", task="fix it", context_tokens=100_000)
+    first = conv.render()
+    second = conv.render()
+    assert first == second
+
+
+def test_elision_happens_in_rare_large_steps():
+    conv = Conversation(system="sys", task="fix it", context_tokens=20_000)
+    previous = conv.render()
+    broken = 0
+    for i in range(60):
+        _step(conv, i, f"output {i} " + "y" * 4_000)
+        messages = conv.render()
+        total = sum(estimate_tokens(json.dumps(m)) for m in messages)
+        assert total <= 20_000, i
+        broken += not _is_prefix(previous, messages)
+        previous = messages
+    # ~1,000 tokens a step against a 17,000-token budget elided to 60%: a break every ~7 steps
+    # at most, where eliding just enough would break the prefix on every step once full.
+    assert 1 <= broken <= 10, broken

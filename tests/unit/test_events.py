@@ -165,7 +165,7 @@ def _lines(make, count):
 )
 def test_a_large_edit_is_summarised_quickly_with_the_right_counts(old, new, counts):
     arguments = json.dumps({"path": "big.py", "old": old, "new": new})
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a busy machine cannot fail it
     summary = describe_call("edit_file", arguments).summary
-    assert time.perf_counter() - started < 1
+    assert time.process_time() - started < 1
     assert summary == f"Edited big.py ({counts})"

@@ -30,7 +30,7 @@ from loopwright.agent.scripted import (
     parse_steps,
 )
 from loopwright.agent.tools import TOOL_SPECS
-from loopwright.config import Settings, Tier
+from loopwright.config import ConfigError, Settings, Tier
 from loopwright.events import ToolCallEvent, check_event
 
 NANO = Tier("nano", "vendor/nano-9b")
@@ -762,3 +762,61 @@ def test_missing_usage_with_calls_in_the_content_is_estimated(
     assert reply.usage.estimated is True
     assert reply.usage.completion_tokens > 0
     assert reply.usage.prompt_tokens >= len(json.dumps(MESSAGES)) // 4
+
+
+def test_cached_prompt_tokens_are_read_from_openai_usage_details(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    usage = {
+        "prompt_tokens": 1000,
+        "completion_tokens": 10,
+        "total_tokens": 1010,
+        "prompt_tokens_details": {"cached_tokens": 960},
+    }
+    body = sse(delta(content="ok"), delta("stop"), {"choices": [], "usage": usage})
+    reply = harness.model(raw_endpoint([body]).base_url).complete(NANO, MESSAGES, [])
+    assert reply.usage == Usage(1000, 10, cached_tokens=960)
+
+
+def test_cached_prompt_tokens_are_read_from_llama_cpp_timings(
+    harness: Harness, raw_endpoint: Callable[[list[str]], RawEndpoint]
+) -> None:
+    # llama.cpp's server reports its prompt cache in `timings` beside the usage.
+    final = {
+        "choices": [],
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 30, "total_tokens": 1230},
+        "timings": {"cache_n": 1150, "prompt_n": 50, "predicted_n": 30},
+    }
+    body = sse(delta(content="ok"), delta("stop"), final)
+    reply = harness.model(raw_endpoint([body]).base_url).complete(NANO, MESSAGES, [])
+    assert reply.usage.cached_tokens == 1150
+
+
+def test_the_scripted_server_reports_the_prefix_a_cache_would_reuse(harness: Harness) -> None:
+    server = harness.serve([{"content": "a"}, {"content": "b"}, {"content": "c"}])
+    model = harness.model(server.base_url)
+    first = model.complete(NANO, MESSAGES, [])
+    longer = [*MESSAGES, {"role": "assistant", "content": "a"}, {"role": "user", "content": "go"}]
+    second = model.complete(NANO, longer, [])
+    changed = [{"role": "system", "content": "another system prompt"}, *longer[1:]]
+    third = model.complete(NANO, changed, [])
+    assert first.usage.cached_tokens == 0
+    assert second.usage.cached_tokens == first.usage.prompt_tokens  # all of the first request
+    assert third.usage.cached_tokens == 0  # the first message changed: nothing reused
+
+
+def test_cached_tokens_are_priced_apart_when_a_price_is_set() -> None:
+    settings = Settings.from_env({"LOOPWRIGHT_MODEL_PRICES": "nano=1/2/0.25"})
+    nano = settings.tier("nano")
+    assert nano.price_cached == 0.25
+    # 600 uncached at $1, 400 cached at $0.25, 100 out at $2 (per million).
+    assert nano.cost(1000, 100, cached_tokens=400) == pytest.approx((600 + 100 + 200) / 1e6)
+    plain = Settings.from_env({"LOOPWRIGHT_MODEL_PRICES": "nano=1/2"}).tier("nano")
+    assert plain.price_cached is None
+    assert plain.cost(1000, 100, cached_tokens=400) == pytest.approx((1000 + 200) / 1e6)
+
+
+@pytest.mark.parametrize("value", ["1/2/3/4", "1/x", "1/2/-1"])
+def test_a_bad_price_names_the_setting_and_the_format(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"LOOPWRIGHT_MODEL_PRICES.*INPUT/OUTPUT\[/CACHED\]"):
+        Settings.from_env({"LOOPWRIGHT_MODEL_PRICES": f"nano={value}"})

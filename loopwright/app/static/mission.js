@@ -283,6 +283,23 @@
     li.appendChild(el("div", "meta", e.reason));
   }
 
+  function onAttempt(e) {
+    var head = "attempt " + e.attempt + "/" + e.attempts + " on " + e.tier;
+    if (e.status === "started") {
+      item(e, "escalation", "\u25B6 " + head, "seed " + e.seed);
+      return;
+    }
+    var li = item(e, "escalation", (e.status === "passed" ? "\u2713 " : "\u2717 ") + head,
+      e.steps + " steps");
+    if (e.reason) li.appendChild(el("div", "meta", e.reason));
+  }
+
+  function onModelRetry(e) {
+    var li = item(e, "escalation", "\u21BB model call failed (attempt " + e.attempt + " of " +
+      e.attempts + "), retrying in " + Number(e.wait_s || 0).toFixed(1) + "s", "");
+    li.appendChild(el("div", "meta", e.reason));
+  }
+
   function onVerification(e) {
     var card = document.getElementById("verification-card");
     var box = document.getElementById("verification");
@@ -492,8 +509,9 @@
 
   var handlers = {
     stage: onStage, plan: onPlan, model_call: onModelCall, tool_call: onToolCall,
-    tool_result: onToolResult, escalation: onEscalation, verification: onVerification,
-    screenshot: onScreenshot, delivery: onDelivery, done: onDone, error: onError, phase: onPhase
+    tool_result: onToolResult, escalation: onEscalation, model_retry: onModelRetry,
+    attempt: onAttempt,
+    verification: onVerification, screenshot: onScreenshot, delivery: onDelivery, done: onDone, error: onError, phase: onPhase
   };
 
   function handle(e) {
