@@ -31,7 +31,7 @@ NOTES_END = "<!-- loopwright:notes-end -->"
 """Where `note` inserts a line into a comment it did not render itself."""
 
 _DONE = frozenset({"reproduced", "done", "finished", "verified", "applied", "delivered", "ready"})
-_FAILED = frozenset({"error", "failed", "unverified", "budget_exceeded", "cancelled"})
+_FAILED = frozenset({"error", "failed", "unverified", "budget_exceeded"})
 _MARKS: dict[StageState, str] = {
     "pending": "- [ ]",
     "running": "- [ ] ⏳",
