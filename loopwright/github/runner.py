@@ -160,6 +160,7 @@ class AppMissionRunner:
             bus=bus,
             redactor=redactor,
             mission_url=self._url(mission_id),
+            tracked=tracker is not None,
         )
         try:
             result = self._fix(mission_id, request, session, config, bus, workdir, delivery)
