@@ -43,6 +43,8 @@ from loopwright.github import render
 from loopwright.github.delivery import Delivered, DeliveryMode, GitHubDelivery
 from loopwright.github.gitops import clone_at
 from loopwright.github.service import GitHubError, RepoSession, token_session
+from loopwright.github.tracking import Outcome as TrackedOutcome
+from loopwright.github.tracking import Tracking, TrackingComment
 from loopwright.github.triggers import (
     CommandComment,
     Ignore,
@@ -494,6 +496,7 @@ class ActionRun:
         self.env = env
         self.mission_id = uuid.uuid4().hex[:12]
         self.scratch = action.runner_temp / f"loopwright-{self.mission_id}"
+        self.tracker: TrackingComment | None = None
 
     def run(self) -> Outcome:
         plan = plan_event(self.action)
@@ -522,11 +525,48 @@ class ActionRun:
                 plan = pinned
             self._check_delivery(plan.request)
             config = self._config(plan, session)
+            if plan.request.trigger == "comment":
+                self._track(plan.request, session)
             return self._fix(plan, session, config)
         except (GitHubError, WorkspaceError) as exc:
+            if self.tracker is not None:
+                self.tracker.finish(TrackedOutcome("error", message=self.redactor.text(str(exc))))
             return Outcome("error", str(exc))
         finally:
+            if self.tracker is not None and not self.tracker.finished:
+                self.tracker.finish(
+                    TrackedOutcome("error", message="the mission stopped unexpectedly")
+                )
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _track(self, request: MissionRequest, session: RepoSession) -> None:
+        """👀 on the command and the App's tracking comment, before anything is cloned; what
+        GitHub refuses here is a warning, not the end of the fix."""
+        if request.comment_id is not None:
+            try:
+                session.react(request.comment_id, "eyes")
+            except GitHubError as exc:
+                print(f"loopwright: warning: {exc}", file=sys.stderr)
+        if not request.pr_number:
+            return
+        tracker = TrackingComment(
+            session,
+            request.pr_number,
+            Tracking(
+                mission=self.mission_id,
+                head_sha=request.head_sha,
+                actor=request.actor,
+                live_url=self.action.run_url,
+            ),
+            self.redactor,
+            interval_s=self.settings.github.comment_interval_s,
+        )
+        try:
+            tracker.post()
+        except GitHubError as exc:
+            print(f"loopwright: warning: no tracking comment: {exc}", file=sys.stderr)
+            return
+        self.tracker = tracker
 
     def _authorize(self, pending: NeedsPermission, session: RepoSession) -> Target | Outcome:
         allowed = {u.lower() for u in self.action.allowed_users}
@@ -555,6 +595,11 @@ class ActionRun:
         pull = session.pull_data(pending.request.pr_number or 0)
         decision = authorize(pending, permission, pull, TriggerContext())
         if isinstance(decision, Reply):
+            if pending.request.comment_id is not None:
+                try:
+                    session.react(pending.request.comment_id, "eyes")
+                except GitHubError as exc:
+                    print(f"loopwright: warning: {exc}", file=sys.stderr)
             session.comment(decision.issue_number, decision.body)
             return Outcome("refused", decision.body)
         if isinstance(decision, Ignore):
@@ -652,6 +697,8 @@ class ActionRun:
             groups = StageGroups(sys.stderr)
             stack.callback(groups.close)
             sinks: list[EventSink] = [writer, groups, ProgressPrinter(sys.stderr, color=False)]
+            if self.tracker is not None:
+                sinks.append(self.tracker.sink)
             bus = EventBus(self.mission_id, sinks, self.redactor)
             provider = self._provider(settings)
             stack.callback(provider.close)
@@ -681,6 +728,7 @@ class ActionRun:
                 # The run page has no address for one artifact file, so the body does not
                 # link the screenshot; it is in the artifact.
                 link_screenshot=False,
+                tracked=self.tracker is not None,
             )
             result = FixMission(
                 FixRequest(
@@ -699,6 +747,16 @@ class ActionRun:
                 deliver=_dry_run if self.action.dry_run else delivery,
             ).run()
             _save_artifacts(self.action.artifact_dir, result, self.redactor)
+        if self.tracker is not None:
+            delivered = delivery.delivered
+            self.tracker.finish(
+                TrackedOutcome.from_result(
+                    result.to_dict(),
+                    kind=delivered.kind,
+                    url=delivered.url,
+                    reason=delivered.reason,
+                )
+            )
         if result.status != "verified" or self.action.dry_run:
             return Outcome(result.status, result.message, result, dry_run=self.action.dry_run)
         delivered = delivery.delivered

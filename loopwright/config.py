@@ -85,6 +85,9 @@ class GitHubAppSettings:
     allowed_bots: tuple[str, ...] = ()
     max_attempts: int = 3
     """Missions per head commit before Loopwright stops trying."""
+    comment_interval_s: float = 3.0
+    """The tracking comment is edited at most once in this many seconds (the last state is
+    always written)."""
     client_id: str | None = None
     """The App's OAuth client ID; with `client_secret`, the live view offers GitHub sign-in."""
     client_secret: str | None = None
@@ -157,6 +160,7 @@ class GitHubAppSettings:
             app_slug=env.get("LOOPWRIGHT_GITHUB_APP_SLUG") or cls.app_slug,
             allowed_bots=tuple(b for b in bots if b),
             max_attempts=_int(env, "LOOPWRIGHT_MAX_ATTEMPTS", cls.max_attempts),
+            comment_interval_s=_float(env, "LOOPWRIGHT_COMMENT_INTERVAL_S", cls.comment_interval_s),
             client_id=client_id,
             client_secret=client_secret,
             web_url=web_url.rstrip("/"),

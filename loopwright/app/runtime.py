@@ -12,6 +12,8 @@ import structlog
 from loopwright.agent.model import Model, OpenAIModel
 from loopwright.config import ConfigError, Settings
 from loopwright.events import EventSink
+from loopwright.github import tracking
+from loopwright.github.ratelimit import WriteSpacer
 from loopwright.github.runner import AppMissionRunner
 from loopwright.github.service import GitHubApp, GitHubError
 from loopwright.sandbox.base import SandboxError, SandboxProvider
@@ -67,6 +69,7 @@ def open_runtime(
     extra_sinks: Callable[[str], list[EventSink]] | None = None,
     recover: bool = True,
     webhooks: bool = True,
+    write_spacer: WriteSpacer | None = None,
 ) -> Iterator[Runtime]:
     """Open the store, the sandbox provider, the GitHub client and the queue; recover
     missions a previous process left behind; close everything on the way out.
@@ -86,7 +89,10 @@ def open_runtime(
     try:
         provider = provider_factory(settings)
         github = GitHubApp(
-            settings.github.app_id, settings.github.private_key, settings.github.api_url
+            settings.github.app_id,
+            settings.github.private_key,
+            settings.github.api_url,
+            spacer=write_spacer,
         )
         runner = AppMissionRunner(
             settings=settings,
@@ -128,8 +134,14 @@ def _finish_interrupted_checks(runtime: Runtime, mission_ids: list[str]) -> None
         if request.installation_id is None:
             continue
         check_id = int(mission.check_run_id)
+        comment_id = mission.tracking_comment_id
 
-        def finish(request: MissionRequest = request, check_id: int = check_id) -> None:
+        def finish(
+            request: MissionRequest = request,
+            check_id: int = check_id,
+            comment_id: int | None = comment_id,
+            mission_id: str = mission_id,
+        ) -> None:
             session = runtime.github.session(request.installation_id or 0, request.repo)
             session.finish_check(
                 check_id,
@@ -140,5 +152,13 @@ def _finish_interrupted_checks(runtime: Runtime, mission_ids: list[str]) -> None
                     "`/loopwright fix` on the pull request to try again.",
                 },
             )
+            if comment_id is not None:
+                tracking.note(
+                    mission_id,
+                    "⚠️ **Interrupted:** the server restarted while this mission ran; comment "
+                    "`/loopwright fix` to try again.",
+                    session=session,
+                    comment_id=int(comment_id),
+                )
 
         runtime.in_background(f"finish-check-{mission_id}", finish)

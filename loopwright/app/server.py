@@ -65,6 +65,7 @@ from loopwright.app.views import (
 )
 from loopwright.app.webhooks import MAX_WEBHOOK_BYTES, github_webhook
 from loopwright.config import Settings
+from loopwright.github.ratelimit import WriteSpacer
 from loopwright.sandbox.base import SandboxProvider
 from loopwright.store.repository import Store, open_store
 
@@ -111,6 +112,7 @@ def create_app(
     timing: StreamTiming | None = None,
     channels: ChannelsPlugin | None = None,
     allowed_hosts: frozenset[str] | None = None,
+    write_spacer: WriteSpacer | None = None,
 ) -> Litestar:
     """The server. Nothing is opened until the lifespan starts; everything is closed after.
 
@@ -120,6 +122,8 @@ def create_app(
     `channels` defaults to the in-memory backend (one process); for several processes pass
     `ChannelsPlugin(backend=RedisChannelsPubSubBackend(redis=...),
     arbitrary_channels_allowed=True, subscriber_class=LiveSubscriber)`.
+
+    `write_spacer` replaces the one-second spacing of GitHub writes (for a test GitHub).
     """
     hub = LiveHub(channels)
     metrics = Metrics()
@@ -139,6 +143,7 @@ def create_app(
                         provider_factory=metrics.counting(provider_factory),
                         model_factory=model_factory,
                         extra_sinks=lambda mission_id: [hub.sink(mission_id)],
+                        write_spacer=write_spacer,
                     )
                 )
                 app.state.runtime = runtime

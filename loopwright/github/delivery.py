@@ -60,6 +60,7 @@ class GitHubDelivery:
         mission_url: str | None,
         mode: DeliveryMode = "pull-request",
         link_screenshot: bool = True,
+        tracked: bool = False,
     ) -> None:
         self.request = request
         self.session = session
@@ -69,6 +70,8 @@ class GitHubDelivery:
         self.mission_url = mission_url
         self.mode = mode
         self.link_screenshot = link_screenshot
+        self.tracked = tracked
+        """The mission has a tracking comment, which tells the outcome: no other comment."""
         self.delivered = Delivered("skipped", None, "not verified")
 
     def __call__(self, result: MissionResult) -> DeliveryOutcome:
@@ -82,6 +85,7 @@ class GitHubDelivery:
                 self.mission_url if self.link_screenshot else None,
                 self.mission_url,
                 self.mode,
+                self.tracked,
             )
         except (GitHubError, WorkspaceError) as exc:
             self.bus.emit("error", message=str(exc), kind=type(exc).__name__)
@@ -102,6 +106,7 @@ def _deliver(
     screenshot_base: str | None,
     mission_url: str | None,
     mode: DeliveryMode,
+    tracked: bool = False,
 ) -> Delivered:
     data = result.to_dict()
     if request.fork or mode == "comment":
@@ -135,7 +140,7 @@ def _deliver(
     remote = remote_branch(tree, branch, request.head_sha, session.token, url=request.clone_url)
     if remote is not None and not remote.ours:
         reason = f"{branch} has commits by someone else; Loopwright does not push over them"
-        if request.pr_number:
+        if request.pr_number and not tracked:
             session.comment(request.pr_number, f"Loopwright verified a fix but {reason}.")
         return Delivered("skipped", None, reason)
     commit_patch(tree, result.patch, title, result.mission)

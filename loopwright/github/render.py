@@ -221,6 +221,16 @@ def _url(value: str | None) -> str | None:
     return None
 
 
+def safe_url(value: str | None) -> str | None:
+    """`value` when it is a plain http(s) URL that is safe inside a Markdown link."""
+    return _url(value)
+
+
+def status_title(status: str) -> str | None:
+    """The words for a mission status (`Verified fix`, `Budget exceeded`, ...)."""
+    return _TITLES.get(status)
+
+
 # -- sections ------------------------------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from loopwright.github.delivery import Delivered, GitHubDelivery
 from loopwright.github.gitops import GitError, clone_at
 from loopwright.github.iterate import foreign_commits, mission_guidance, someone_else_pushed
 from loopwright.github.service import Conclusion, GitHubApp, GitHubError, RepoSession
+from loopwright.github.tracking import Outcome, Tracking, TrackingComment
 from loopwright.github.triggers import NeedsPermission, Reply, TriggerContext, authorize
 from loopwright.mission import FixMission, FixRequest, MissionResult
 from loopwright.redaction import Redactor, redacted_result
@@ -166,6 +167,27 @@ class AppMissionRunner:
             )
             return
 
+        tracker = self._track(mission_id, request, session, bus, redactor)
+        try:
+            self._work(mission_id, request, session, config, bus, redactor, tracker)
+        except (GitHubError, GitError) as exc:
+            if tracker is not None:
+                tracker.finish(Outcome("error", message=str(exc)))
+            raise
+        finally:
+            if tracker is not None and not tracker.finished:
+                tracker.finish(Outcome("error", message="the mission stopped unexpectedly"))
+
+    def _work(
+        self,
+        mission_id: str,
+        request: MissionRequest,
+        session: RepoSession,
+        config: RepoConfig,
+        bus: EventBus,
+        redactor: Redactor,
+        tracker: TrackingComment | None,
+    ) -> None:
         check_id = session.start_check(request.head_sha, self._url(mission_id), mission_id)
         self.store.set_links(mission_id, check_run_id=check_id)
         workdir = self.settings.data_dir / "missions" / mission_id
@@ -176,6 +198,7 @@ class AppMissionRunner:
             bus=bus,
             redactor=redactor,
             mission_url=self._url(mission_id),
+            tracked=tracker is not None,
         )
         try:
             result = self._fix(mission_id, request, session, config, bus, workdir, delivery)
@@ -188,6 +211,15 @@ class AppMissionRunner:
                 # check-run update is the stored status, not another event.
                 failure = str(exc)
             finally:
+                if tracker is not None:
+                    tracker.finish(
+                        Outcome.from_result(
+                            result.to_dict(),
+                            kind=delivered.kind,
+                            url=delivered.url,
+                            reason=delivered.reason,
+                        )
+                    )
                 # The result is stored last (after GitHub shows it) but always, even when
                 # delivery or the check-run update failed; the link first, so a client that
                 # sees the final status sees the pull request too.
@@ -198,6 +230,54 @@ class AppMissionRunner:
                     self.store.set_status(mission_id, "error", message=redactor.text(failure))
         finally:
             shutil.rmtree(workdir / "checkout", ignore_errors=True)
+
+    def _track(
+        self,
+        mission_id: str,
+        request: MissionRequest,
+        session: RepoSession,
+        bus: EventBus,
+        redactor: Redactor,
+    ) -> TrackingComment | None:
+        """Post the tracking comment of a mission for a pull request, before any work, and
+        follow the mission's stages in it. A comment GitHub refuses is logged, and the
+        mission goes on without one."""
+        if not request.pr_number:
+            return None
+        tracker = TrackingComment(
+            session,
+            request.pr_number,
+            Tracking(
+                mission=mission_id,
+                head_sha=request.head_sha,
+                actor=request.actor if request.trigger == "comment" else None,
+                check_name=request.check_name,
+                live_url=self._url(mission_id),
+            ),
+            redactor,
+            interval_s=self.settings.github.comment_interval_s,
+        )
+        try:
+            comment_id = tracker.post()
+        except GitHubError as exc:
+            structlog.get_logger("loopwright.mission").warning(
+                "no tracking comment", mission=mission_id, error=str(exc)
+            )
+            return None
+        self.store.set_links(mission_id, tracking_comment_id=comment_id)
+        bus.sinks.append(tracker.sink)
+        return tracker
+
+    def _react(self, request: MissionRequest, session: RepoSession) -> None:
+        """👀 on the command's comment: seen, and taken up."""
+        if request.comment_id is None:
+            return
+        try:
+            session.react(request.comment_id, "eyes")
+        except GitHubError as exc:
+            structlog.get_logger("loopwright.mission").warning(
+                "no reaction on the command", comment=request.comment_id, error=str(exc)
+            )
 
     def _finish_check(
         self,
@@ -245,10 +325,19 @@ class AppMissionRunner:
         decision = authorize(NeedsPermission(request, request.actor or ""), permission, pull, ctx)
         if isinstance(decision, MissionRequest):
             self.store.update_request(mission_id, decision)
+            self._react(decision, session)
             return decision
         if isinstance(decision, Reply):
-            session.comment(decision.issue_number, decision.body)
-            refused = permission not in ("write", "maintain", "admin") or decision.refused
+            writer = permission in ("write", "maintain", "admin")
+            refused = not writer or decision.refused
+            if not writer:
+                # A non-writer gets one reply and nothing else: no one without write access
+                # can make the App write more.
+                session.comment(decision.issue_number, decision.body)
+            else:
+                self._react(request, session)
+                comment_id, _ = session.post_comment(decision.issue_number, decision.body)
+                self.store.set_links(mission_id, tracking_comment_id=comment_id)
             self.store.set_status(
                 mission_id,
                 "refused" if refused else "ignored",

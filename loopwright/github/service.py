@@ -386,6 +386,40 @@ class RepoSession:
         )
         return str(data.get("html_url", ""))
 
+    def post_comment(self, number: int, body: str) -> tuple[int, str]:
+        """Comment on #`number`; the new comment's id (to edit it later) and its address."""
+        data = self._call(
+            f"commenting on #{number}",
+            lambda: self.gh.rest.issues.create_comment(
+                self.owner, self.name, number, data={"body": body}
+            ).json(),
+        )
+        return int(data["id"]), str(data.get("html_url", ""))
+
+    def edit_comment(self, comment_id: int, body: str) -> None:
+        self._call(
+            f"editing comment {comment_id}",
+            lambda: self.gh.rest.issues.update_comment(
+                self.owner, self.name, comment_id, data={"body": body}
+            ),
+        )
+
+    def comment_body(self, comment_id: int) -> str:
+        data = self._call(
+            f"reading comment {comment_id}",
+            lambda: _json(self.gh.rest.issues.get_comment(self.owner, self.name, comment_id)),
+        )
+        return str(data.get("body") or "")
+
+    def react(self, comment_id: int, content: Literal["eyes", "+1", "rocket"] = "eyes") -> None:
+        """React to an issue or pull-request comment (👀: Loopwright has seen it)."""
+        self._call(
+            f"reacting to comment {comment_id}",
+            lambda: self.gh.rest.reactions.create_for_issue_comment(
+                self.owner, self.name, comment_id, data={"content": content}
+            ),
+        )
+
     def pulls_for_branch(self, branch: str) -> list[PullInfo]:
         data = self._call(
             f"listing pull requests for {branch}",

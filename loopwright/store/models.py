@@ -122,6 +122,8 @@ class Mission(Base):
     """How many times a worker has started this mission."""
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
     pr_url: Mapped[str | None] = mapped_column(String(1024))
+    tracking_comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    """The comment on the pull request that follows the mission (edited in place)."""
     created_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime.datetime | None]
     finished_at: Mapped[datetime.datetime | None]
@@ -146,6 +148,7 @@ class Mission(Base):
             "attempts": self.attempts,
             "check_run_id": self.check_run_id,
             "pr_url": self.pr_url,
+            "tracking_comment_id": self.tracking_comment_id,
             "created_at": _iso(self.created_at),
             "started_at": _iso(self.started_at),
             "finished_at": _iso(self.finished_at),

@@ -392,14 +392,21 @@ class Store:
             raise MissionNotFound(mission_id)
 
     def set_links(
-        self, mission_id: str, *, check_run_id: int | None = None, pr_url: str | None = None
+        self,
+        mission_id: str,
+        *,
+        check_run_id: int | None = None,
+        pr_url: str | None = None,
+        tracking_comment_id: int | None = None,
     ) -> None:
-        """Remember the check run and pull request a mission reports to."""
+        """Remember the check run, pull request and tracking comment a mission reports to."""
         values: dict[str, Any] = {}
         if check_run_id is not None:
             values["check_run_id"] = check_run_id
         if pr_url is not None:
             values["pr_url"] = pr_url
+        if tracking_comment_id is not None:
+            values["tracking_comment_id"] = tracking_comment_id
         if values and not self._update_mission(mission_id, values, None):
             raise MissionNotFound(mission_id)
 

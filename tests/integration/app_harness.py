@@ -103,6 +103,8 @@ class World:
         payload["sender"]["login"] = user
         payload["sender"]["type"] = "User"
         payload["issue"]["number"] = self.pr_number
+        # The comment exists on GitHub before its webhook arrives (reactions go to it).
+        payload["comment"]["id"] = self.github.add_comment(REPO, self.pr_number, body, user=user)
         return payload
 
     def review_comment_payload(self, body: str, *, number: int, path: str, line: int,

@@ -135,6 +135,8 @@ class World:
         payload["comment"]["body"] = body
         for who in (payload["comment"]["user"], payload["sender"]):
             who.update(login=user, type="User")
+        # The comment exists on GitHub before the workflow runs (reactions go to it).
+        payload["comment"]["id"] = self.github.add_comment(REPO, self.pr_number, body, user=user)
         return payload
 
     def pull_request_from_fork(self) -> dict[str, Any]:
@@ -367,6 +369,22 @@ def test_comment_from_a_writer_is_fixed_and_secrets_never_reach_commands(world: 
     for secret in secrets:
         assert secret not in pull["body"] and secret not in run.summary
         assert secret not in (run.artifacts / "events.ndjson").read_text()
+    # 👀 on the command, then the same tracking comment as the App, before the clone, ending
+    # with the pull request.
+    ops = [r.operation_id for r in world.github.requests]
+    assert ops.index("reactions/create-for-issue-comment") < ops.index("issues/create-comment")
+    assert ops.count("issues/create-comment") == 1
+    (tracking,) = [
+        c for c in world.github.comments(REPO, world.pr_number) if c["user"]["type"] == "Bot"
+    ]
+    body = tracking["body"]
+    assert f"Loopwright worked on `{world.head_sha[:7]}` for @maintainer" in body
+    assert "[Watch it live](https://github.test/acme/invoice/actions/runs/9001)" in body
+    assert "- [x] ✅ **deliver**: delivered" in body
+    assert f"**Outcome:** ✅ verified fix in [this pull request]({pull['html_url']})" in body
+    for secret in secrets:
+        assert secret not in body
+    world.github.assert_no_rejections()
 
 
 def test_comment_from_a_non_writer_is_refused_before_any_model_call(world: World) -> None:
@@ -376,7 +394,9 @@ def test_comment_from_a_non_writer_is_refused_before_any_model_call(world: World
     assert "reader has read permission" in run.stderr
     assert world.model.requests == []
     assert [p for p in world.github.pulls(REPO) if p["head"]["ref"].startswith("loopwright/")] == []
-    comments = world.github.comments(REPO, world.pr_number)
+    comments = [
+        c for c in world.github.comments(REPO, world.pr_number) if c["user"]["type"] == "Bot"
+    ]
     assert len(comments) == 1 and "only people with write access" in comments[0]["body"]
     assert run.outputs["status"] == "refused"
     assert "Refused" in run.summary

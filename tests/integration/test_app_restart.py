@@ -75,6 +75,13 @@ def test_queued_mission_survives_sigkill_right_after_the_answer(tmp_path):
         assert runs[queued]["conclusion"] == "success"
         assert runs[interrupted["id"]]["status"] == "completed"
         assert runs[interrupted["id"]]["conclusion"] == "neutral"
+        # The interrupted mission's tracking comment says so, instead of staying in progress.
+        (tracked,) = [
+            c
+            for c in world.github.comments(REPO, world.pr_number)
+            if c["id"] == interrupted["tracking_comment_id"]
+        ]
+        assert "**Interrupted:** the server restarted" in tracked["body"]
         world.github.assert_no_rejections()
 
 

@@ -103,7 +103,7 @@ def test_migrations_create_the_schema_on_an_empty_file_and_are_idempotent(tmp_pa
                 "mission_usage",
             }
             version = connection.execute(text("SELECT version_num FROM alembic_version")).all()
-            assert version == [("0001",)]
+            assert version == [("0002",)]
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
             uniques = inspect(connection).get_unique_constraints("missions")
@@ -114,6 +114,40 @@ def test_migrations_create_the_schema_on_an_empty_file_and_are_idempotent(tmp_pa
             ]
     finally:
         engine.dispose()
+
+
+def test_a_database_from_before_the_tracking_comment_upgrades_and_keeps_its_missions(
+    tmp_path: Path,
+):
+    from alembic import command
+    from alembic.config import Config
+
+    from loopwright.store.engine import MIGRATIONS
+
+    url = sqlite_url(tmp_path / "old.db")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            config = Config()
+            config.set_main_option("script_location", str(MIGRATIONS))
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0001")
+            connection.execute(
+                text(
+                    "INSERT INTO missions (id, status, kind, trigger, repo, head_sha, dedupe_key,"
+                    " request, cost_usd, attempts, created_at) VALUES ('m1', 'verified', 'fix',"
+                    " 'cli', 'o/r', 'abc', 'k', '{}', 0, 0, '2026-01-01 00:00:00+00:00')"
+                )
+            )
+    finally:
+        engine.dispose()
+    migrate(url)
+    with Store(url) as store:
+        old = store.get_mission("m1")
+        assert old is not None and old.tracking_comment_id is None
+        store.set_links("m1", tracking_comment_id=9_000_000_001)
+        assert store.get_mission("m1").tracking_comment_id == 9_000_000_001  # type: ignore[union-attr]
+        assert store.get_mission("m1").to_dict()["tracking_comment_id"] == 9_000_000_001  # type: ignore[union-attr]
 
 
 def test_the_migration_matches_the_models(url: str):
