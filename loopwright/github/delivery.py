@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from loopwright.events import EventBus
-from loopwright.github import render
+from loopwright.github import render, tracking
 from loopwright.github.gitops import (
     GitError,
     commit_patch,
@@ -235,10 +235,13 @@ def _branch_moved(
     return Delivered("skipped", None, reason)
 
 
-def say_on_pull(session: RepoSession, mission: str, number: int, body: str) -> str:
+def say_on_pull(session: RepoSession, mission: str, number: int, body: str) -> None:
     """Tell pull request `number` what `mission` did: the one place iteration speaks on
-    GitHub once a mission runs (a comment of its own for now)."""
-    return session.comment(number, body)
+    GitHub once a mission runs. It goes into the mission's tracking comment (one comment
+    per mission, edited); only a mission without one posts a comment of its own."""
+    item = "\n  ".join(body.splitlines())
+    if not tracking.note(mission, item):
+        session.comment(number, body)
 
 
 def pr_title(result: MissionResult) -> str:
