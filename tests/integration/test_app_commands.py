@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from loopwright.github.tracking import MARKER
 from tests.conftest import VENV_BIN, step, tool
 from tests.integration.app_harness import REPO, World, app_world
 from tests.integration.test_fix_cli import FINISH, PLAN
@@ -45,8 +46,23 @@ def _until(condition: Callable[[], Any], what: str, timeout: float = 60) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _bot_comments(world: World) -> list[str]:
+    """The App's comments on the pull request (the commands themselves are the user's)."""
+    return [
+        c["body"]
+        for c in world.github.comments(REPO, world.pr_number)
+        if c["user"]["type"] == "Bot"
+    ]
+
+
 def _replies(world: World) -> list[str]:
-    return [c["body"] for c in world.github.comments(REPO, world.pr_number)]
+    """The App's replies to commands: its comments other than a mission's tracking comment."""
+    return [body for body in _bot_comments(world) if MARKER not in body]
+
+
+def _tracking(world: World) -> str:
+    (body,) = [b for b in _bot_comments(world) if MARKER in b]
+    return body
 
 
 def _new_reply(world: World, before: int) -> str:
@@ -155,6 +171,8 @@ def test_cancel_stops_a_running_mission_and_removes_its_sandbox(tmp_path):
         assert time.monotonic() - asked < 30, "the command was not stopped"
         _assert_cancelled(world, mission, "Cancelled by @maintainer.")
         assert len(_replies(world)) == 1  # the check run says it; no extra comment
+        # The tracking comment, edited to its end, says who cancelled it.
+        _until(lambda: "cancelled by @maintainer" in _tracking(world), "the tracking outcome")
         world.github.assert_no_rejections()
 
 
