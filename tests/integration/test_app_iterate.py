@@ -23,6 +23,7 @@ from loopwright.github.gitops import (
     commit_patch,
     push_fast_forward,
 )
+from loopwright.github.tracking import MARKER
 from loopwright.mission import FixMission, FixRequest
 from tests.conftest import EXAMPLES, VENV_BIN, git, init_repo, step, tool
 from tests.fakes.git_server import GitServer
@@ -127,8 +128,11 @@ def test_guidance_on_loopwrights_pull_request_adds_one_commit_to_its_branch(tmp_
         assert pull_states(world) == pulls_before
         assert mission["pr_url"].endswith(f"/pull/{number}/commits/{new}")
 
-        # What changed is said on the pull request: the commit and its diffstat.
-        (note,) = [b for b in bodies(world, number) if b.startswith("Loopwright pushed")]
+        # What changed is said on the pull request, in the mission's one tracking comment:
+        # the commit and its diffstat.
+        assert not [b for b in bodies(world, number) if b.startswith("Loopwright pushed")]
+        (note,) = [b for b in bodies(world, number) if MARKER in b and mission["id"] in b]
+        assert "Loopwright pushed" in note
         assert f"`{new[:12]}`" in note and f"on top of `{old[:12]}`" in note
         assert "1 file changed, +1 -1:" in note and "`invoice/totals.py` (+1 -1)" in note
 
