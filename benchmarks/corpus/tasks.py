@@ -8,6 +8,7 @@ runners, each in a throwaway copy and under a timeout.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -15,7 +16,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +74,10 @@ class RunResult:
         return self.exit_code == 0 and not self.timed_out
 
 
+TestRunner = Callable[[str, Path, float], RunResult]
+"""Runs one test command in a tree with a timeout: `run_tests` or a sandboxed equivalent."""
+
+
 @dataclass(frozen=True)
 class Judgement:
     """Whether a patched tree passes the task's visible and hidden tests."""
@@ -122,19 +129,27 @@ class Task:
             if line.startswith("+++ b/")
         ]
 
-    def judge(self, patched_tree: Path, timeout: float = DEFAULT_TIMEOUT) -> Judgement:
+    def judge(
+        self,
+        patched_tree: Path,
+        timeout: float = DEFAULT_TIMEOUT,
+        runner: TestRunner | None = None,
+    ) -> Judgement:
         """Run the visible, then the hidden tests on a copy of `patched_tree`.
 
         The task's own tests and test configuration replace whatever the patch did to them,
         so a verdict only credits changes to the product code. `patched_tree` is not changed.
+        `runner` runs one command in the copy (default: `run_tests`, on this host); pass one
+        that runs it in a sandbox when the patch comes from a model you do not trust.
         """
+        run = runner or run_tests
         with tempfile.TemporaryDirectory(prefix=f"corpus-{self.id}-") as tmp:
             tree = Path(tmp) / "repo"
             copy_tree(patched_tree, tree)
             self.restore_tests(tree)
-            visible = run_tests(self.test_cmd, tree, timeout)
+            visible = run(self.test_cmd, tree, timeout)
             self.add_hidden(tree)
-            hidden = run_tests(self.hidden_test_cmd, tree, timeout)
+            hidden = run(self.hidden_test_cmd, tree, timeout)
         return Judgement(visible.passed, hidden.passed, describe(visible) + describe(hidden))
 
     def restore_tests(self, tree: Path) -> None:
@@ -261,3 +276,69 @@ def run_tests(command: str, tree: Path, timeout: float = DEFAULT_TIMEOUT) -> Run
 def describe(result: RunResult) -> str:
     status = "timed out" if result.timed_out else f"exit {result.exit_code}"
     return f"$ {result.command}  ({status})\n{result.output.rstrip()}\n"
+
+
+class WarmPytest:
+    """A `TestRunner` that sends pytest runs to warm `warm_pytest` servers, one per thread.
+
+    Commands other than `python -m pytest …` go to `run_tests`. Use it as a context manager:
+    leaving it ends the servers.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._servers: list[subprocess.Popen[str]] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> WarmPytest:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _server(self) -> subprocess.Popen[str]:
+        server: subprocess.Popen[str] | None = getattr(self._local, "server", None)
+        if server is None or server.poll() is not None:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.corpus.warm_pytest"],
+                cwd=CORPUS.parents[1],
+                env={**test_env(CORPUS), "PYTHONPATH": str(CORPUS.parents[1])},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            self._local.server = server
+            with self._lock:
+                self._servers.append(server)
+        return server
+
+    def __call__(self, command: str, tree: Path, timeout: float = DEFAULT_TIMEOUT) -> RunResult:
+        argv = host_argv(command)
+        if argv[:3] != [sys.executable, "-m", "pytest"]:
+            return run_tests(command, tree, timeout)
+        server = self._server()
+        assert server.stdin is not None and server.stdout is not None
+        request = {"args": argv[3:], "cwd": str(tree), "env": test_env(tree), "timeout": timeout}
+        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.flush()
+        line = server.stdout.readline()
+        if not line:
+            code = server.wait()
+            raise RuntimeError(f"the pytest server stopped (exit {code}) running {command}")
+        reply = json.loads(line)
+        output = reply["output"]
+        if reply["timed_out"]:
+            output += f"\n[timed out after {timeout:g}s]"
+        return RunResult(command, reply["exit_code"], reply["timed_out"], output)
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._servers = self._servers, []
+        for server in servers:
+            if server.stdin is not None:
+                server.stdin.close()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()

@@ -27,6 +27,8 @@ from benchmarks.corpus.tasks import (
     Judgement,
     Task,
     TaskError,
+    TestRunner,
+    WarmPytest,
     copy_tree,
     load_task,
     load_tasks,
@@ -122,14 +124,16 @@ def apply_fix(task: Task, tree: Path) -> str | None:
     return None
 
 
-def validate_task(task: Task, timeout: float = DEFAULT_TIMEOUT) -> TaskReport:
+def validate_task(
+    task: Task, timeout: float = DEFAULT_TIMEOUT, runner: TestRunner | None = None
+) -> TaskReport:
     started = time.monotonic()
     report = TaskReport(task.id, task.language, task.bug_class)
     report.problems = check_layout(task)
     if report.problems:
         report.seconds = time.monotonic() - started
         return report
-    report.before = task.judge(task.repo, timeout)
+    report.before = task.judge(task.repo, timeout, runner)
     if report.before.visible_ok:
         report.problems.append("the visible tests pass before the fix: they must show the bug")
     if report.before.hidden_ok:
@@ -141,7 +145,7 @@ def validate_task(task: Task, timeout: float = DEFAULT_TIMEOUT) -> TaskReport:
         if error is not None:
             report.problems.append(f"fix.patch does not apply to repo/: {error}")
         else:
-            report.after = task.judge(fixed, timeout)
+            report.after = task.judge(fixed, timeout, runner)
             if not report.after.visible_ok:
                 report.problems.append("the visible tests fail with the fix")
             if not report.after.hidden_ok:
@@ -153,8 +157,8 @@ def validate_task(task: Task, timeout: float = DEFAULT_TIMEOUT) -> TaskReport:
 def validate(
     tasks: list[Task], jobs: int = 2, timeout: float = DEFAULT_TIMEOUT
 ) -> list[TaskReport]:
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(lambda t: validate_task(t, timeout), tasks))
+    with WarmPytest() as runner, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(lambda t: validate_task(t, timeout, runner), tasks))
 
 
 def _mark(judgement: Judgement | None) -> str:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from benchmarks.corpus.tasks import BUG_CLASSES, CORPUS, load_tasks
+from benchmarks.corpus.tasks import BUG_CLASSES, CORPUS, WarmPytest, load_tasks, run_tests
 from benchmarks.corpus.validate import main, render, validate
 
 pytestmark = pytest.mark.xdist_group("corpus")
@@ -47,3 +49,25 @@ def test_validator_names_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFix
     assert "0 of 1 tasks ok" in out
     assert main(["--task", "no-such-task"]) == 2
     assert "no such task: no-such-task" in capsys.readouterr().err
+
+
+def test_a_hanging_run_is_ended_at_its_timeout(tmp_path: Path) -> None:
+    """Both runners kill the run's whole process group and say it timed out."""
+    tree = tmp_path / "repo"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    (tree / "tests" / "test_hang.py").write_text(
+        "import subprocess, time\n\n"
+        "def test_hang():\n"
+        "    (subprocess.Popen(['sleep', '61.7']), time.sleep(60))\n"
+    )
+    (tree / "hang.test.js").write_text("setTimeout(() => {}, 60000);\n")
+    with WarmPytest() as warm:
+        for runner, command in ((warm, "python -m pytest"), (run_tests, "node --test")):
+            started = time.monotonic()
+            result = runner(command, tree, 1.5)
+            assert result.timed_out and not result.passed, result.output
+            assert "timed out after 1.5s" in result.output
+            assert time.monotonic() - started < 15
+    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "sleep 61.7" not in processes
