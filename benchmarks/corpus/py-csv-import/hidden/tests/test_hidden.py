@@ -1,5 +1,4 @@
 from contacts.importer import Contact, import_contacts
-from contacts.rows import split_rows
 
 
 def test_quoted_fields_in_any_column():
@@ -13,11 +12,6 @@ def test_quoted_fields_in_any_column():
         Contact("Doe, John", "john@example.com", "+1 555, ext 2"),
         Contact("Plain", "plain@example.com", ""),
     ]
-
-
-def test_escaped_quotes_inside_a_quoted_field():
-    rows = list(split_rows(['"Jane ""JJ"" Smith, PhD",jj@example.com']))
-    assert rows == [['Jane "JJ" Smith, PhD', "jj@example.com"]]
 
 
 def test_quoted_header():
