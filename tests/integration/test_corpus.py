@@ -12,8 +12,6 @@ import pytest
 from benchmarks.corpus.tasks import BUG_CLASSES, CORPUS, WarmPytest, load_tasks, run_tests
 from benchmarks.corpus.validate import main, render, validate
 
-pytestmark = pytest.mark.xdist_group("corpus")
-
 
 def test_every_task_validates() -> None:
     tasks = load_tasks()
