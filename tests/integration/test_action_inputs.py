@@ -135,7 +135,9 @@ def test_allowed_users_refuses_a_writer_who_is_not_listed(
     assert world.model.requests == []
     # Refused before anything is read: no permission check, no pull request, no clone.
     assert [r.operation_id for r in world.github.requests] == ["issues/create-comment"]
-    (comment,) = world.github.comments(REPO, world.pr_number)
+    (comment,) = [
+        c for c in world.github.comments(REPO, world.pr_number) if c["user"]["type"] == "Bot"
+    ]
     assert "`alice`, `bob`" in comment["body"] and "`maintainer`" in comment["body"]
     assert "@" not in comment["body"]
     outputs = parse_outputs((world.tmp / "inline" / "output").read_text())
