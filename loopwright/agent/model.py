@@ -123,25 +123,37 @@ class OpenAIModel:
         self._recorder = recorder
         self._sleep = sleep
         self._redactor = Redactor(settings.secrets())
-        self._url = settings.model_base_url.rstrip("/")
         # The read timeout is the stall detector: httpx2 applies it to every socket read, so a
         # stream that sends nothing for stall_timeout_s raises a timeout and the attempt is
         # retried. The whole-attempt budget (model_timeout_s) is enforced by `_Deadline`.
         self._connect_timeout_s = min(CONNECT_TIMEOUT_S, settings.model_timeout_s)
-        timeout = httpx2.Timeout(
+        self._timeout = httpx2.Timeout(
             settings.model_timeout_s,
             connect=self._connect_timeout_s,
             read=settings.stall_timeout_s,
         )
-        self._client = openai.OpenAI(
-            base_url=settings.model_base_url,
-            api_key=settings.model_api_key or "unused",
-            max_retries=0,
-            timeout=timeout,
-        )
+        self._clients: dict[str, openai.OpenAI] = {}
+        self._clients_lock = threading.Lock()
+
+    def _client(self, tier: Tier) -> openai.OpenAI:
+        """One HTTP client per endpoint. Only the shared endpoint gets the API key: a tier's
+        own endpoint (a local server, say) never sees it."""
+        url = self._settings.endpoint(tier)
+        with self._clients_lock:
+            client = self._clients.get(url)
+            if client is None:
+                key = self._settings.model_api_key if tier.base_url is None else None
+                client = openai.OpenAI(
+                    base_url=url, api_key=key or "unused", max_retries=0, timeout=self._timeout
+                )
+                self._clients[url] = client
+            return client
 
     def close(self) -> None:
-        self._client.close()
+        with self._clients_lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
 
     def __enter__(self) -> OpenAIModel:
         return self
@@ -192,9 +204,11 @@ class OpenAIModel:
     ) -> ModelReply:
         deadline = _Deadline(self._settings.model_timeout_s)
         reply = _Accumulator(tier.model)
+        url = self._settings.endpoint(tier).rstrip("/")
+        where = _where(tier)
         try:
             # An empty tools array is a 400 at OpenAI, so a tool-less call omits both fields.
-            stream = self._client.chat.completions.create(
+            stream = self._client(tier).chat.completions.create(
                 model=tier.model,
                 messages=cast(Any, messages),
                 tools=cast(Any, tools) if tools else openai.omit,
@@ -213,82 +227,80 @@ class OpenAIModel:
         except openai.APITimeoutError as exc:
             if isinstance(exc.__cause__, httpx2.ConnectTimeout | httpx2.PoolTimeout):
                 raise _Retryable(
-                    f"model endpoint {self._url} unreachable: no connection within "
+                    f"model endpoint {url} unreachable: no connection within "
                     f"{self._connect_timeout_s:g}s; "
-                    "check LOOPWRIGHT_MODEL_BASE_URL"
+                    f"check {where}"
                 ) from None
             raise _Retryable(
-                f"model endpoint {self._url} stalled: nothing received for "
+                f"model endpoint {url} stalled: nothing received for "
                 f"{self._settings.stall_timeout_s:g}s; check the endpoint's health or raise "
                 "LOOPWRIGHT_STALL_TIMEOUT_S"
             ) from None
         except openai.APIConnectionError as exc:
             if deadline.expired:
                 raise _Retryable(
-                    f"model endpoint {self._url} was still streaming after "
+                    f"model endpoint {url} was still streaming after "
                     f"{self._settings.model_timeout_s:g}s; raise LOOPWRIGHT_MODEL_TIMEOUT_S "
                     "or pick a faster tier"
                 ) from None
             raise _Retryable(
-                f"model endpoint {self._url} unreachable: {_cause(exc)}; "
-                "check LOOPWRIGHT_MODEL_BASE_URL"
+                f"model endpoint {url} unreachable: {_cause(exc)}; check {where}"
             ) from None
         except openai.APIStatusError as exc:
-            self._raise_for_status(exc, tier)
+            self._raise_for_status(exc, tier, url)
         except openai.APIError as exc:
             # An error event inside an otherwise successful stream: the provider failed mid-answer.
             raise _Retryable(
-                f"model endpoint {self._url} failed mid-stream: {_quote(exc.message)}"
+                f"model endpoint {url} failed mid-stream: {_quote(exc.message)}"
             ) from None
         except json.JSONDecodeError as exc:
             raise _Retryable(
-                f"model endpoint {self._url} sent a malformed stream ({exc.msg}); "
-                "check LOOPWRIGHT_MODEL_BASE_URL points at an OpenAI-compatible /v1 endpoint"
+                f"model endpoint {url} sent a malformed stream ({exc.msg}); "
+                f"check {where} points at an OpenAI-compatible /v1 endpoint"
             ) from None
         return reply.reply(messages, tools, time.monotonic() - started)
 
-    def _raise_for_status(self, exc: openai.APIStatusError, tier: Tier) -> NoReturn:
+    def _raise_for_status(self, exc: openai.APIStatusError, tier: Tier, url: str) -> NoReturn:
+        where = _where(tier)
         status = exc.status_code
         detail = _quote(_error_message(exc))
         if status == 429:
             raise _Retryable(
-                f"model endpoint {self._url} is rate limiting (429): {detail}; wait, run fewer "
+                f"model endpoint {url} is rate limiting (429): {detail}; wait, run fewer "
                 "missions at once, or raise LOOPWRIGHT_MODEL_RETRIES",
                 _retry_after(exc.response.headers),
             )
         if status >= 500 or status == 408:
             raise _Retryable(
-                f"model endpoint {self._url} failed with {status}: {detail}; the provider may be "
-                "down, retry later or point LOOPWRIGHT_MODEL_BASE_URL elsewhere",
+                f"model endpoint {url} failed with {status}: {detail}; the provider may be "
+                f"down, retry later or point {where} elsewhere",
                 _retry_after(exc.response.headers),
             )
         if status == 401:
-            message = (
-                f"401 from model endpoint {self._url}: {detail}; check LOOPWRIGHT_MODEL_API_KEY"
-            )
+            message = f"401 from model endpoint {url}: {detail}; check LOOPWRIGHT_MODEL_API_KEY"
         elif status == 403:
             message = (
-                f"403 from model endpoint {self._url} for model id {tier.model!r}: {detail}; check "
+                f"403 from model endpoint {url} for model id {tier.model!r}: {detail}; check "
                 "that LOOPWRIGHT_MODEL_API_KEY has access to it, or change LOOPWRIGHT_MODEL_TIERS"
             )
         elif status == 404 and _mentions_model(exc):
             message = (
-                f"model id {tier.model!r} (tier {tier.name}) not found at endpoint {self._url}: "
+                f"model id {tier.model!r} (tier {tier.name}) not found at endpoint {url}: "
                 f"{detail}; check LOOPWRIGHT_MODEL_TIERS"
             )
         elif status == 404:
             message = (
-                f"no chat completions endpoint at {self._url} (404): {detail}; check "
-                "LOOPWRIGHT_MODEL_BASE_URL (it usually ends in /v1)"
+                f"no chat completions endpoint at {url} (404): {detail}; check "
+                f"{where} (it usually ends in /v1)"
             )
         elif any(word in detail.lower() for word in ("context", "too long", "maximum")):
             message = (
-                f"model endpoint {self._url} refused the request as too long ({status}): "
+                f"model endpoint {url} refused the request as too long ({status}): "
                 f"{detail}; lower LOOPWRIGHT_CONTEXT_TOKENS"
             )
         else:
             message = (
-                f"model endpoint {self._url} rejected the request ({status}) for model id "
+                f"model endpoint {url} rejected the request ({status}) for model id "
                 f"{tier.model!r}: {detail}; check that it supports tool calling, or change "
                 "LOOPWRIGHT_MODEL_TIERS"
             )
@@ -419,6 +431,11 @@ class _Accumulator:
             tool_call_source=source,
             reasoning_tokens=self.reasoning_tokens or _tokens(reasoning),
         )
+
+
+def _where(tier: Tier) -> str:
+    """The setting that names a tier's endpoint, for error messages."""
+    return "LOOPWRIGHT_MODEL_TIERS" if tier.base_url else "LOOPWRIGHT_MODEL_BASE_URL"
 
 
 def _as_chunk(completion: Any) -> ChatCompletionChunk:
