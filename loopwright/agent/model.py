@@ -25,7 +25,7 @@ import openai
 import pydantic
 from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, ChoiceDeltaToolCall
 
-from loopwright.agent.textcalls import recover_calls, split_reasoning
+from loopwright.agent.textcalls import Recovered, recover_calls, split_reasoning
 from loopwright.config import Settings, Tier
 from loopwright.redaction import Redactor
 
@@ -74,6 +74,9 @@ class ModelReply:
     duration_s: float
     tool_call_source: ToolCallSource = "native"
     """`content` when the calls were recovered from text the model wrote (see textcalls)."""
+    recovered_calls: int = 0
+    """How many of `tool_calls` were recovered from the text: all of them when the source is
+    `content`, or extra calls a model wrote next to its native ones."""
     reasoning_tokens: int = 0
     """Size of the reasoning the endpoint sent apart from the content (or in `<think>` tags):
     the endpoint's count when it reports one, else an estimate. It is neither content nor
@@ -206,13 +209,16 @@ class OpenAIModel:
         reply = _Accumulator(tier.model)
         url = self._settings.endpoint(tier).rstrip("/")
         where = _where(tier)
+        json_format = tier.tool_format == "json" and bool(tools)
+        sent = json_tool_messages(messages, tools) if json_format else messages
+        native = tools and not json_format
         try:
             # An empty tools array is a 400 at OpenAI, so a tool-less call omits both fields.
             stream = self._client(tier).chat.completions.create(
                 model=tier.model,
-                messages=cast(Any, messages),
-                tools=cast(Any, tools) if tools else openai.omit,
-                tool_choice="auto" if tools else openai.omit,
+                messages=cast(Any, sent),
+                tools=cast(Any, tools) if native else openai.omit,
+                tool_choice="auto" if native else openai.omit,
                 stream=True,
                 stream_options={"include_usage": True},
             )
@@ -258,7 +264,7 @@ class OpenAIModel:
                 f"model endpoint {url} sent a malformed stream ({exc.msg}); "
                 f"check {where} points at an OpenAI-compatible /v1 endpoint"
             ) from None
-        return reply.reply(messages, tools, time.monotonic() - started)
+        return reply.reply(messages, tools, time.monotonic() - started, json_format=json_format)
 
     def _raise_for_status(self, exc: openai.APIStatusError, tier: Tier, url: str) -> NoReturn:
         where = _where(tier)
@@ -407,18 +413,39 @@ class _Accumulator:
             call.arguments += function.arguments
 
     def reply(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], duration_s: float
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        duration_s: float,
+        *,
+        json_format: bool = False,
     ) -> ModelReply:
         text, thoughts = split_reasoning("".join(self.content))
         reasoning = "".join(self.reasoning) + thoughts
         partial = [(p.id, p.name, p.arguments) for _, p in sorted(self.calls.items())]
         source: ToolCallSource = "native"
-        if not partial and tools:
+        extra = 0
+        if tools:
             recovered = recover_calls(text, tools)
-            if recovered.calls:
+            if json_format:
+                # One strict object per reply: the first valid call, nothing more.
+                recovered = Recovered(recovered.content, recovered.calls[:1])
+            if recovered.calls and not partial:
                 text = recovered.content
                 partial = [("", c.name, c.arguments) for c in recovered.calls]
                 source = "content"
+                extra = len(partial)
+            elif recovered.calls:
+                # Calls that leaked into the text next to native ones (parallel calls a
+                # server parsed only in part): the new ones join, repeats are dropped.
+                text = recovered.content
+                seen = {(name, _canonical(args)) for _, name, args in partial}
+                for call in recovered.calls:
+                    key = (call.name, _canonical(call.arguments))
+                    if key not in seen:
+                        seen.add(key)
+                        partial.append(("", call.name, call.arguments))
+                        extra += 1
         tool_calls = _unique_ids(partial, _answered_ids(messages))
         usage = self.usage or _estimate_usage(messages, tools, text + reasoning, tool_calls)
         return ModelReply(
@@ -429,8 +456,72 @@ class _Accumulator:
             finish_reason=self.finish_reason,
             duration_s=duration_s,
             tool_call_source=source,
+            recovered_calls=extra,
             reasoning_tokens=self.reasoning_tokens or _tokens(reasoning),
         )
+
+
+def _canonical(arguments: str) -> str:
+    """Arguments in one spelling, so a call repeated with other whitespace is seen as one."""
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except json.JSONDecodeError:
+        return arguments
+
+
+JSON_TOOLS_PROMPT = """\
+# Tools
+
+You act by calling exactly one of these tools per reply. Reply with ONE JSON object and \
+nothing else: {{"name": "<tool name>", "arguments": {{<arguments>}}}}
+
+{tools}"""
+
+
+def json_tool_messages(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The conversation for a server without tool support: the tools described in the
+    system prompt, earlier calls written as the JSON objects the model sent, and tool
+    results as user messages. The same history always renders the same way, so the
+    requests stay an append-only sequence."""
+    described = "\n".join(json.dumps(t.get("function", t)) for t in tools)
+    prompt = JSON_TOOLS_PROMPT.format(tools=described)
+    rendered: list[dict[str, Any]] = []
+    if not messages or messages[0].get("role") != "system":
+        rendered.append({"role": "system", "content": prompt})
+    for position, message in enumerate(messages):
+        role = message.get("role")
+        content = message.get("content") or ""
+        if position == 0 and role == "system":
+            rendered.append({"role": "system", "content": f"{content}\n\n{prompt}"})
+        elif role == "assistant" and message.get("tool_calls"):
+            written = [
+                json.dumps({"name": c["function"]["name"], "arguments": _loaded(c["function"])})
+                for c in message["tool_calls"]
+            ]
+            text = "\n".join([content, *written]).strip()
+            rendered.append({"role": "assistant", "content": text})
+        elif role == "tool":
+            rendered.append(
+                {
+                    "role": "user",
+                    "content": f"Result of call {message.get('tool_call_id')}:\n{content}",
+                }
+            )
+        else:
+            rendered.append(message)
+    return rendered
+
+
+def _loaded(function: dict[str, Any]) -> Any:
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
 
 
 def _where(tier: Tier) -> str:
