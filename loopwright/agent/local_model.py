@@ -32,6 +32,9 @@ DEFAULT_CTX_SIZE = 32_768
 `LOCAL_CONTEXT_TOKENS`)."""
 LOCAL_CONTEXT_TOKENS = 28_000
 """The `LOOPWRIGHT_CONTEXT_TOKENS` that keeps a mission (plus the reply) inside the context."""
+DEFAULT_MAX_TOKENS = 2048
+"""Tokens one reply may generate: a whole small file in write_file, and a bound on a model
+that repeats itself until the context is full."""
 STARTUP_TIMEOUT_S = 600.0
 """Loading a model on a busy two-core machine takes tens of seconds; this bounds a hang."""
 CHUNK = 1 << 20
@@ -295,6 +298,7 @@ class LocalServer:
         model_id: str | None = None,
         temperature: float | None = None,
         seed: int | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
         log_path: Path | None = None,
     ) -> None:
@@ -306,6 +310,7 @@ class LocalServer:
         self.model_id = model_id or _model_id(self.gguf)
         self.temperature = temperature
         self.seed = seed
+        self.max_tokens = max_tokens
         self.startup_timeout_s = startup_timeout_s
         self.log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
@@ -360,6 +365,7 @@ class LocalServer:
             "model_id": self.model_id,
             "temperature": self.temperature,
             "seed": self.seed,
+            "max_tokens": self.max_tokens,
         }
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
@@ -454,6 +460,7 @@ def _serve(config: dict[str, object]) -> int:
     params.use_jinja = True
     params.chat_template = Path(str(config["template"])).read_text(encoding="utf-8")
     params.ui = False
+    params.n_predict = int(str(config["max_tokens"]))
     threads = int(str(config["threads"]))
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
