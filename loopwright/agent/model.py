@@ -210,7 +210,7 @@ class OpenAIModel:
         url = self._settings.endpoint(tier).rstrip("/")
         where = _where(tier)
         json_format = tier.tool_format == "json" and bool(tools)
-        sent = json_tool_messages(messages, tools) if json_format else messages
+        sent = json_tool_messages(messages, tools) if json_format else _sendable(messages)
         native = tools and not json_format
         try:
             # An empty tools array is a 400 at OpenAI, so a tool-less call omits both fields.
@@ -459,6 +459,46 @@ class _Accumulator:
             recovered_calls=extra,
             reasoning_tokens=self.reasoning_tokens or _tokens(reasoning),
         )
+
+
+def _sendable(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation with every earlier call's arguments as a JSON object.
+
+    A reply cut off mid-call (a token cap) leaves arguments that do not parse; the tool
+    answered that as an error, but servers that re-parse the history (llama.cpp) refuse the
+    whole request with a 500. Such arguments travel as `{"unparsed_arguments": RAW}`; the
+    same history always becomes the same request, so caching is unaffected."""
+    if not any(_has_bad_arguments(m) for m in messages):
+        return messages
+    fixed: list[dict[str, Any]] = []
+    for message in messages:
+        if not _has_bad_arguments(message):
+            fixed.append(message)
+            continue
+        calls = []
+        for call in message["tool_calls"]:
+            function = dict(call.get("function") or {})
+            raw = function.get("arguments")
+            if isinstance(raw, str) and not _is_json_object(raw):
+                function["arguments"] = json.dumps({"unparsed_arguments": raw})
+            calls.append({**call, "function": function})
+        fixed.append({**message, "tool_calls": calls})
+    return fixed
+
+
+def _has_bad_arguments(message: dict[str, Any]) -> bool:
+    for call in message.get("tool_calls") or ():
+        raw = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+        if isinstance(raw, str) and not _is_json_object(raw):
+            return True
+    return False
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 def _canonical(arguments: str) -> str:

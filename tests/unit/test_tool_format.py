@@ -91,3 +91,29 @@ def test_calls_leaking_next_to_native_ones_join_without_repeats() -> None:
     assert len({c.id for c in reply.tool_calls}) == 2
     assert reply.tool_call_source == "native" and reply.recovered_calls == 1
     assert reply.content == "Reading it, then running the tests."
+
+
+def test_a_call_cut_off_mid_arguments_is_sent_back_as_valid_json() -> None:
+    cut = '{"items": [{"step": "read the tests", "status": "pend'
+    history = [
+        *MESSAGES,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "update_plan", "arguments": cut},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "error: arguments do not parse"},
+    ]
+    with ScriptedModelServer(parse_steps([{"content": "ok"}])) as server:
+        with model_for(server) as model:
+            model.complete(Tier("nano", "m"), history, TOOL_SPECS)
+        sent = server.requests[0]["messages"][2]["tool_calls"][0]["function"]["arguments"]
+    # llama.cpp re-parses earlier calls and answers 500 to arguments that are not JSON.
+    assert json.loads(sent) == {"unparsed_arguments": cut}
+    assert history[2]["tool_calls"][0]["function"]["arguments"] == cut
