@@ -1,4 +1,4 @@
-"""The `loopwright` command line: fix, build, replay, doctor, sandbox build.
+"""The `loopwright` command line: fix, build, replay, model, doctor, sandbox build.
 
 Exit codes (EXIT_CODES): 0 verified (or a command succeeded), 1 not verified, 2 usage or
 configuration errors, 3 nothing to fix, 4 flaky, 5 an environment problem.
@@ -175,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mission_commands(sub)
 
+    add_model_commands(sub)
+
     sub.add_parser("doctor", help="check Docker, the sandbox image and browsers")
     sandbox = sub.add_parser("sandbox", help="manage the sandbox image")
     sandbox_sub = sandbox.add_subparsers(dest="sandbox_command", required=True, metavar="ACTION")
@@ -204,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_missions(args, settings)
         if args.command == "show":
             return cmd_show(args, settings)
+        if args.command == "model":
+            return cmd_model(args)
         if args.command == "doctor":
             return cmd_doctor(settings)
         if args.command == "sandbox":
@@ -248,7 +252,11 @@ def model_endpoint(
     recording made for another mission than `mission` (its fingerprint) is refused here,
     before anything runs."""
     if args.replay is None:
-        if settings.model_api_key is None and "tokenfactory.nebius.com" in settings.model_base_url:
+        if (
+            settings.model_api_key is None
+            and "tokenfactory.nebius.com" in settings.model_base_url
+            and settings.uses_shared_endpoint
+        ):
             raise UsageError(
                 "LOOPWRIGHT_MODEL_API_KEY is not set; set it to your Nebius Token Factory key, "
                 "point LOOPWRIGHT_MODEL_BASE_URL at another OpenAI-compatible endpoint, "
@@ -276,7 +284,7 @@ def model_endpoint(
                 "against the mission it was recorded for, or record this one with --record"
             )
     with ScriptedModelServer(steps) as server:
-        yield settings.with_overrides(model_base_url=server.base_url, model_api_key="replay")
+        yield settings.with_shared_endpoint(server.base_url, "replay")
 
 
 def fix_mission_fingerprint(request: FixRequest) -> dict[str, Any] | None:
@@ -862,6 +870,74 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         print("\nevents:")
         replay(event_lines(events), ProgressPrinter(sys.stdout))
     return EXIT_OK
+
+
+def add_model_commands(sub: argparse._SubParsersAction[Parser]) -> None:
+    """`model fetch` and `model serve`: a local model tier on llama.cpp's server."""
+    from loopwright.agent.local_model import DEFAULT_THREADS, MODELS
+
+    model = sub.add_parser("model", help="fetch and serve a local model for a local tier")
+    model_sub = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")
+    fetch = model_sub.add_parser(
+        "fetch", help="download a pinned model into the model cache and check its sha256"
+    )
+    fetch.add_argument("name", metavar="NAME", choices=list(MODELS), help=", ".join(MODELS))
+    serve = model_sub.add_parser(
+        "serve", help="serve a model on 127.0.0.1 with llama.cpp's server until Ctrl-C"
+    )
+    serve.add_argument(
+        "model", metavar="GGUF_OR_NAME", help=f"a .gguf file, or {' or '.join(MODELS)}"
+    )
+    serve.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    serve.add_argument(
+        "--threads",
+        type=int,
+        default=DEFAULT_THREADS,
+        help=f"CPU threads for the model (default {DEFAULT_THREADS})",
+    )
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from loopwright.agent import local_model
+
+    def say(line: str) -> None:
+        print(f"loopwright: {line}", file=sys.stderr)
+
+    try:
+        if args.model_command == "fetch":
+            print(local_model.fetch_model(args.name, progress=say))
+            return EXIT_OK
+        if not 0 < args.port < 65536:
+            raise UsageError(f"--port {args.port}: give a port from 1 to 65535")
+        if args.threads < 1:
+            raise UsageError(f"--threads {args.threads}: give at least 1")
+        if args.model in local_model.MODELS:
+            gguf = local_model.fetch_model(args.model, progress=say)
+        else:
+            gguf = Path(args.model)
+            if not gguf.is_file():
+                raise UsageError(
+                    f"{args.model} is neither a .gguf file nor a model name "
+                    f"({', '.join(local_model.MODELS)})"
+                )
+        say(f"loading {gguf} with {args.threads} threads")
+        with local_model.LocalServer(gguf, port=args.port, threads=args.threads) as server:
+            print(f"LOOPWRIGHT_MODEL_BASE_URL={server.base_url}")
+            print(f"LOOPWRIGHT_MODEL_TIERS=local={server.model_id}")
+            print(f"LOOPWRIGHT_CONTEXT_TOKENS={local_model.LOCAL_CONTEXT_TOKENS}", flush=True)
+            say(
+                "serving; in front of hosted tiers: LOOPWRIGHT_MODEL_TIERS="
+                f"{server.tier_line('local')},super=MODEL. Ctrl-C stops it"
+            )
+            try:
+                code = server.wait()
+            except KeyboardInterrupt:
+                # Ctrl-C is how serving ends, as for `loopwright serve`.
+                return EXIT_OK
+        raise local_model.LocalModelError(f"the model server stopped on its own (exit {code})")
+    except local_model.LocalModelError as exc:
+        print(f"loopwright: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
 
 
 def cmd_doctor(settings: Settings) -> int:

@@ -7,11 +7,13 @@ line naming the variable to fix.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 DEFAULT_BASE_URL = "https://api.tokenfactory.nebius.com/v1/"
 DEFAULT_TIERS = (
@@ -23,6 +25,8 @@ DEFAULT_TIERS = (
 DEFAULT_PRICES = {"nano": (0.07, 0.20), "super": (0.40, 1.20), "ultra": (0.60, 1.80)}
 
 SandboxKind = Literal["docker", "local"]
+ToolFormat = Literal["native", "json"]
+TOOL_FORMATS: tuple[ToolFormat, ...] = ("native", "json")
 NetworkMode = Literal["none", "setup", "always"]
 NETWORK_ORDER: tuple[NetworkMode, ...] = ("none", "setup", "always")
 """Network modes from the narrowest to the widest."""
@@ -45,6 +49,12 @@ class Tier:
     price_cached: float | None = None
     """USD per million prompt tokens the endpoint served from its prompt cache; None: the
     same as `price_in`."""
+    base_url: str | None = None
+    """The tier's own endpoint (`name=model@URL`); None: the shared LOOPWRIGHT_MODEL_BASE_URL.
+    The shared endpoint's API key is never sent to a tier's own endpoint."""
+    tool_format: ToolFormat = "native"
+    """`native`: tools go in the request's `tools` field; `json`: they are described in the
+    system prompt and each reply is read as one JSON object (servers without tool support)."""
 
     def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
         cached = min(max(cached_tokens, 0), prompt_tokens)
@@ -213,7 +223,12 @@ class Settings:
         env = dict(os.environ if environ is None else environ)
         get = env.get
         prices = _parse_prices(get("LOOPWRIGHT_MODEL_PRICES"))
-        tiers = _parse_tiers(get("LOOPWRIGHT_MODEL_TIERS"), prices)
+        base_url = _url(get("LOOPWRIGHT_MODEL_BASE_URL") or DEFAULT_BASE_URL)
+        tiers = _parse_tiers(
+            get("LOOPWRIGHT_MODEL_TIERS"),
+            prices,
+            priced=_priced_names(get("LOOPWRIGHT_MODEL_PRICES")),
+        )
         defaults = cls()
         limits = SandboxLimits(
             memory_mb=_int(env, "LOOPWRIGHT_SANDBOX_MEMORY_MB", defaults.sandbox_limits.memory_mb),
@@ -224,7 +239,7 @@ class Settings:
         max_cost = get("LOOPWRIGHT_MAX_COST_USD")
         max_tokens = get("LOOPWRIGHT_MAX_TOKENS")
         return cls(
-            model_base_url=_url(get("LOOPWRIGHT_MODEL_BASE_URL") or DEFAULT_BASE_URL),
+            model_base_url=base_url,
             model_api_key=get("LOOPWRIGHT_MODEL_API_KEY") or None,
             tiers=tiers,
             escalate_after=_int(env, "LOOPWRIGHT_ESCALATE_AFTER", defaults.escalate_after),
@@ -267,10 +282,22 @@ class Settings:
     def tier_names(self) -> list[str]:
         return [t.name for t in self.tiers]
 
+    def endpoint(self, tier: Tier) -> str:
+        """The base URL a tier's requests go to."""
+        return tier.base_url or self.model_base_url
+
+    @property
+    def uses_shared_endpoint(self) -> bool:
+        """Whether any tier talks to LOOPWRIGHT_MODEL_BASE_URL (and so may need its key)."""
+        return any(t.base_url is None for t in self.tiers)
+
+    def with_shared_endpoint(self, base_url: str, api_key: str | None) -> Settings:
+        """Every tier pointed at one endpoint (a replay server, for instance)."""
+        tiers = tuple(replace(t, base_url=None) for t in self.tiers)
+        return replace(self, model_base_url=base_url, model_api_key=api_key, tiers=tiers)
+
     def secrets(self) -> list[str]:
         """Values that must never appear in a sandbox, log, event or pull request."""
-        from urllib.parse import urlsplit
-
         db_password = urlsplit(self.database_url).password if self.database_url else None
         values = (
             self.model_api_key,
@@ -389,16 +416,82 @@ def _parse_prices(raw: str | None) -> Prices:
     return prices
 
 
-def _parse_tiers(raw: str | None, prices: Prices) -> tuple[Tier, ...]:
-    pairs = (
-        list(DEFAULT_TIERS)
-        if not raw
-        else _pairs(raw, "LOOPWRIGHT_MODEL_TIERS", "nano=model-a,super=model-b")
-    )
+TIERS_EXAMPLE = "nano=model-a,super=model-b"
+LOCAL_TIER_EXAMPLE = "local=qwen2.5-coder-1.5b@http://127.0.0.1:8080/v1;tool_format=json"
+
+
+def _parse_tiers(
+    raw: str | None,
+    prices: Prices,
+    *,
+    priced: frozenset[str] = frozenset(),
+) -> tuple[Tier, ...]:
+    """`name=MODEL[@URL][;tool_format=native|json],…`, cheapest first.
+
+    A tier with its own endpoint on loopback runs on this machine: it costs nothing unless
+    LOOPWRIGHT_MODEL_PRICES names it (the names in `priced`). Tiers on the shared endpoint
+    keep their prices wherever it is (a proxy or gateway on loopback still bills).
+    """
+    pairs = list(DEFAULT_TIERS) if not raw else _pairs(raw, "LOOPWRIGHT_MODEL_TIERS", TIERS_EXAMPLE)
     names = [n for n, _ in pairs]
     if len(set(names)) != len(names):
         raise ConfigError(f"LOOPWRIGHT_MODEL_TIERS names a tier twice: {names}")
-    return tuple(Tier(n, m, *prices.get(n, (0.0, 0.0, None))) for n, m in pairs)
+    tiers = []
+    for name, value in pairs:
+        model, base_url, tool_format = _tier_value(name, value)
+        price = prices.get(name, (0.0, 0.0, None))
+        if name not in priced and base_url is not None and is_loopback(base_url):
+            price = (0.0, 0.0, None)
+        tiers.append(Tier(name, model, *price, base_url=base_url, tool_format=tool_format))
+    return tuple(tiers)
+
+
+def _tier_value(name: str, value: str) -> tuple[str, str | None, ToolFormat]:
+    spec, *options = (part.strip() for part in value.split(";"))
+    model, base_url = spec, None
+    for scheme in ("@http://", "@https://"):
+        if scheme in spec:
+            at = spec.index(scheme)
+            model, base_url = spec[:at].strip(), spec[at + 1 :].strip()
+            break
+    if not model:
+        raise ConfigError(
+            f"LOOPWRIGHT_MODEL_TIERS: tier {name!r} names no model; write e.g. "
+            f"LOOPWRIGHT_MODEL_TIERS={LOCAL_TIER_EXAMPLE}"
+        )
+    if base_url is not None and not urlsplit(base_url).hostname:
+        raise ConfigError(
+            f"LOOPWRIGHT_MODEL_TIERS: tier {name!r} endpoint {base_url!r} names no host; "
+            f"write e.g. {LOCAL_TIER_EXAMPLE}"
+        )
+    tool_format: ToolFormat = "native"
+    for option in options:
+        key, sep, setting = (p.strip() for p in option.partition("="))
+        if not sep or key != "tool_format" or setting not in TOOL_FORMATS:
+            raise ConfigError(
+                f"LOOPWRIGHT_MODEL_TIERS: tier {name!r} option {option!r} is not "
+                f"tool_format=native or tool_format=json; write e.g. {LOCAL_TIER_EXAMPLE}"
+            )
+        tool_format = "json" if setting == "json" else "native"
+    return model, base_url, tool_format
+
+
+def is_loopback(url: str) -> bool:
+    """Whether `url` points at this machine (127.0.0.0/8, ::1 or localhost)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _priced_names(raw: str | None) -> frozenset[str]:
+    """The tier names LOOPWRIGHT_MODEL_PRICES sets explicitly."""
+    if not raw:
+        return frozenset()
+    return frozenset(key.strip() for key, _, _ in (i.partition("=") for i in raw.split(",")))
 
 
 REPO_CONFIG_FILES = (".loopwright.yml", ".github/loopwright.yml")

@@ -107,7 +107,7 @@ class AgentLoop:
         cost = self.budget.charge(
             tier, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
         )
-        recovered = len(reply.tool_calls) if reply.tool_call_source == "content" else 0
+        recovered = reply.recovered_calls
         self.events.emit(
             "model_call",
             step=self.budget.steps,

@@ -25,7 +25,7 @@ import openai
 import pydantic
 from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, ChoiceDeltaToolCall
 
-from loopwright.agent.textcalls import recover_calls, split_reasoning
+from loopwright.agent.textcalls import Recovered, recover_calls, split_reasoning
 from loopwright.config import Settings, Tier
 from loopwright.redaction import Redactor
 
@@ -74,6 +74,9 @@ class ModelReply:
     duration_s: float
     tool_call_source: ToolCallSource = "native"
     """`content` when the calls were recovered from text the model wrote (see textcalls)."""
+    recovered_calls: int = 0
+    """How many of `tool_calls` were recovered from the text: all of them when the source is
+    `content`, or extra calls a model wrote next to its native ones."""
     reasoning_tokens: int = 0
     """Size of the reasoning the endpoint sent apart from the content (or in `<think>` tags):
     the endpoint's count when it reports one, else an estimate. It is neither content nor
@@ -123,25 +126,37 @@ class OpenAIModel:
         self._recorder = recorder
         self._sleep = sleep
         self._redactor = Redactor(settings.secrets())
-        self._url = settings.model_base_url.rstrip("/")
         # The read timeout is the stall detector: httpx2 applies it to every socket read, so a
         # stream that sends nothing for stall_timeout_s raises a timeout and the attempt is
         # retried. The whole-attempt budget (model_timeout_s) is enforced by `_Deadline`.
         self._connect_timeout_s = min(CONNECT_TIMEOUT_S, settings.model_timeout_s)
-        timeout = httpx2.Timeout(
+        self._timeout = httpx2.Timeout(
             settings.model_timeout_s,
             connect=self._connect_timeout_s,
             read=settings.stall_timeout_s,
         )
-        self._client = openai.OpenAI(
-            base_url=settings.model_base_url,
-            api_key=settings.model_api_key or "unused",
-            max_retries=0,
-            timeout=timeout,
-        )
+        self._clients: dict[str, openai.OpenAI] = {}
+        self._clients_lock = threading.Lock()
+
+    def _client(self, tier: Tier) -> openai.OpenAI:
+        """One HTTP client per endpoint. Only the shared endpoint gets the API key: a tier's
+        own endpoint (a local server, say) never sees it."""
+        url = self._settings.endpoint(tier)
+        with self._clients_lock:
+            client = self._clients.get(url)
+            if client is None:
+                key = self._settings.model_api_key if tier.base_url is None else None
+                client = openai.OpenAI(
+                    base_url=url, api_key=key or "unused", max_retries=0, timeout=self._timeout
+                )
+                self._clients[url] = client
+            return client
 
     def close(self) -> None:
-        self._client.close()
+        with self._clients_lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
 
     def __enter__(self) -> OpenAIModel:
         return self
@@ -192,13 +207,18 @@ class OpenAIModel:
     ) -> ModelReply:
         deadline = _Deadline(self._settings.model_timeout_s)
         reply = _Accumulator(tier.model)
+        url = self._settings.endpoint(tier).rstrip("/")
+        where = _where(tier)
+        json_format = tier.tool_format == "json" and bool(tools)
+        sent = json_tool_messages(messages, tools) if json_format else messages
+        native = tools and not json_format
         try:
             # An empty tools array is a 400 at OpenAI, so a tool-less call omits both fields.
-            stream = self._client.chat.completions.create(
+            stream = self._client(tier).chat.completions.create(
                 model=tier.model,
-                messages=cast(Any, messages),
-                tools=cast(Any, tools) if tools else openai.omit,
-                tool_choice="auto" if tools else openai.omit,
+                messages=cast(Any, sent),
+                tools=cast(Any, tools) if native else openai.omit,
+                tool_choice="auto" if native else openai.omit,
                 stream=True,
                 stream_options={"include_usage": True},
             )
@@ -213,82 +233,80 @@ class OpenAIModel:
         except openai.APITimeoutError as exc:
             if isinstance(exc.__cause__, httpx2.ConnectTimeout | httpx2.PoolTimeout):
                 raise _Retryable(
-                    f"model endpoint {self._url} unreachable: no connection within "
+                    f"model endpoint {url} unreachable: no connection within "
                     f"{self._connect_timeout_s:g}s; "
-                    "check LOOPWRIGHT_MODEL_BASE_URL"
+                    f"check {where}"
                 ) from None
             raise _Retryable(
-                f"model endpoint {self._url} stalled: nothing received for "
+                f"model endpoint {url} stalled: nothing received for "
                 f"{self._settings.stall_timeout_s:g}s; check the endpoint's health or raise "
                 "LOOPWRIGHT_STALL_TIMEOUT_S"
             ) from None
         except openai.APIConnectionError as exc:
             if deadline.expired:
                 raise _Retryable(
-                    f"model endpoint {self._url} was still streaming after "
+                    f"model endpoint {url} was still streaming after "
                     f"{self._settings.model_timeout_s:g}s; raise LOOPWRIGHT_MODEL_TIMEOUT_S "
                     "or pick a faster tier"
                 ) from None
             raise _Retryable(
-                f"model endpoint {self._url} unreachable: {_cause(exc)}; "
-                "check LOOPWRIGHT_MODEL_BASE_URL"
+                f"model endpoint {url} unreachable: {_cause(exc)}; check {where}"
             ) from None
         except openai.APIStatusError as exc:
-            self._raise_for_status(exc, tier)
+            self._raise_for_status(exc, tier, url)
         except openai.APIError as exc:
             # An error event inside an otherwise successful stream: the provider failed mid-answer.
             raise _Retryable(
-                f"model endpoint {self._url} failed mid-stream: {_quote(exc.message)}"
+                f"model endpoint {url} failed mid-stream: {_quote(exc.message)}"
             ) from None
         except json.JSONDecodeError as exc:
             raise _Retryable(
-                f"model endpoint {self._url} sent a malformed stream ({exc.msg}); "
-                "check LOOPWRIGHT_MODEL_BASE_URL points at an OpenAI-compatible /v1 endpoint"
+                f"model endpoint {url} sent a malformed stream ({exc.msg}); "
+                f"check {where} points at an OpenAI-compatible /v1 endpoint"
             ) from None
-        return reply.reply(messages, tools, time.monotonic() - started)
+        return reply.reply(messages, tools, time.monotonic() - started, json_format=json_format)
 
-    def _raise_for_status(self, exc: openai.APIStatusError, tier: Tier) -> NoReturn:
+    def _raise_for_status(self, exc: openai.APIStatusError, tier: Tier, url: str) -> NoReturn:
+        where = _where(tier)
         status = exc.status_code
         detail = _quote(_error_message(exc))
         if status == 429:
             raise _Retryable(
-                f"model endpoint {self._url} is rate limiting (429): {detail}; wait, run fewer "
+                f"model endpoint {url} is rate limiting (429): {detail}; wait, run fewer "
                 "missions at once, or raise LOOPWRIGHT_MODEL_RETRIES",
                 _retry_after(exc.response.headers),
             )
         if status >= 500 or status == 408:
             raise _Retryable(
-                f"model endpoint {self._url} failed with {status}: {detail}; the provider may be "
-                "down, retry later or point LOOPWRIGHT_MODEL_BASE_URL elsewhere",
+                f"model endpoint {url} failed with {status}: {detail}; the provider may be "
+                f"down, retry later or point {where} elsewhere",
                 _retry_after(exc.response.headers),
             )
         if status == 401:
-            message = (
-                f"401 from model endpoint {self._url}: {detail}; check LOOPWRIGHT_MODEL_API_KEY"
-            )
+            message = f"401 from model endpoint {url}: {detail}; check LOOPWRIGHT_MODEL_API_KEY"
         elif status == 403:
             message = (
-                f"403 from model endpoint {self._url} for model id {tier.model!r}: {detail}; check "
+                f"403 from model endpoint {url} for model id {tier.model!r}: {detail}; check "
                 "that LOOPWRIGHT_MODEL_API_KEY has access to it, or change LOOPWRIGHT_MODEL_TIERS"
             )
         elif status == 404 and _mentions_model(exc):
             message = (
-                f"model id {tier.model!r} (tier {tier.name}) not found at endpoint {self._url}: "
+                f"model id {tier.model!r} (tier {tier.name}) not found at endpoint {url}: "
                 f"{detail}; check LOOPWRIGHT_MODEL_TIERS"
             )
         elif status == 404:
             message = (
-                f"no chat completions endpoint at {self._url} (404): {detail}; check "
-                "LOOPWRIGHT_MODEL_BASE_URL (it usually ends in /v1)"
+                f"no chat completions endpoint at {url} (404): {detail}; check "
+                f"{where} (it usually ends in /v1)"
             )
         elif any(word in detail.lower() for word in ("context", "too long", "maximum")):
             message = (
-                f"model endpoint {self._url} refused the request as too long ({status}): "
+                f"model endpoint {url} refused the request as too long ({status}): "
                 f"{detail}; lower LOOPWRIGHT_CONTEXT_TOKENS"
             )
         else:
             message = (
-                f"model endpoint {self._url} rejected the request ({status}) for model id "
+                f"model endpoint {url} rejected the request ({status}) for model id "
                 f"{tier.model!r}: {detail}; check that it supports tool calling, or change "
                 "LOOPWRIGHT_MODEL_TIERS"
             )
@@ -395,18 +413,39 @@ class _Accumulator:
             call.arguments += function.arguments
 
     def reply(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], duration_s: float
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        duration_s: float,
+        *,
+        json_format: bool = False,
     ) -> ModelReply:
         text, thoughts = split_reasoning("".join(self.content))
         reasoning = "".join(self.reasoning) + thoughts
         partial = [(p.id, p.name, p.arguments) for _, p in sorted(self.calls.items())]
         source: ToolCallSource = "native"
-        if not partial and tools:
+        extra = 0
+        if tools:
             recovered = recover_calls(text, tools)
-            if recovered.calls:
+            if json_format:
+                # One strict object per reply: the first valid call, nothing more.
+                recovered = Recovered(recovered.content, recovered.calls[:1])
+            if recovered.calls and not partial:
                 text = recovered.content
                 partial = [("", c.name, c.arguments) for c in recovered.calls]
                 source = "content"
+                extra = len(partial)
+            elif recovered.calls:
+                # Calls that leaked into the text next to native ones (parallel calls a
+                # server parsed only in part): the new ones join, repeats are dropped.
+                text = recovered.content
+                seen = {(name, _canonical(args)) for _, name, args in partial}
+                for call in recovered.calls:
+                    key = (call.name, _canonical(call.arguments))
+                    if key not in seen:
+                        seen.add(key)
+                        partial.append(("", call.name, call.arguments))
+                        extra += 1
         tool_calls = _unique_ids(partial, _answered_ids(messages))
         usage = self.usage or _estimate_usage(messages, tools, text + reasoning, tool_calls)
         return ModelReply(
@@ -417,8 +456,77 @@ class _Accumulator:
             finish_reason=self.finish_reason,
             duration_s=duration_s,
             tool_call_source=source,
+            recovered_calls=extra,
             reasoning_tokens=self.reasoning_tokens or _tokens(reasoning),
         )
+
+
+def _canonical(arguments: str) -> str:
+    """Arguments in one spelling, so a call repeated with other whitespace is seen as one."""
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except json.JSONDecodeError:
+        return arguments
+
+
+JSON_TOOLS_PROMPT = """\
+# Tools
+
+You act by calling exactly one of these tools per reply. Reply with ONE JSON object and \
+nothing else: {{"name": "<tool name>", "arguments": {{<arguments>}}}}
+
+{tools}"""
+
+
+def json_tool_messages(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The conversation for a server without tool support: the tools described in the
+    system prompt, earlier calls written as the JSON objects the model sent, and tool
+    results as user messages. The same history always renders the same way, so the
+    requests stay an append-only sequence."""
+    described = "\n".join(json.dumps(t.get("function", t)) for t in tools)
+    prompt = JSON_TOOLS_PROMPT.format(tools=described)
+    rendered: list[dict[str, Any]] = []
+    if not messages or messages[0].get("role") != "system":
+        rendered.append({"role": "system", "content": prompt})
+    for position, message in enumerate(messages):
+        role = message.get("role")
+        content = message.get("content") or ""
+        if position == 0 and role == "system":
+            rendered.append({"role": "system", "content": f"{content}\n\n{prompt}"})
+        elif role == "assistant" and message.get("tool_calls"):
+            written = [
+                json.dumps({"name": c["function"]["name"], "arguments": _loaded(c["function"])})
+                for c in message["tool_calls"]
+            ]
+            text = "\n".join([content, *written]).strip()
+            rendered.append({"role": "assistant", "content": text})
+        elif role == "tool":
+            rendered.append(
+                {
+                    "role": "user",
+                    "content": f"Result of call {message.get('tool_call_id')}:\n{content}",
+                }
+            )
+        else:
+            rendered.append(message)
+    return rendered
+
+
+def _loaded(function: dict[str, Any]) -> Any:
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+
+
+def _where(tier: Tier) -> str:
+    """The setting that names a tier's endpoint, for error messages."""
+    return "LOOPWRIGHT_MODEL_TIERS" if tier.base_url else "LOOPWRIGHT_MODEL_BASE_URL"
 
 
 def _as_chunk(completion: Any) -> ChatCompletionChunk:

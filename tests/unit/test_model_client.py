@@ -593,16 +593,16 @@ def test_plain_prose_with_braces_is_an_answer_without_a_tool_call(harness: Harne
     assert reply.content == content
 
 
-def test_native_tool_calls_win_over_json_in_the_content(harness: Harness) -> None:
+def test_a_call_leaking_into_the_content_joins_the_native_ones(harness: Harness) -> None:
     reply = text_reply(
         harness,
         f"Reading.\n{json.dumps(TEST)}",
         tool_calls=[{"name": "read_file", "arguments": {"path": "a.py"}}],
     )
 
-    assert [c.name for c in reply.tool_calls] == ["read_file"]
-    assert reply.tool_call_source == "native"
-    assert TEST["name"] in reply.content
+    assert [c.name for c in reply.tool_calls] == ["read_file", TEST["name"]]
+    assert reply.tool_call_source == "native" and reply.recovered_calls == 1
+    assert reply.content == "Reading."
 
 
 def test_without_tools_offered_nothing_is_recovered(harness: Harness) -> None:
