@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -297,6 +298,10 @@ def run_loopwright(task: Any, config: str, endpoint: Endpoint, limits: Limits) -
                 "LOOPWRIGHT_DATA_DIR": str(scratch / "data"),
                 # The loop stops in time for verification to finish inside the run's cap.
                 "LOOPWRIGHT_WALL_CLOCK_S": str(max(30, int(limits.run_timeout_s * 0.7))),
+                # A small model on a busy CPU reads a first prompt for minutes; the run's cap
+                # bounds the wait, so a retry must not throw that work away.
+                "LOOPWRIGHT_MODEL_TIMEOUT_S": str(int(limits.run_timeout_s)),
+                "LOOPWRIGHT_STALL_TIMEOUT_S": str(int(limits.run_timeout_s)),
             }
         )
         argv = [
@@ -602,11 +607,8 @@ def main(argv: list[str] | None = None) -> int:
         tasks = [t for t in tasks if t.id in args.task]
     if args.limit is not None:
         tasks = tasks[: args.limit]
-    if not args.no_peer:
-        try:
-            import minisweagent  # noqa: F401
-        except ImportError:
-            parser.error("mini-swe-agent is not installed: pip install -e '.[bench]' or --no-peer")
+    if not args.no_peer and importlib.util.find_spec("minisweagent") is None:
+        parser.error("mini-swe-agent is not installed: pip install -e '.[bench]' or --no-peer")
     configs = args.config or list(CONFIGS)
     limits = Limits(args.max_steps, args.run_timeout, args.sandbox)
     report = Report()

@@ -7,6 +7,7 @@ server of the model the request names, streaming the answer through unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import threading
@@ -105,7 +106,9 @@ class ModelRouter:
             response = conn.getresponse()
         except OSError as exc:
             conn.close()
-            self.reply_error(handler, 502, f"model server {upstream} did not answer: {exc}")
+            # The client may have gone too (a run stopped at its cap); nothing to answer then.
+            with contextlib.suppress(OSError):
+                self.reply_error(handler, 502, f"model server {upstream} did not answer: {exc}")
             return
         try:
             handler.send_response(response.status)
