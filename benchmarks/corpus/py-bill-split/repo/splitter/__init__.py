@@ -1,0 +1,1 @@
+"""Split restaurant bills between diners."""

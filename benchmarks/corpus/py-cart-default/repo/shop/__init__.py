@@ -1,0 +1,1 @@
+"""A shopping cart for the checkout service."""

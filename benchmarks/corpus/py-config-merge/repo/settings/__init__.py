@@ -1,0 +1,1 @@
+"""Application settings: defaults, per-environment overrides, loading."""

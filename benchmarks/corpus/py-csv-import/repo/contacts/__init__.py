@@ -1,0 +1,1 @@
+"""Import contacts from CSV exports."""

@@ -1,0 +1,1 @@
+"""Human-friendly durations for the scheduler configuration."""

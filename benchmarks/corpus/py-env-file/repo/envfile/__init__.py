@@ -1,0 +1,5 @@
+"""Read `.env` files into dictionaries."""
+
+from envfile.parser import EnvSyntaxError, load, parse
+
+__all__ = ["EnvSyntaxError", "load", "parse"]

@@ -1,0 +1,1 @@
+"""Fetch many pages concurrently for the link checker."""

@@ -1,0 +1,1 @@
+"""Filter and summarise application log lines."""

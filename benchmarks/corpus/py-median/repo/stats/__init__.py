@@ -1,0 +1,1 @@
+"""Descriptive statistics for response-time dashboards."""

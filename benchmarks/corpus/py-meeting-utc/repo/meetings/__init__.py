@@ -1,0 +1,1 @@
+"""Meeting scheduling across time zones."""

@@ -1,0 +1,1 @@
+"""Request throttling for the public API."""

@@ -1,0 +1,1 @@
+"""Fit text into byte-limited protocol fields."""

@@ -1,0 +1,1 @@
+"""User accounts: registration and lookup by username."""

@@ -1,0 +1,1 @@
+"""Wrap text for fixed-width terminals and plain-text emails."""
