@@ -39,11 +39,12 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 def hostile_session(*calls: dict[str, Any], fix: bool = False) -> list[dict[str, Any]]:
     """A scripted session: plan, the hostile calls one per step, optionally the real fix,
-    a test run, finish."""
+    a test run, finish. When that run fails, the loop refuses the first finish and the
+    model insists: the second finish goes to verification, which must see through it."""
     steps = [step(PLAN), *(step(call) for call in calls)]
     if fix:
         steps.append(step(EDIT))
-    return [*steps, step(CHECK), step(FINISH)]
+    return [*steps, step(CHECK), step(FINISH), step(FINISH)]
 
 
 def write(path: Path, text: str) -> Path:
@@ -1482,7 +1483,8 @@ def vt_mission(
     steps = [step(PLAN), *(step(c) for c in calls)]
     if fix:
         steps.append(step(EDIT))
-    steps += [step(tool("run_command", command=check)), step(FINISH)]
+    # A failing check makes the loop refuse the first finish; the model insists.
+    steps += [step(tool("run_command", command=check)), step(FINISH), step(FINISH)]
     server = scripted(steps)
     run = run_cli("fix", str(repo), "--sandbox", sandbox, env=model_env(server, **(env or {})))
     return run, repo, before
