@@ -293,7 +293,7 @@ def with_trigger_phrase(payload: Mapping[str, Any], phrase: str) -> Mapping[str,
     if not isinstance(comment, Mapping) or not isinstance(comment.get("body"), str):
         return payload
     body: str = comment["body"]
-    pattern = re.compile(rf"^( {{0,3}}){re.escape(phrase)}(?=[ \t]|$)", re.IGNORECASE)
+    pattern = re.compile(rf"^( {{0,3}}){re.escape(phrase)}(?=[ \t\r]|$)", re.IGNORECASE)
     lines = []
     for line in body.split("\n"):
         if pattern.match(line):
@@ -525,7 +525,7 @@ class ActionRun:
                 plan = pinned
             self._check_delivery(plan.request)
             config = self._config(plan, session)
-            if plan.request.trigger == "comment":
+            if plan.request.trigger == "comment" and not self.action.dry_run:
                 self._track(plan.request, session)
             return self._fix(plan, session, config)
         except (GitHubError, WorkspaceError) as exc:
@@ -571,11 +571,11 @@ class ActionRun:
     def _authorize(self, pending: NeedsPermission, session: RepoSession) -> Target | Outcome:
         allowed = {u.lower() for u in self.action.allowed_users}
         if allowed and pending.user.lower() not in allowed:
-            names = ", ".join(f"`{u}`" for u in self.action.allowed_users)
-            session.comment(
-                pending.request.pr_number or 0,
-                f"Loopwright takes requests here only from {names} (this workflow's "
-                f"`allowed-users`), so it will not act on this comment by `{pending.user}`.",
+            # Refused in the log only: a comment per unlisted commenter would let anyone make
+            # the workflow write to the pull request.
+            print(
+                f"loopwright: {pending.user} is not in allowed-users; nothing done",
+                file=sys.stderr,
             )
             return Outcome(
                 "refused",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from loopwright.instructions import RepoInstructions
 
 SYSTEM = """\
@@ -68,12 +70,15 @@ no favicon).""",
 }
 
 
+_CLOSING_TAG = re.compile(r"(?i)<\s*/\s*repository-instructions")
+
+
 def repository_guidance(instructions: RepoInstructions) -> str:
     """The repository's instruction file, marked as the repository's words: it informs how
     to work in this codebase and has no say over the rules above (the tools enforce them)."""
     cut = " (cut to its beginning)" if instructions.truncated else ""
     # The file cannot close the block it is quoted in.
-    text = instructions.text.replace("</repository-instructions", "<\\/repository-instructions")
+    text = _CLOSING_TAG.sub("<\\/repository-instructions", instructions.text)
     return "\n".join(
         [
             f"The repository provides instructions for contributors in {instructions.path}"

@@ -61,7 +61,10 @@ def _by_bearer(settings: Settings, request: Request[Any, Any, Any]) -> bool:
 
 def _check_csrf(settings: Settings, request: Request[Any, Any, Any]) -> None:
     origin = request.headers.get("origin")
-    if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
+    # This server, as the browser reached it: the Host it sent, or the public URL when a
+    # reverse proxy rewrites Host.
+    ours = {request.headers.get("host", ""), urlsplit(settings.github.public_url or "").netloc}
+    if origin is not None and urlsplit(origin).netloc not in ours - {""}:
         raise PermissionDeniedException(
             f"cross-site request refused: Origin {origin[:100]} is not this server"
         )
@@ -89,6 +92,13 @@ def cancel_mission(
 ) -> Response[dict[str, Any]]:
     """Stop a running or queued mission: 202 when done (`cancelled`, it had not started) or
     recorded for the running mission (`cancelling`); 409 when it has already ended."""
+    if settings.dashboard_token is None and not settings.github.oauth_enabled:
+        # Nobody can be told apart: with neither a dashboard token nor GitHub sign-in, the
+        # live view is open to anyone who reaches it, and cancelling is not.
+        raise PermissionDeniedException(
+            "cancelling needs a dashboard token (LOOPWRIGHT_DASHBOARD_TOKEN) or GitHub "
+            "sign-in; set one, or comment `/loopwright cancel` on the pull request"
+        )
     if not _by_bearer(settings, request):
         _check_csrf(settings, request)
     mission = visible_mission(runtime.store, viewer, mission_id)

@@ -228,8 +228,9 @@ def _branch_moved(
 ) -> Delivered:
     where = f"now points at {now[:7]}" if now else "is gone"
     reason = (
-        f"{branch} {where}, not at {head[:7]} where this mission started; Loopwright pushes "
-        "only a fast-forward of the commit it worked on, so nothing was pushed"
+        f"{render.code(branch, Redactor([]))} {where}, not at {head[:7]} where this mission "
+        "started; Loopwright pushes only a fast-forward of the commit it worked on, so nothing "
+        "was pushed"
     )
     say_on_pull(session, mission, number, f"Loopwright verified a change but {reason}.")
     return Delivered("skipped", None, reason)

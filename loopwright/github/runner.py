@@ -21,6 +21,7 @@ from loopwright.cancellation import Cancellation
 from loopwright.config import ConfigError, RepoConfig, Settings
 from loopwright.events import EventBus, EventSink
 from loopwright.github import render
+from loopwright.github.commands import NON_WRITER_REPLY_WINDOW_S
 from loopwright.github.delivery import Delivered, GitHubDelivery
 from loopwright.github.gitops import GitError, clone_at
 from loopwright.github.iterate import foreign_commits, mission_guidance, someone_else_pushed
@@ -305,6 +306,14 @@ class AppMissionRunner:
             {"title": output["title"], "summary": output["summary"], "text": output["text"]},
         )
 
+    def _may_answer_non_writer(self, mission_id: str, request: MissionRequest, number: int) -> bool:
+        delivery = request.extra.get("delivery")
+        if not isinstance(delivery, str) or not delivery:
+            return True
+        key = f"non-writer reply on {request.repo}#{number}"
+        self.store.decide_delivery(delivery, key, mission_id=mission_id)
+        return self.store.recent_deliveries(key, NON_WRITER_REPLY_WINDOW_S) <= 1
+
     def _authorize(
         self, mission_id: str, request: MissionRequest, session: RepoSession
     ) -> MissionRequest | None:
@@ -331,9 +340,11 @@ class AppMissionRunner:
             writer = permission in ("write", "maintain", "admin")
             refused = not writer or decision.refused
             if not writer:
-                # A non-writer gets one reply and nothing else: no one without write access
-                # can make the App write more.
-                session.comment(decision.issue_number, decision.body)
+                # A non-writer gets one reply and nothing else, and at most one such reply
+                # per pull request in the window (as for the other commands), so no one
+                # without write access can make the App fill a thread with refusals.
+                if self._may_answer_non_writer(mission_id, request, decision.issue_number):
+                    session.comment(decision.issue_number, decision.body)
             else:
                 self._react(request, session)
                 comment_id, _ = session.post_comment(decision.issue_number, decision.body)
@@ -387,7 +398,14 @@ class AppMissionRunner:
             settings = settings.with_overrides(tiers=tiers or None)
         # The checkout is the pull request's head; the instructions, like the config, come
         # from the default branch.
-        instructions = session.read_instructions()
+        try:
+            instructions = session.read_instructions()
+        except GitHubError as exc:
+            # The file is optional: a failed read costs the guidance, not the mission.
+            structlog.get_logger("loopwright.mission").warning(
+                "repository instructions not read", mission=mission_id, error=str(exc)
+            )
+            instructions = None
         tree = clone_at(request.clone_url, request.head_sha, workdir / "checkout", session.token)
         model = self.model_factory(settings)
         try:

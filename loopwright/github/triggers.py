@@ -38,6 +38,7 @@ from loopwright.github import render
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest, ReviewComment, Trigger
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 FAILING_CONCLUSIONS = frozenset({"failure", "timed_out"})
 WRITE_PERMISSIONS = frozenset({"write", "maintain", "admin"})
 CI_EVENTS: dict[str, Trigger] = {
@@ -215,7 +216,9 @@ def authorize(
             "and comment `/loopwright fix` again if you still want a fix.",
             number,
         )
-    own_branch = head_ref.startswith(ctx.branch_prefix)
+    # Only the branches Loopwright names for its fixes are iterated on; another branch a
+    # writer happened to start with the prefix is fixed like any pull request's head.
+    own_branch = head_ref.startswith(f"{ctx.branch_prefix}fix-")
     if own_branch and head_repo != base_repo:
         return Reply(
             f"{render.mention(pending.user)}, the head branch {render.code(head_ref, _PLAIN)} "
@@ -589,7 +592,9 @@ def _visible_lines(body: str) -> list[tuple[str, bool]]:
     body = _HTML_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n") + "\u0000", body)
     result: list[tuple[str, bool]] = []
     fence: str | None = None
-    for raw in body.splitlines():
+    # Only CR/LF break lines in GitHub's Markdown; str.splitlines would also split at
+    # U+2028, U+0085 and friends, which a reader sees inside the same (quoted) line.
+    for raw in _LINE_BREAK.split(body):
         hidden_comment = "\u0000" in raw
         line = raw.replace("\u0000", "")
         opened = _FENCE.match(line)

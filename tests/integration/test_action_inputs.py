@@ -133,13 +133,12 @@ def test_allowed_users_refuses_a_writer_who_is_not_listed(
 
     assert code == 1
     assert world.model.requests == []
-    # Refused before anything is read: no permission check, no pull request, no clone.
-    assert [r.operation_id for r in world.github.requests] == ["issues/create-comment"]
-    (comment,) = [
+    # Refused before anything is read or written: no permission check, no pull request, no
+    # clone, and no comment (one per unlisted commenter would let anyone make it write).
+    assert [r.operation_id for r in world.github.requests] == []
+    assert not [
         c for c in world.github.comments(REPO, world.pr_number) if c["user"]["type"] == "Bot"
     ]
-    assert "`alice`, `bob`" in comment["body"] and "`maintainer`" in comment["body"]
-    assert "@" not in comment["body"]
     outputs = parse_outputs((world.tmp / "inline" / "output").read_text())
     assert outputs["status"] == "refused"
     assert set(outputs) == set(ACTION["outputs"])
@@ -190,6 +189,7 @@ def comment_env(tmp_path: Path, body: str, **inputs: str) -> ActionEnv:
         ("@acme-bot fixes", False, None),
         ("/loopwright fix", False, None),
         ("please @acme-bot fix", False, None),
+        ("@acme-bot fix\r\nuse the cache", True, "use the cache"),
     ],
     ids=[
         "plain",
@@ -200,6 +200,7 @@ def comment_env(tmp_path: Path, body: str, **inputs: str) -> ActionEnv:
         "longer-word",
         "default-no-longer",
         "mid-line",
+        "crlf",
     ],
 )
 def test_trigger_phrase_replaces_the_command(
