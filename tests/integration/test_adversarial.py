@@ -2288,6 +2288,7 @@ def test_model_script_detaching_a_process_leaves_no_survivor(
         step(contain_check(marker), delay_s=CONTAIN_DELAY_S),
         step(CHECK),
         step(FINISH),
+        step(FINISH),  # the check failed: the loop refuses the first finish once
     ]
     run, _ = contain_run(run_cli, scripted, repo, sandbox_kind, steps)
     assert run.result["status"] == "unverified", run.result["message"]
