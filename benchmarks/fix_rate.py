@@ -382,12 +382,12 @@ def _usage_from_events(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]
 
 
 def _attempts(result: dict[str, Any], events: list[dict[str, Any]]) -> int:
-    """Independent attempts the mission made: the result's count where it keeps one,
-    else one per tier that was called."""
+    """Independent attempts the mission made (LOOPWRIGHT_ATTEMPTS): the result's list of
+    them when it has any, else one per tier that was called."""
     value = result.get("attempts")
     if isinstance(value, int):
         return value
-    if isinstance(value, list | dict):
+    if isinstance(value, list | dict) and value:
         return len(value)
     tiers = {e.get("tier") for e in events if e.get("type") == "model_call"}
     return max(1, len(tiers)) if events else 0
