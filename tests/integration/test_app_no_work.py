@@ -248,6 +248,8 @@ CLAIMS_SUCCESS = [
     step(tool("write_file", path="invoice/notes.py", content="# looked at the discount\n")),
     step(tool("run_command", command="python -m pytest -q")),
     step(tool("finish", summary="Fixed the discount bug; all tests pass now")),
+    # The loop refuses a finish right after a red run once; the model insists.
+    step(tool("finish", summary="Fixed the discount bug; all tests pass now")),
 ]
 
 
