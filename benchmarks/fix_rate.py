@@ -44,6 +44,7 @@ CONFIGS: dict[str, tuple[str, ...]] = {
     "0.5b+1.5b": ("0.5b", "1.5b"),
 }
 PEER_MODES = ("text", "tools")
+AGENTS = ("loopwright", *(f"mini-swe-agent/{m}" for m in PEER_MODES))
 LOOPWRIGHT = "loopwright"
 BUDGET_S = 88 * 60
 """The default run's whole budget; model fetch and server start come out of it too."""
@@ -499,10 +500,13 @@ def endpoint_for(config: str, base_url: str) -> Endpoint:
     return Endpoint(base_url, tuple((f"q{s.replace('.', '')}", MODELS[s]) for s in CONFIGS[config]))
 
 
-def runs_per_task(configs: Sequence[str], peers: bool) -> int:
+def runs_per_task(
+    configs: Sequence[str], peers: bool, agents: Sequence[str] = AGENTS
+) -> int:
     """Loopwright once per configuration; the peer in each mode once per single model."""
     singles = sum(len(CONFIGS[c]) == 1 for c in configs)
-    return len(configs) + (len(PEER_MODES) * singles if peers else 0)
+    modes = [m for m in PEER_MODES if f"mini-swe-agent/{m}" in agents] if peers else []
+    return len(configs) * ("loopwright" in agents) + len(modes) * singles
 
 
 def run_benchmark(
@@ -511,6 +515,7 @@ def run_benchmark(
     *,
     limits: Limits,
     peers: bool = True,
+    agents: Sequence[str] = AGENTS,
     threads: int = 2,
     external: dict[str, str] | None = None,
     budget_s: float = BUDGET_S,
@@ -524,7 +529,7 @@ def run_benchmark(
     interrupted benchmark still has them."""
     report = report if report is not None else Report()
     started = clock()
-    per_task_s = runs_per_task(configs, peers) * limits.run_timeout_s
+    per_task_s = runs_per_task(configs, peers, agents) * limits.run_timeout_s
     sizes = sorted({s for c in configs for s in CONFIGS[c]})
     try:
         with serving(sizes, threads=threads, external=external or {}) as base_url:
@@ -534,11 +539,16 @@ def run_benchmark(
                     break
                 for config in configs:
                     endpoint = endpoint_for(config, base_url)
-                    runs = [partial(run_loopwright, task, config, endpoint, limits)]
+                    runs = (
+                        [partial(run_loopwright, task, config, endpoint, limits)]
+                        if "loopwright" in agents
+                        else []
+                    )
                     if peers and len(CONFIGS[config]) == 1:
                         runs += [
                             partial(run_peer, task, config, mode, endpoint, limits)
                             for mode in PEER_MODES
+                            if f"mini-swe-agent/{mode}" in agents
                         ]
                     for start in runs:
                         run = start()
@@ -581,6 +591,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads per server")
     parser.add_argument("--no-peer", action="store_true", help="skip mini-swe-agent")
     parser.add_argument(
+        "--agent",
+        action="append",
+        choices=AGENTS,
+        help="only this agent (repeatable; default: all), e.g. to run the peer in a pass of its own",
+    )
+    parser.add_argument(
         "--endpoint",
         action="append",
         default=[],
@@ -607,7 +623,9 @@ def main(argv: list[str] | None = None) -> int:
         tasks = [t for t in tasks if t.id in args.task]
     if args.limit is not None:
         tasks = tasks[: args.limit]
-    if not args.no_peer and importlib.util.find_spec("minisweagent") is None:
+    agents = tuple(args.agent or AGENTS)
+    peers = not args.no_peer and any(a != "loopwright" for a in agents)
+    if peers and importlib.util.find_spec("minisweagent") is None:
         parser.error("mini-swe-agent is not installed: pip install -e '.[bench]' or --no-peer")
     configs = args.config or list(CONFIGS)
     limits = Limits(args.max_steps, args.run_timeout, args.sandbox)
@@ -617,7 +635,8 @@ def main(argv: list[str] | None = None) -> int:
             tasks,
             configs,
             limits=limits,
-            peers=not args.no_peer,
+            peers=peers,
+            agents=agents,
             threads=args.threads,
             external=external,
             budget_s=args.budget_min * 60,

@@ -146,5 +146,7 @@ def test_a_task_starts_only_when_its_runs_fit_the_budget() -> None:
         budget_s=6 * 120 - 1,
     )
     assert fix_rate.runs_per_task(["0.5b", "1.5b"], peers=True) == 6
+    assert fix_rate.runs_per_task(["0.5b", "1.5b"], True, ("mini-swe-agent/text",)) == 2
+    assert fix_rate.runs_per_task(["0.5b", "0.5b+1.5b"], True, ("loopwright",)) == 2
     assert starved.runs == [] and starved.not_run == ["py-paginate"]
     assert "not run (time budget): py-paginate" in render(starved)
