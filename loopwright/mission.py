@@ -36,6 +36,7 @@ from loopwright.agent.loop import AgentLoop, LoopResult, leave_loop_stage
 from loopwright.agent.model import Model, ModelError, Sampling
 from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS, is_protected
 from loopwright.agent.prompts import SYSTEM, change_task, fix_task
+from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
 from loopwright.cancellation import Cancellation, Cancelled
 from loopwright.config import (
@@ -308,6 +309,7 @@ class FixMission:
         self.sandboxes = MissionSandboxes(provider, request.mission_id, self.cancellation)
         self.started = clock()
         self.instructions = request.instructions
+        self._guard: TestEditGuard | None = None
 
     # -- the stages --------------------------------------------------------------------
 
@@ -571,6 +573,7 @@ class FixMission:
             command_timeout_s=self.settings.command_timeout_s,
             protected_paths=protected,
             test_command=plan.command,
+            test_guard=self._test_guard(plan, repo),
         )
         conversation = Conversation(
             system=SYSTEM, task=task, context_tokens=self.settings.context_tokens
@@ -589,6 +592,21 @@ class FixMission:
             manage_stages=stages,
         )
         return loop, toolbox
+
+    def _test_guard(self, plan: TestPlan, repo: RepoConfig) -> TestEditGuard:
+        """The tool-side copy of verification's test routing, for the base tree (built once
+        per mission: every loop and attempt starts from the same base)."""
+        if self._guard is None:
+            base = self.workdir / "trees" / "base"
+            self._guard = TestEditGuard.for_tree(
+                tree_files(base),
+                lambda rel: read_text(base, rel),
+                test_command=plan.command,
+                setup_command=plan.setup,
+                test_script=plan.script,
+                allow_test_edits=repo.allow_test_edits,
+            )
+        return self._guard
 
     def _attempt_passed(
         self, sandbox: Sandbox, plan: TestPlan, outcome: LoopResult, patch: str

@@ -25,6 +25,7 @@ from loopwright.agent.policy import (
     target_protected_by,
     write_targets,
 )
+from loopwright.agent.testguard import TestEditGuard
 from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, Sandbox
 from loopwright.sandbox.paths import normalize_relative
 
@@ -173,8 +174,10 @@ class Toolbox:
         protected_paths: Sequence[str],
         on_output: OutputCallback | None = None,
         test_command: str | None = None,
+        test_guard: TestEditGuard | None = None,
     ) -> None:
         self._sandbox = sandbox
+        self._test_guard = test_guard
         self._command_timeout_s = command_timeout_s
         self._protected = tuple(protected_paths)
         self._on_output = on_output
@@ -251,17 +254,18 @@ class Toolbox:
         header = f"{args.path} (lines {start}-{end} of {len(lines)})\n" if lines else ""
         return ToolOutcome("ok", f"{header}{body}{note}" if lines else f"{args.path} is empty.")
 
-    def _check_writable(self, path: str) -> None:
+    def _check_writable(self, path: str) -> list[str]:
         """Refuse a write whose path, as written or once symlinks are resolved, is protected.
 
         The lexical form is checked first (`./.github/x`, `a/../.github/x`), then the path
         the sandbox resolves it to, so a directory symlink into `.github` or a file symlink
-        to a workflow is refused before anything is written.
+        to a workflow is refused before anything is written. Returns the path's spellings
+        the test guard must judge: as written, and resolved when that differs.
         """
         rel = normalize_relative(path)
         pattern = protected_by(rel, self._protected)
         resolved = None
-        if pattern is None and self._protected:
+        if pattern is None and (self._protected or self._test_guard):
             resolved = self._sandbox.resolve_path(rel)
             pattern = protected_by(resolved, self._protected)
         if pattern is not None:
@@ -274,6 +278,16 @@ class Toolbox:
                 "and a patch that touches them is rejected. Leave it as it is and fix the "
                 "code instead."
             )
+        return [rel] if resolved in (None, rel) else [rel, resolved]
+
+    def _check_test_edit(self, paths: Sequence[str], new: str | None) -> None:
+        """Refuse a write that verification would withhold (see `agent.testguard`)."""
+        if self._test_guard is None:
+            return
+        for path in paths:
+            reason = self._test_guard.refusal(path, new)
+            if reason:
+                raise FileToolError(reason)
 
     def _check_command_writes(self, command: str) -> Refusal | None:
         """Refuse a command that writes a protected path, as written or through a symlink."""
@@ -297,8 +311,20 @@ class Toolbox:
                 return protected_write_refusal(command, target.path, pattern, resolved)
         return None
 
+    def _check_command_test_writes(self, command: str) -> str | None:
+        """Why a command that writes an existing test file or test configuration is
+        refused, or None (see `agent.testguard`)."""
+        if self._test_guard is None:
+            return None
+        for target in write_targets(command):
+            reason = self._test_guard.command_refusal(command, target)
+            if reason:
+                return reason
+        return None
+
     def _write_file(self, args: WriteFileArgs) -> ToolOutcome:
-        self._check_writable(args.path)
+        paths = self._check_writable(args.path)
+        self._check_test_edit(paths, args.content)
         data = args.content.encode("utf-8")
         if len(data) > MAX_WRITE_BYTES:
             return ToolOutcome(
@@ -308,7 +334,7 @@ class Toolbox:
         return ToolOutcome("ok", f"Wrote {args.path} ({len(data)} bytes).")
 
     def _edit_file(self, args: EditFileArgs) -> ToolOutcome:
-        self._check_writable(args.path)
+        paths = self._check_writable(args.path)
         text = self._sandbox.read_file(args.path).decode("utf-8", errors="strict")
         count = text.count(args.old)
         if count == 0:
@@ -324,7 +350,9 @@ class Toolbox:
                 f"`old` occurs {count} times in {args.path}; include more surrounding lines "
                 "so it matches exactly once.",
             )
-        self._sandbox.write_file(args.path, text.replace(args.old, args.new, 1).encode("utf-8"))
+        edited = text.replace(args.old, args.new, 1)
+        self._check_test_edit(paths, edited)
+        self._sandbox.write_file(args.path, edited.encode("utf-8"))
         line = text[: text.index(args.old)].count("\n") + 1
         return ToolOutcome("ok", f"Edited {args.path} at line {line}.")
 
@@ -332,6 +360,9 @@ class Toolbox:
         refusal = check_command(args.command) or self._check_command_writes(args.command)
         if refusal is not None:
             return ToolOutcome("refused", f"Refused ({refusal.rule}): {refusal.message}")
+        test_edit = self._check_command_test_writes(args.command)
+        if test_edit is not None:
+            return ToolOutcome("refused", f"Refused (test_edit): {test_edit}")
         timeout = min(args.timeout_s or self._command_timeout_s, self._command_timeout_s)
         result = self._sandbox.exec(args.command, timeout_s=timeout, on_output=self._on_output)
         return ToolOutcome(

@@ -1,0 +1,216 @@
+"""The tools refuse the test edits verification would undo, and nothing else.
+
+Each case runs a real tool call through `Toolbox` against a local sandbox of a small tree,
+then reads the sandbox back: a refused write must leave the file as it was, an allowed one
+must land.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
+from loopwright.agent.testguard import TestEditGuard
+from loopwright.agent.tools import Toolbox
+from loopwright.config import SandboxLimits
+from loopwright.sandbox.base import Sandbox
+from loopwright.sandbox.local import LocalProvider
+
+FILES = {
+    "pytest.ini": "[pytest]\naddopts = -q\n",
+    "pyproject.toml": '[project]\nname = "calc"\nversion = "1.0"\n\n[tool.pytest.ini_options]\n'
+    'addopts = "-q"\n',
+    "calc/__init__.py": "def add(a, b):\n    return a - b\n",
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+    "tests/helpers.py": "ONE = 1\n",
+    "tests/conftest.py": "",
+}
+
+
+def _base(root: Path) -> Path:
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "link_to_test.py").symlink_to("tests/test_calc.py")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+def _read(root: Path, rel: str) -> str | None:
+    path = root / rel
+    return path.read_text() if path.is_file() and not path.is_symlink() else None
+
+
+def _guard(base: Path, allow: tuple[str, ...] = ()) -> TestEditGuard:
+    paths = [p.relative_to(base).as_posix() for p in base.rglob("*") if ".git" not in p.parts]
+    return TestEditGuard.for_tree(
+        [p for p in paths if (base / p).is_file()],
+        lambda rel: _read(base, rel),
+        test_command="python -m pytest",
+        setup_command=None,
+        allow_test_edits=allow,
+    )
+
+
+@pytest.fixture()
+def base(tmp_path: Path) -> Path:
+    return _base(tmp_path / "base")
+
+
+@pytest.fixture()
+def box(base: Path, tmp_path: Path) -> Iterator[Sandbox]:
+    provider = LocalProvider(SandboxLimits(output_cap_bytes=65536), base_dir=tmp_path / "boxes")
+    sandbox = provider.create("mission-guard", base, network=False)
+    try:
+        yield sandbox
+    finally:
+        sandbox.close()
+
+
+def _tools(box: Sandbox, base: Path, allow: tuple[str, ...] = ()) -> Toolbox:
+    return Toolbox(
+        box,
+        command_timeout_s=30,
+        protected_paths=DEFAULT_PROTECTED_PATHS,
+        test_command="python -m pytest",
+        test_guard=_guard(base, allow),
+    )
+
+
+def _call(tools: Toolbox, name: str, **arguments: object) -> tuple[str, str]:
+    outcome = tools.run(name, json.dumps(arguments))
+    return outcome.status, outcome.observation
+
+
+WEAKENED = "def test_add():\n    assert True\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("tests/test_calc.py", "is an existing test file"),
+        ("./tests/test_calc.py", "is an existing test file"),
+        ("tests/../tests/test_calc.py", "is an existing test file"),
+        ("tests/helpers.py", "is an existing test file"),
+        ("tests/conftest.py", "conftest.py files configure pytest"),
+        ("pytest.ini", "pytest.ini configures pytest"),
+        ("conftest.py", "conftest.py files configure pytest"),  # a new one: still configuration
+        ("sitecustomize.py", "the interpreter runs it at start-up"),
+    ],
+)
+def test_writing_existing_tests_or_test_configuration_is_refused(
+    box: Sandbox, base: Path, path: str, reason: str
+) -> None:
+    tools = _tools(box, base)
+    before = box.exec("cat tests/test_calc.py pytest.ini", timeout_s=30).output
+    status, observation = _call(tools, "write_file", path=path, content=WEAKENED)
+    assert status == "refused", observation
+    assert reason in observation and "Fix the code under test instead" in observation
+    assert "allow_test_edits" in observation
+    assert box.exec("cat tests/test_calc.py pytest.ini", timeout_s=30).output == before
+    assert box.exec("test -e conftest.py || test -e sitecustomize.py", timeout_s=30).exit_code
+
+
+def test_an_edit_of_a_test_file_is_refused_and_leaves_it_as_it_was(
+    box: Sandbox, base: Path
+) -> None:
+    tools = _tools(box, base)
+    status, observation = _call(
+        tools, "edit_file", path="tests/test_calc.py", old="== 3", new="== -1"
+    )
+    assert status == "refused", observation
+    assert "tests/test_calc.py is an existing test file" in observation
+    assert box.read_file("tests/test_calc.py").decode() == FILES["tests/test_calc.py"]
+
+
+def test_a_symlink_to_a_test_file_is_judged_by_its_target(box: Sandbox, base: Path) -> None:
+    tools = _tools(box, base)
+    status, observation = _call(tools, "write_file", path="link_to_test.py", content=WEAKENED)
+    assert status == "refused", observation
+    assert "tests/test_calc.py is an existing test file" in observation
+    assert box.read_file("tests/test_calc.py").decode() == FILES["tests/test_calc.py"]
+
+
+def test_product_code_new_tests_and_non_test_config_edits_are_allowed(
+    box: Sandbox, base: Path
+) -> None:
+    tools = _tools(box, base)
+    fixed = "def add(a, b):\n    return a + b\n"
+    assert _call(tools, "write_file", path="calc/__init__.py", content=fixed)[0] == "ok"
+    regression = "from calc import add\n\n\ndef test_negative():\n    assert add(-1, 1) == 0\n"
+    assert _call(tools, "write_file", path="tests/test_regression.py", content=regression)[0] == (
+        "ok"
+    )
+    # pyproject.toml outside its pytest section is product metadata.
+    bumped = FILES["pyproject.toml"].replace('"1.0"', '"1.1"')
+    assert _call(tools, "write_file", path="pyproject.toml", content=bumped)[0] == "ok"
+    assert box.read_file("calc/__init__.py").decode() == fixed
+    assert box.read_file("tests/test_regression.py").decode() == regression
+    assert box.read_file("pyproject.toml").decode() == bumped
+    # ...but its pytest section is test configuration.
+    loosened = FILES["pyproject.toml"].replace('"-q"', '"-q -k not_add"')
+    status, observation = _call(tools, "write_file", path="pyproject.toml", content=loosened)
+    assert status == "refused" and "pyproject.toml is test configuration" in observation
+
+
+def test_allow_test_edits_lets_the_covered_paths_through(box: Sandbox, base: Path) -> None:
+    tools = _tools(box, base, allow=("tests/test_calc.py",))
+    assert _call(tools, "write_file", path="tests/test_calc.py", content=WEAKENED)[0] == "ok"
+    assert box.read_file("tests/test_calc.py").decode() == WEAKENED
+    assert _call(tools, "write_file", path="tests/helpers.py", content="ONE = 2\n")[0] == "refused"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sed -i 's/== 3/== -1/' tests/test_calc.py",
+        "echo 'def test_add(): pass' > tests/test_calc.py",
+        "rm tests/test_calc.py",
+        "rm -rf tests",
+        "rm tests/*.py",
+        "mv tests/test_calc.py tests/test_calc.py.off",
+        "cd tests && truncate -s 0 test_calc.py",
+        "printf '[pytest]\\naddopts = -k nothing\\n' > pytest.ini",
+        "echo 'collect_ignore = [\"tests\"]' > conftest.py",
+    ],
+)
+def test_commands_that_change_tests_are_refused_before_they_run(
+    box: Sandbox, base: Path, command: str
+) -> None:
+    tools = _tools(box, base)
+    before = box.exec("ls -R; cat tests/test_calc.py pytest.ini", timeout_s=30).output
+    status, observation = _call(tools, "run_command", command=command)
+    assert status == "refused", observation
+    assert observation.startswith("Refused (test_edit): `") and "was not run" in observation
+    assert box.exec("ls -R; cat tests/test_calc.py pytest.ini", timeout_s=30).output == before
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python -m pytest -q tests/test_calc.py > /tmp/out.txt; cat /tmp/out.txt",
+        "cat > tests/test_new_case.py <<'EOF'\ndef test_new():\n    assert 1\nEOF",
+        "sed -i 's/a - b/a + b/' calc/__init__.py",
+        "cp tests/test_calc.py /tmp/copy.py",
+    ],
+)
+def test_commands_that_leave_existing_tests_alone_run(
+    box: Sandbox, base: Path, command: str
+) -> None:
+    tools = _tools(box, base)
+    status, observation = _call(tools, "run_command", command=command)
+    assert status in ("ok", "failed"), observation
+    assert "test_edit" not in observation
+    assert box.read_file("tests/test_calc.py").decode() == FILES["tests/test_calc.py"]
+
+
+def test_without_a_guard_the_toolbox_writes_tests_as_before(box: Sandbox) -> None:
+    # The build mode has no base tests to protect and passes no guard.
+    tools = Toolbox(box, command_timeout_s=30, protected_paths=DEFAULT_PROTECTED_PATHS)
+    assert _call(tools, "write_file", path="tests/test_calc.py", content=WEAKENED)[0] == "ok"
+    assert box.read_file("tests/test_calc.py").decode() == WEAKENED
