@@ -73,6 +73,10 @@ class Run:
     completion_tokens: int = 0
     attempts: int = 0
     tier: str | None = None
+    prefix: list[float] = field(default_factory=list)
+    """Per model call after the first of a conversation: the share of the previous request's
+    prompt tokens that the server served from its cache for this one (1.0: the whole
+    previous request was reused; Loopwright only, read from its `model_call` events)."""
     patch: str = ""
     note: str = ""
 
@@ -127,10 +131,40 @@ def totals(runs: Sequence[Run]) -> list[dict[str, Any]]:
                 "cached_tokens": sum(r.cached_tokens for r in group),
                 "completion_tokens": sum(r.completion_tokens for r in group),
                 "attempts": sum(r.attempts for r in group),
+                "prefix": [share for r in group for share in r.prefix],
                 "tiers": ", ".join(sorted({r.tier for r in group if r.tier})) or "-",
             }
         )
     return rows
+
+
+def prefix_reuse(events: Sequence[dict[str, Any]]) -> list[float]:
+    """For each model call that continues a conversation, the share of the previous
+    request's prompt served from the server's prompt cache: min(cached, previous prompt) /
+    previous prompt. A new attempt or tier starts a new conversation."""
+    shares: list[float] = []
+    previous: dict[str, Any] | None = None
+    for event in events:
+        if event.get("type") == "attempt" and event.get("status") == "started":
+            previous = None
+        if event.get("type") != "model_call":
+            continue
+        if previous is not None and previous.get("tier") == event.get("tier"):
+            before = int(previous.get("prompt_tokens") or 0)
+            cached = event.get("cached_tokens")
+            if before > 0 and cached is not None:
+                shares.append(min(int(cached), before) / before)
+        previous = event
+    return shares
+
+
+def _prefix(shares: Sequence[float]) -> str:
+    """`mean (lowest), n of m steps >= 95 %`, or `-`."""
+    if not shares:
+        return "-"
+    mean = sum(shares) / len(shares)
+    hits = sum(s >= 0.95 for s in shares)
+    return f"{mean:.1%} (min {min(shares):.0%}), {hits}/{len(shares)} >= 95%"
 
 
 def _mark(value: bool | None) -> str:
@@ -141,8 +175,8 @@ def render(report: Report) -> str:
     """The per-task table, then the totals side by side, as Markdown."""
     lines = [
         "| task | agent | config | status | verified | hidden tests | false-verified "
-        "| wall s | steps | tokens uncached / cached / out | attempts | tier |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| wall s | steps | tokens uncached / cached / out | prefix reused | attempts | tier |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in report.runs:
         hidden = "-" if r.visible_ok is None else _mark(r.fixed)
@@ -150,20 +184,20 @@ def render(report: Report) -> str:
             f"| {r.task} | {r.agent} | {r.config} | {r.status} | {_mark(r.claimed)} | {hidden} "
             f"| {'**YES**' if r.false_verified else 'no'} | {r.wall_s:.0f} | {r.steps} "
             f"| {r.uncached_tokens} / {r.cached_tokens} / {r.completion_tokens} "
-            f"| {r.attempts} | {r.tier or '-'} |"
+            f"| {_prefix(r.prefix)} | {r.attempts} | {r.tier or '-'} |"
         )
     lines += [
         "",
         "| agent | config | tasks | verified | fixed (hidden tests) | false-verified "
-        "| wall s | steps | tokens uncached / cached / out | attempts | tiers |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| wall s | steps | tokens uncached / cached / out | prefix reused | attempts | tiers |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for t in totals(report.runs):
         lines.append(
             f"| {t['agent']} | {t['config']} | {t['tasks']} | {t['verified']} | {t['fixed']} "
             f"| {t['false_verified']} | {t['wall_s']:.0f} | {t['steps']} "
             f"| {t['uncached_tokens']} / {t['cached_tokens']} / {t['completion_tokens']} "
-            f"| {t['attempts']} | {t['tiers']} |"
+            f"| {_prefix(t['prefix'])} | {t['attempts']} | {t['tiers']} |"
         )
     if report.not_run:
         lines += ["", f"not run (time budget): {', '.join(report.not_run)}"]
@@ -351,6 +385,7 @@ def run_loopwright(task: Any, config: str, endpoint: Endpoint, limits: Limits) -
             run.completion_tokens += int(tier_usage.get("completion_tokens") or 0)
         run.steps = int(result.get("steps") or sum(e["type"] == "model_call" for e in events))
         run.attempts = _attempts(result, events)
+        run.prefix = [round(share, 4) for share in prefix_reuse(events)]
         run.tier = result.get("final_tier") or _last_tier(events)
         run.patch = str(result.get("patch") or "")
         if not result:
@@ -500,9 +535,7 @@ def endpoint_for(config: str, base_url: str) -> Endpoint:
     return Endpoint(base_url, tuple((f"q{s.replace('.', '')}", MODELS[s]) for s in CONFIGS[config]))
 
 
-def runs_per_task(
-    configs: Sequence[str], peers: bool, agents: Sequence[str] = AGENTS
-) -> int:
+def runs_per_task(configs: Sequence[str], peers: bool, agents: Sequence[str] = AGENTS) -> int:
     """Loopwright once per configuration; the peer in each mode once per single model."""
     singles = sum(len(CONFIGS[c]) == 1 for c in configs)
     modes = [m for m in PEER_MODES if f"mini-swe-agent/{m}" in agents] if peers else []
@@ -594,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
         "--agent",
         action="append",
         choices=AGENTS,
-        help="only this agent (repeatable; default: all), e.g. to run the peer in a pass of its own",
+        help="only this agent (repeatable; default: all), e.g. to run one agent at a time",
     )
     parser.add_argument(
         "--endpoint",

@@ -150,3 +150,27 @@ def test_a_task_starts_only_when_its_runs_fit_the_budget() -> None:
     assert fix_rate.runs_per_task(["0.5b", "0.5b+1.5b"], True, ("loopwright",)) == 2
     assert starved.runs == [] and starved.not_run == ["py-paginate"]
     assert "not run (time budget): py-paginate" in render(starved)
+
+
+def test_prefix_reuse_is_the_share_of_the_previous_request_served_from_cache() -> None:
+    def call(tier: str, prompt: int, cached: int | None) -> dict[str, object]:
+        return {
+            "type": "model_call",
+            "tier": tier,
+            "prompt_tokens": prompt,
+            "cached_tokens": cached,
+        }
+
+    events = [
+        call("q05b", 2000, 0),
+        call("q05b", 2500, 2000),  # the whole previous request reused
+        call("q05b", 2600, 1250),  # half of it
+        call("q05b", 3000, None),  # a server that reports nothing: no share
+        {"type": "attempt", "status": "started"},
+        call("q05b", 2000, 1900),  # a fresh conversation: nothing to compare with
+        call("q15b", 2100, 2000),  # another model's server: likewise
+        call("q15b", 2200, 3000),  # more cached than the previous prompt counts as all of it
+    ]
+    assert fix_rate.prefix_reuse(events) == [1.0, 1250 / 2500, 1.0]
+    assert fix_rate._prefix([1.0, 0.5, 1.0]) == "83.3% (min 50%), 2/3 >= 95%"
+    assert fix_rate._prefix([]) == "-"

@@ -193,10 +193,10 @@ def test_commands_that_change_tests_are_refused_before_they_run(
 @pytest.mark.parametrize(
     "command",
     [
-        "python -m pytest -q tests/test_calc.py > /tmp/out.txt; cat /tmp/out.txt",
+        "python -m pytest -q tests/test_calc.py > out.txt; cat out.txt",
         "cat > tests/test_new_case.py <<'EOF'\ndef test_new():\n    assert 1\nEOF",
         "sed -i 's/a - b/a + b/' calc/__init__.py",
-        "cp tests/test_calc.py /tmp/copy.py",
+        "cp tests/test_calc.py copy_of_the_test.py",
     ],
 )
 def test_commands_that_leave_existing_tests_alone_run(
