@@ -15,6 +15,7 @@ import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
+from typing import Any
 from urllib.parse import urlsplit
 
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length"}
@@ -69,7 +70,7 @@ class ModelRouter:
                 router.forward(self, upstream, body)
 
         class Server(ThreadingHTTPServer):
-            def handle_error(self, request: object, client_address: object) -> None:
+            def handle_error(self, request: Any, client_address: Any) -> None:
                 # A client killed at its run cap resets its connection; that is expected
                 # and says nothing about the benchmark, so it prints no traceback.
                 if not isinstance(sys.exc_info()[1], ConnectionError):
