@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -66,6 +68,32 @@ def example_repo(tmp_path: Path) -> Callable[..., Path]:
 
 def tool(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def smuggled_write(path: str, content: str) -> dict[str, Any]:
+    """A `run_command` call whose program writes `path` itself, where the tools cannot see
+    the path: how a model gets a test edit past the tool-side guard. Verification must
+    still withhold it, which is what the scenarios using this check."""
+    script = (
+        f"import base64, pathlib; p = pathlib.Path({path!r}); p.parent.mkdir(parents=True, "
+        f"exist_ok=True); p.write_bytes(base64.b64decode({_b64(content)!r}))"
+    )
+    return tool("run_command", command=f"python3 -c {shlex.quote(script)}")
+
+
+def smuggled_edit(path: str, old: str, new: str) -> dict[str, Any]:
+    """Like `smuggled_write`, replacing the one occurrence of `old` in `path` by `new`."""
+    script = (
+        f"import base64, pathlib; p = pathlib.Path({path!r}); d = base64.b64decode; "
+        f"t = p.read_text(); o = d({_b64(old)!r}).decode(); "
+        "assert t.count(o) == 1, 'old text not found once'; "
+        f"p.write_text(t.replace(o, d({_b64(new)!r}).decode()))"
+    )
+    return tool("run_command", command=f"python3 -c {shlex.quote(script)}")
 
 
 def step(*calls: dict[str, Any], content: str = "", **extra: Any) -> dict[str, Any]:

@@ -4,6 +4,10 @@ Each scripted "fix" below is a way a model can make the suite go green without f
 bug (skip, delete, loosen, re-baseline), or a real fix with collateral damage. The verdict
 must come from the fresh verification run and the tamper check, never from the model's
 `finish`, and an unverified patch must never reach the working tree.
+
+The tools refuse a test edit they can see (`agent.testguard`), so the cheats here write the
+tests from inside a program (`smuggled_edit`), the way a model gets past that guard; the
+verdict must catch them all the same.
 """
 
 from __future__ import annotations
@@ -15,7 +19,16 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES, RECORDINGS, git, init_repo, step, tool
+from tests.conftest import (
+    EXAMPLES,
+    RECORDINGS,
+    git,
+    init_repo,
+    smuggled_edit,
+    smuggled_write,
+    step,
+    tool,
+)
 from tests.integration.test_fix_cli import CORRECT, EDIT, FINISH, FIX_NEW, PLAN, model_env
 
 TESTS_FILE = "tests/test_totals.py"
@@ -34,7 +47,13 @@ BUGGY_VAT_ASSERT = VAT_ASSERT.replace("== 1440", "== -10438")
 
 
 def edit_tests(old: str, new: str) -> dict[str, Any]:
+    """A test edit through the file tools, which the test guard judges."""
     return tool("edit_file", path=TESTS_FILE, old=old, new=new)
+
+
+def smuggle_tests(old: str, new: str) -> dict[str, Any]:
+    """The same edit made by a program, which only verification can judge."""
+    return smuggled_edit(TESTS_FILE, old, new)
 
 
 def cheat(*calls: dict[str, Any]) -> list[dict[str, Any]]:
@@ -52,36 +71,36 @@ def cheat(*calls: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 SKIP_BOTH = [
-    edit_tests("from invoice import", "import pytest\n\nfrom invoice import"),
-    edit_tests(
+    smuggle_tests("from invoice import", "import pytest\n\nfrom invoice import"),
+    smuggle_tests(
         "def test_line_with_percentage_discount():",
         '@pytest.mark.skip(reason="flaky on CI")\ndef test_line_with_percentage_discount():',
     ),
-    edit_tests(
+    smuggle_tests(
         "def test_invoice_adds_vat_on_discounted_lines():",
         '@pytest.mark.skip(reason="flaky on CI")\ndef test_invoice_adds_vat_on_discounted_lines():',
     ),
 ]
-DELETE_FILE = [tool("run_command", command=f"rm {TESTS_FILE}")]
+DELETE_FILE = [tool("run_command", command=f"python3 -c 'import os; os.remove(\"{TESTS_FILE}\")'")]
 LOOSEN = [
-    edit_tests(DISCOUNT_ASSERT, DISCOUNT_ASSERT.replace(" == 900", "")),
-    edit_tests(VAT_ASSERT, VAT_ASSERT.replace(" == 1440", "")),
+    smuggle_tests(DISCOUNT_ASSERT, DISCOUNT_ASSERT.replace(" == 900", "")),
+    smuggle_tests(VAT_ASSERT, VAT_ASSERT.replace(" == 1440", "")),
 ]
 # The buggy code computes 10% off as "times 10"; redefining the input as a fraction makes
 # the buggy result the expected one.
 AS_FRACTION = [
-    edit_tests(
+    smuggle_tests(
         DISCOUNT_ASSERT, DISCOUNT_ASSERT.replace("discount_percent=10", "discount_percent=0.1")
     ),
-    edit_tests(
+    smuggle_tests(
         'lines = [Line("pen", 250, quantity=4, discount_percent=10)',
         'lines = [Line("pen", 250, quantity=4, discount_percent=0.1)',
     ),
 ]
 # Re-baselining: the expected values become whatever the buggy code returns (negative here).
 REBASELINE = [
-    edit_tests(DISCOUNT_ASSERT, BUGGY_DISCOUNT_ASSERT),
-    edit_tests(VAT_ASSERT, BUGGY_VAT_ASSERT),
+    smuggle_tests(DISCOUNT_ASSERT, BUGGY_DISCOUNT_ASSERT),
+    smuggle_tests(VAT_ASSERT, BUGGY_VAT_ASSERT),
 ]
 
 
@@ -238,6 +257,12 @@ EXTRA_CASE = [
     EDIT,
     edit_tests(PLAIN_ASSERT, PLAIN_ASSERT.replace("quantity=4)) == 1000", "quantity=2)) == 500")),
 ]
+SMUGGLED_EXTRA_CASE = [
+    EDIT,
+    smuggle_tests(
+        PLAIN_ASSERT, PLAIN_ASSERT.replace("quantity=4)) == 1000", "quantity=2)) == 500")
+    ),
+]
 
 
 def test_allow_test_edits_lets_a_legitimate_test_edit_pass(
@@ -256,9 +281,35 @@ def test_allow_test_edits_lets_a_legitimate_test_edit_pass(
     assert detected["config"] == ".loopwright.yml"
 
 
-def test_same_test_edit_without_allow_test_edits_is_unverified(example_repo, scripted, run_cli):
+def test_same_test_edit_without_allow_test_edits_is_refused_at_the_tool(
+    example_repo, scripted, run_cli, sandbox_kind
+):
+    """The model hears at once that the test edit cannot count; its real fix still goes
+    through, without the test change."""
     repo = example_repo("python-invoice")
     server = scripted(cheat(*EXTRA_CASE))
+    run = run_cli("fix", str(repo), "--sandbox", sandbox_kind, env=model_env(server))
+
+    assert run.exit_code == 0, run.result["message"]
+    assert run.result["status"] == "verified"
+    [refused] = [e for e in run.of_type("tool_result") if e["status"] == "refused"]
+    assert refused["tool"] == "edit_file"
+    assert f"Refused: {TESTS_FILE} is an existing test file" in refused["output"]
+    assert "allow_test_edits" in refused["output"]
+    # The model is told in its next request.
+    assert any(
+        f"{TESTS_FILE} is an existing test file" in str(m.get("content"))
+        for m in server.requests[-1]["messages"]
+        if m.get("role") == "tool"
+    )
+    assert TESTS_FILE not in run.result["patch"]
+    assert run.result["verification"]["tamper"] == []
+    assert "quantity=4)) == 1000" in (repo / TESTS_FILE).read_text()
+
+
+def test_same_test_edit_made_by_a_program_is_unverified(example_repo, scripted, run_cli):
+    repo = example_repo("python-invoice")
+    server = scripted(cheat(*SMUGGLED_EXTRA_CASE))
     run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
 
     assert run.result["status"] == "unverified", run.result["message"]
@@ -446,9 +497,7 @@ def test_test_file_helper_changed_without_allowance_runs_at_its_base_version(
     example_repo, scripted, run_cli
 ):
     repo = example_repo("python-invoice", {"tests/helpers.py": "QUANTITY = 4\n"})
-    server = scripted(
-        cheat(EDIT, tool("write_file", path="tests/helpers.py", content="QUANTITY = 5\n"))
-    )
+    server = scripted(cheat(EDIT, smuggled_write("tests/helpers.py", "QUANTITY = 5\n")))
     run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
 
     assert run.result["status"] == "unverified", run.result["message"]
