@@ -96,6 +96,13 @@ def smuggled_edit(path: str, old: str, new: str) -> dict[str, Any]:
     return tool("run_command", command=f"python3 -c {shlex.quote(script)}")
 
 
+def smuggled_remove(path: str) -> dict[str, Any]:
+    """Like `smuggled_write`, deleting `path`."""
+    return tool(
+        "run_command", command=f"python3 -c {shlex.quote(f'import os; os.remove({path!r})')}"
+    )
+
+
 def step(*calls: dict[str, Any], content: str = "", **extra: Any) -> dict[str, Any]:
     return {"content": content, "tool_calls": list(calls), **extra}
 

@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import init_repo, step, tool
+from tests.conftest import (
+    init_repo,
+    smuggled_edit,
+    smuggled_remove,
+    smuggled_write,
+    step,
+    tool,
+)
 from tests.integration.test_fix_cli import EDIT, FIX_NEW, FIX_OLD, PLAN, model_env
 
 FINISH = tool("finish", summary="done")
@@ -1254,7 +1261,7 @@ def test_repository_pytest_module_shadowing_the_framework_is_refused_security_39
     fake = "print('4 passed')\nraise SystemExit(0)\n"
     repo = example_repo("python-invoice")
     reasons = vs_unverified(
-        repo, scripted, run_cli, sandbox_kind, tool("write_file", path="pytest.py", content=fake)
+        repo, scripted, run_cli, sandbox_kind, smuggled_write("pytest.py", fake)
     )
     assert f"{VS_DISCOUNT} still fails" in reasons
     withheld = [r for r in reasons if r.startswith("pytest.py: ")]
@@ -1456,12 +1463,15 @@ def pytest_runtest_makereport(item, call):
 """
 
 
+# The forgeries are written by a program, not the file tools: the tools refuse test and
+# test-configuration edits they can see, and what is tested here is that verification
+# holds against the ones they cannot.
 def vt_write(path: str, content: str) -> dict[str, Any]:
-    return tool("write_file", path=path, content=content)
+    return smuggled_write(path, content)
 
 
 def vt_append(path: str, old: str, extra: str) -> dict[str, Any]:
-    return tool("edit_file", path=path, old=old, new=old + extra)
+    return smuggled_edit(path, old, old + extra)
 
 
 def vt_mission(
@@ -1967,11 +1977,20 @@ def test_repository_network_always_cannot_widen_operator_setup(
 
 @pytest.mark.docker
 def test_deleting_a_test_file_by_command_is_refused(docker_ready, example_repo, scripted, run_cli):
-    """SECURITY 23/37: a shell command removes the failing tests' helper; verification runs
-    the base version of every test file and reports the deletion."""
+    """SECURITY 23/37: a shell command removes the failing tests' helper. The tool refuses
+    the `rm` it can read; a program that removes the file gets past it, and verification
+    runs the base version of every test file and reports the deletion."""
     files = {"tests/helpers.py": "PRICE = 250\n"}
-    calls = [tool("run_command", command="rm tests/helpers.py")]
+    calls = [
+        tool("run_command", command="rm tests/helpers.py"),
+        smuggled_remove("tests/helpers.py"),
+    ]
     run, repo, before = vt_mission(example_repo, scripted, run_cli, calls, files=files, fix=True)
+    refused = [e for e in run.of_type("tool_result") if e["status"] == "refused"]
+    assert len(refused) == 1 and refused[0]["output"].startswith(
+        "Refused (test_edit): `rm tests/helpers.py` was not run: tests/helpers.py is an "
+        "existing test file"
+    )
     vt_assert_refused(
         run, repo, before, kind="deleted_test_file", path="tests/helpers.py", words="deleted"
     )
