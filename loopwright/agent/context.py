@@ -1,10 +1,12 @@
 """The conversation the model sees, kept inside a token budget.
 
 Long tool outputs are cut to head + tail when they are recorded. Every request extends the
-previous one (an endpoint's prompt cache then reuses all of it): the plan and the latest
-test result are appended as a new message whenever they change, and are never elided. When
-the whole conversation outgrows the context size, the oldest tool observations are elided
-in one large step, down to `ELIDE_TO` of the budget.
+previous one (an endpoint's prompt cache then reuses all of it): a short state message is
+appended whenever the plan or the latest test result changes, holding only what changed
+(the test run as its command, exit code and failing tests; its output is already in the
+conversation, in the task or the command's own result, and is not sent twice). When the
+whole conversation outgrows the context size, the oldest tool observations are elided in
+one large step, down to `ELIDE_TO` of the budget.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from loopwright.agent.failures import failing_tests
 
 CHARS_PER_TOKEN = 4
 """A deliberately conservative estimate; no tokenizer is needed for budgeting."""
@@ -54,7 +58,8 @@ class Conversation:
     plan: list[PlanItem] = field(default_factory=list)
     latest_test: str | None = None
     _elided: set[int] = field(default_factory=set)
-    _last_state: str | None = None
+    _last_plan: str | None = None
+    _last_test: str | None = None
 
     def add_assistant(self, content: str, tool_calls: list[dict[str, Any]]) -> None:
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
@@ -70,33 +75,45 @@ class Conversation:
         self.turns.append({"role": "user", "content": text})
 
     def set_latest_test(self, command: str, exit_code: int, output: str) -> None:
-        self.latest_test = f"$ {command}\n(exit code {exit_code})\n{truncate_middle(output, 3_000)}"
+        """Record the latest run of the tests, whose `output` the conversation already
+        holds (the task's failing run, or the command's own result)."""
+        line = f"`{command}` exited {exit_code} (its output is above)."
+        names = failing_tests(output) if exit_code != 0 else []
+        if names:
+            line += " Failing: " + ", ".join(names) + "."
+        self.latest_test = line
 
-    def state_message(self) -> str:
+    def _plan_text(self) -> str:
+        if not self.plan:
+            return "Plan: none yet; call update_plan with a short checklist first."
+        marks = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+        return "\n".join(
+            ["Plan:", *(f"  {marks.get(i.status, '[ ]')} {i.step}" for i in self.plan)]
+        )
+
+    def _state_update(self) -> str | None:
+        """What changed since the last state message, or None."""
+        plan, test = self._plan_text(), self.latest_test
         lines = ["Current state."]
-        if self.plan:
-            lines.append("Plan:")
-            marks = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
-            lines += [f"  {marks.get(i.status, '[ ]')} {i.step}" for i in self.plan]
-        else:
-            lines.append("Plan: none yet; call update_plan with a short checklist first.")
-        if self.latest_test:
-            lines += ["Latest test run:", self.latest_test]
-        return "\n".join(lines)
+        if plan != self._last_plan:
+            lines.append(plan)
+        if test and test != self._last_test:
+            lines.append(f"Latest test run: {test}")
+        self._last_plan, self._last_test = plan, test
+        return "\n".join(lines) if len(lines) > 1 else None
 
     def render(self) -> list[dict[str, Any]]:
         """The messages for the next request: always the previous request plus what happened
         since, so an endpoint's prompt cache reuses the whole prefix.
 
-        The state (plan and latest test run) is appended as a new message when it changed,
+        What changed in the state (plan, latest test run) is appended as a new message,
         never rewritten in place. When the conversation outgrows the budget, the oldest tool
         observations are elided down to `ELIDE_TO` of it in one go, so the prefix changes in
         rare large steps rather than a little on every request.
         """
-        state = self.state_message()
-        if state != self._last_state:
-            self.turns.append({"role": "user", "content": state})
-            self._last_state = state
+        update = self._state_update()
+        if update is not None:
+            self.turns.append({"role": "user", "content": update})
         budget = int(self.context_tokens * 0.85)
         head = [
             {"role": "system", "content": self.system},

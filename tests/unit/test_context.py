@@ -32,7 +32,7 @@ def _conversation(context_tokens: int) -> Conversation:
         }
         conv.add_assistant("", [call])
         conv.add_tool_result(f"c{i}", f"output {i} " + "y" * 20_000)
-    conv.set_latest_test("python -m pytest", 1, "FAILED tests/test_a.py::test_x")
+    conv.set_latest_test("python -m pytest", 1, "FAILED tests/test_a.py::test_x - assert 0")
     return conv
 
 
@@ -43,7 +43,7 @@ def test_render_fits_budget_and_keeps_plan_and_latest_test():
     assert total <= 20_000
     state = messages[-1]["content"]
     assert "[~] fix" in state and "[x] read" in state
-    assert "FAILED tests/test_a.py::test_x" in state
+    assert "`python -m pytest` exited 1" in state and "Failing: tests/test_a.py::test_x." in state
     # the newest observations stay verbatim, the oldest are elided
     tool_messages = [m for m in messages if m["role"] == "tool"]
     assert tool_messages[-1]["content"].startswith("output 29")
@@ -99,16 +99,41 @@ def test_each_request_extends_the_previous_one():
         if i % 3 == 0:
             conv.plan = [PlanItem(f"step {i}", "in_progress")]
         if i % 4 == 0:
-            conv.set_latest_test("pytest -q", i % 2, f"run {i}")
+            conv.set_latest_test("pytest -q", i // 4 % 2, f"run {i}")
         messages = conv.render()
         assert _is_prefix(previous, messages), i
         previous = messages
-    # The state is appended when it changed, and is not repeated when it did not.
+    # What changed in the state is appended, and only that.
     states = [
         m["content"] for m in previous if m["role"] == "user" and "Current state" in m["content"]
     ]
-    assert len(states) == len(set(states))
-    assert "step 9" in states[-1] and "run 8" in states[-1]
+    plans = [s for s in states if "Plan:" in s]
+    runs = [s for s in states if "Latest test run:" in s]
+    # The first state, then a plan at steps 0, 3, 6, 9 (0 together with the first run).
+    assert len(plans) == 5 and "step 9" in plans[-1] and "step 6" not in plans[-1]
+    # Runs at steps 0, 4, 8 exit 0, 1, 0: three changes, each without its output.
+    assert [r.split("Latest test run: ")[1] for r in runs] == [
+        f"`pytest -q` exited {code} (its output is above)." for code in (0, 1, 0)
+    ]
+
+
+def test_a_state_update_carries_only_what_changed_and_never_the_output_again():
+    output = "F\nFAILED tests/test_totals.py::test_vat - assert 1 == 2\n" + "x" * 2_000
+    conv = Conversation(system="sys", task=f"fix it\n{output}", context_tokens=100_000)
+    conv.set_latest_test("python -m pytest", 1, output)
+    first = conv.render()[-1]["content"]
+    assert first.startswith("Current state.\nPlan: none yet")
+    assert "Latest test run: `python -m pytest` exited 1 (its output is above)." in first
+    assert "Failing: tests/test_totals.py::test_vat." in first and "xxxx" not in first
+    conv.plan = [PlanItem("fix the VAT", "in_progress")]
+    plan_only = conv.render()[-1]["content"]
+    assert plan_only == "Current state.\nPlan:\n  [~] fix the VAT"
+    conv.set_latest_test("python -m pytest -q", 0, "4 passed")
+    test_only = conv.render()[-1]["content"]
+    assert (
+        test_only
+        == "Current state.\nLatest test run: `python -m pytest -q` exited 0 (its output is above)."
+    )
 
 
 def test_an_unchanged_state_adds_no_message():
