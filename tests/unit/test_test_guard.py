@@ -101,6 +101,7 @@ WEAKENED = "def test_add():\n    assert True\n"
         ("pytest.ini", "pytest.ini configures pytest"),
         ("conftest.py", "conftest.py files configure pytest"),  # a new one: still configuration
         ("sitecustomize.py", "the interpreter runs it at start-up"),
+        ("pytest.py", "it shadows the module `pytest`"),
     ],
 )
 def test_writing_existing_tests_or_test_configuration_is_refused(
@@ -113,7 +114,7 @@ def test_writing_existing_tests_or_test_configuration_is_refused(
     assert reason in observation and "Fix the code under test instead" in observation
     assert "allow_test_edits" in observation
     assert box.exec("cat tests/test_calc.py pytest.ini", timeout_s=30).output == before
-    assert box.exec("test -e conftest.py || test -e sitecustomize.py", timeout_s=30).exit_code
+    assert box.exec("ls conftest.py sitecustomize.py pytest.py", timeout_s=30).exit_code
 
 
 def test_an_edit_of_a_test_file_is_refused_and_leaves_it_as_it_was(
