@@ -114,7 +114,8 @@ def test_writing_existing_tests_or_test_configuration_is_refused(
     assert reason in observation and "Fix the code under test instead" in observation
     assert "allow_test_edits" in observation
     assert box.exec("cat tests/test_calc.py pytest.ini", timeout_s=30).output == before
-    assert box.exec("ls conftest.py sitecustomize.py pytest.py", timeout_s=30).exit_code
+    gone = "test ! -e conftest.py && test ! -e sitecustomize.py && test ! -e pytest.py"
+    assert box.exec(gone, timeout_s=30).exit_code == 0
 
 
 def test_an_edit_of_a_test_file_is_refused_and_leaves_it_as_it_was(
