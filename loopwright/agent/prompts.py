@@ -17,12 +17,14 @@ How to work:
 2. Read the failing tests and the code under test. Find the root cause.
 3. Fix the code, not the tests: never delete, skip or weaken a test or its assertions.
 4. Run the failing tests, then the whole suite, until they pass.
-5. Keep the plan current with update_plan; then call finish with a short summary and a
-   title: one imperative line under 72 characters for the pull request and commit.
+5. Call update_plan again only when a step is done or the plan changes: it reads, writes
+   and runs nothing. When the tests pass, call finish with a short summary and a title:
+   one imperative line under 72 characters for the pull request and commit.
 
 Rules: no servers, background jobs, kill, sudo or git push (they are refused). Do not edit
-CI workflows or protected files. Verification re-runs the tests independently after you
-call finish; only a passing run is accepted.
+CI workflows or protected files. Existing test files and test configuration cannot be
+changed (refused); a new test file may be added. Verification re-runs the tests
+independently after you call finish; only a passing run is accepted.
 """
 
 BUILD_SYSTEM = """\
