@@ -23,8 +23,9 @@ How to work:
 
 Rules: no servers, background jobs, kill, sudo or git push (they are refused). Do not edit
 CI workflows or protected files. Existing test files and test configuration cannot be
-changed (refused); a new test file may be added. Verification re-runs the tests
-independently after you call finish; only a passing run is accepted.
+changed (refused unless the repository allows it); a new test file may be added.
+Verification re-runs the tests independently after you call finish; only a passing run is
+accepted.
 """
 
 BUILD_SYSTEM = """\
