@@ -578,7 +578,13 @@ class FixMission:
         conversation = Conversation(
             system=SYSTEM, task=task, context_tokens=self.settings.context_tokens
         )
-        conversation.set_latest_test(plan.command, before.result.exit_code, before.result.output)
+        # The fix task quotes the failing run; a change task (the suite passes) does not.
+        conversation.set_latest_test(
+            plan.command,
+            before.result.exit_code,
+            before.result.output,
+            in_task=not (before.result.ok and not before.report.failing()),
+        )
         loop = AgentLoop(
             settings=settings,
             model=self.model,

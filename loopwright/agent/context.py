@@ -60,6 +60,8 @@ class Conversation:
     _elided: set[int] = field(default_factory=set)
     _last_plan: str | None = None
     _last_test: str | None = None
+    _test_turn: int | None = None
+    """The turn holding the latest test run's output, never elided."""
 
     def add_assistant(self, content: str, tool_calls: list[dict[str, Any]]) -> None:
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
@@ -74,10 +76,16 @@ class Conversation:
     def add_user(self, text: str) -> None:
         self.turns.append({"role": "user", "content": text})
 
-    def set_latest_test(self, command: str, exit_code: int, output: str) -> None:
-        """Record the latest run of the tests, whose `output` the conversation already
-        holds (the task's failing run, or the command's own result)."""
-        line = f"`{command}` exited {exit_code} (its output is above)."
+    def set_latest_test(
+        self, command: str, exit_code: int, output: str, *, in_task: bool = False
+    ) -> None:
+        """Record the latest run of the tests. Its `output` is already in the conversation:
+        in the task (`in_task`), or else in the tool result just added, which is then kept
+        out of elision for as long as it is the latest run."""
+        if not in_task and self.turns and self.turns[-1]["role"] == "tool":
+            self._test_turn = len(self.turns) - 1
+        shown = in_task or self._test_turn is not None
+        line = f"`{command}` exited {exit_code}" + (" (its output is above)." if shown else ".")
         names = failing_tests(output) if exit_code != 0 else []
         if names:
             line += " Failing: " + ", ".join(names) + "."
@@ -130,7 +138,7 @@ class Conversation:
             for index, message in enumerate(self.turns):
                 if total <= target or index >= protected_from:
                     break
-                if message["role"] != "tool" or index in self._elided:
+                if message["role"] != "tool" or index in self._elided or index == self._test_turn:
                     continue
                 before = sizes[index]
                 self._elided.add(index)

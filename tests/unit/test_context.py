@@ -120,7 +120,7 @@ def test_each_request_extends_the_previous_one():
 def test_a_state_update_carries_only_what_changed_and_never_the_output_again():
     output = "F\nFAILED tests/test_totals.py::test_vat - assert 1 == 2\n" + "x" * 2_000
     conv = Conversation(system="sys", task=f"fix it\n{output}", context_tokens=100_000)
-    conv.set_latest_test("python -m pytest", 1, output)
+    conv.set_latest_test("python -m pytest", 1, output, in_task=True)
     first = conv.render()[-1]["content"]
     assert first.startswith("Current state.\nPlan: none yet")
     assert "Latest test run: `python -m pytest` exited 1 (its output is above)." in first
@@ -128,6 +128,7 @@ def test_a_state_update_carries_only_what_changed_and_never_the_output_again():
     conv.plan = [PlanItem("fix the VAT", "in_progress")]
     plan_only = conv.render()[-1]["content"]
     assert plan_only == "Current state.\nPlan:\n  [~] fix the VAT"
+    _step(conv, 1, "4 passed")
     conv.set_latest_test("python -m pytest -q", 0, "4 passed")
     test_only = conv.render()[-1]["content"]
     assert (
@@ -157,3 +158,27 @@ def test_elision_happens_in_rare_large_steps():
     # ~1,000 tokens a step against a 17,000-token budget elided to 60%: a break every ~7 steps
     # at most, where eliding just enough would break the prefix on every step once full.
     assert 1 <= broken <= 10, broken
+
+
+def test_the_latest_test_output_is_never_elided_and_earlier_ones_may_be():
+    conv = Conversation(system="sys", task="fix it", context_tokens=3_000)
+    _step(conv, 0, "old run: FAILED tests/test_a.py::test_old " + "o" * 1_500)
+    conv.set_latest_test("pytest -q", 1, "FAILED tests/test_a.py::test_old")
+    _step(conv, 1, "E   assert total(3) == 4\nFAILED tests/test_a.py::test_x " + "z" * 1_500)
+    conv.set_latest_test("pytest -q", 1, "FAILED tests/test_a.py::test_x")
+    for i in range(2, 9):
+        _step(conv, i, f"read {i} " + "r" * 1_500)
+    messages = conv.render()
+    tools = [m["content"] for m in messages if m["role"] == "tool"]
+    assert "elided" in tools[0]  # the earlier run went
+    assert tools[1].startswith("E   assert total(3) == 4")  # the latest stays verbatim
+    assert "elided" in tools[2]
+    assert "(its output is above). Failing: tests/test_a.py::test_x." in messages[-1][
+        "content"
+    ] or any("Failing: tests/test_a.py::test_x." in str(m["content"]) for m in messages)
+
+
+def test_a_passing_suite_not_quoted_in_the_task_is_not_said_to_be_above():
+    conv = Conversation(system="sys", task="change it", context_tokens=100_000)
+    conv.set_latest_test("pytest -q", 0, "4 passed")
+    assert conv.render()[-1]["content"].endswith("Latest test run: `pytest -q` exited 0.")
