@@ -44,8 +44,9 @@ CONFIGS: dict[str, tuple[str, ...]] = {
     "0.5b+1.5b": ("0.5b", "1.5b"),
 }
 PEER_MODES = ("text", "tools")
-AGENTS = ("loopwright", *(f"mini-swe-agent/{m}" for m in PEER_MODES))
 LOOPWRIGHT = "loopwright"
+AGENTS = (LOOPWRIGHT, *(f"mini-swe-agent/{m}" for m in PEER_MODES))
+"""Every agent a run can select with --agent: Loopwright, then the peer in each mode."""
 BUDGET_S = 88 * 60
 """The default run's whole budget; model fetch and server start come out of it too."""
 RUN_TIMEOUT_S = 150
@@ -141,7 +142,8 @@ def totals(runs: Sequence[Run]) -> list[dict[str, Any]]:
 def prefix_reuse(events: Sequence[dict[str, Any]]) -> list[float]:
     """For each model call that continues a conversation, the share of the previous
     request's prompt served from the server's prompt cache: min(cached, previous prompt) /
-    previous prompt. A new attempt or tier starts a new conversation."""
+    previous prompt. A new attempt or tier starts a new conversation; a call whose usage
+    the server did not report (estimated) has no share."""
     shares: list[float] = []
     previous: dict[str, Any] | None = None
     for event in events:
@@ -152,14 +154,15 @@ def prefix_reuse(events: Sequence[dict[str, Any]]) -> list[float]:
         if previous is not None and previous.get("tier") == event.get("tier"):
             before = int(previous.get("prompt_tokens") or 0)
             cached = event.get("cached_tokens")
-            if before > 0 and cached is not None:
+            if before > 0 and cached is not None and not event.get("usage_estimated"):
                 shares.append(min(int(cached), before) / before)
         previous = event
     return shares
 
 
 def _prefix(shares: Sequence[float]) -> str:
-    """`mean (lowest), n of m steps >= 95 %`, or `-`."""
+    """`mean (min lowest), hits/steps >= 95%` over the steps (a long run weighs more in a
+    total, as each of its steps counts once), or `-`."""
     if not shares:
         return "-"
     mean = sum(shares) / len(shares)
@@ -539,7 +542,7 @@ def runs_per_task(configs: Sequence[str], peers: bool, agents: Sequence[str] = A
     """Loopwright once per configuration; the peer in each mode once per single model."""
     singles = sum(len(CONFIGS[c]) == 1 for c in configs)
     modes = [m for m in PEER_MODES if f"mini-swe-agent/{m}" in agents] if peers else []
-    return len(configs) * ("loopwright" in agents) + len(modes) * singles
+    return len(configs) * (LOOPWRIGHT in agents) + len(modes) * singles
 
 
 def run_benchmark(
@@ -574,7 +577,7 @@ def run_benchmark(
                     endpoint = endpoint_for(config, base_url)
                     runs = (
                         [partial(run_loopwright, task, config, endpoint, limits)]
-                        if "loopwright" in agents
+                        if LOOPWRIGHT in agents
                         else []
                     )
                     if peers and len(CONFIGS[config]) == 1:
@@ -657,7 +660,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None:
         tasks = tasks[: args.limit]
     agents = tuple(args.agent or AGENTS)
-    peers = not args.no_peer and any(a != "loopwright" for a in agents)
+    if args.no_peer and args.agent and LOOPWRIGHT not in agents:
+        parser.error("--no-peer with only mini-swe-agent in --agent runs nothing")
+    peers = not args.no_peer and any(a != LOOPWRIGHT for a in agents)
     if peers and importlib.util.find_spec("minisweagent") is None:
         parser.error("mini-swe-agent is not installed: pip install -e '.[bench]' or --no-peer")
     configs = args.config or list(CONFIGS)

@@ -67,6 +67,7 @@ from loopwright.verify.reach import reach_findings
 from loopwright.verify.runner import SuiteRun, environment_problem, run_suite
 from loopwright.verify.tamper import Finding, parse_patch, tamper_findings
 from loopwright.verify.testfiles import (
+    ALLOW_TEST_EDITS_HINT,
     BaseConfig,
     Routed,
     classify,
@@ -895,7 +896,7 @@ def plan_verification(
                     "test_config",
                     f"the patch changes test configuration ({'; '.join(change.test_config)}); "
                     "verification ran the tests with the base version instead "
-                    "(a repository can allow it with allow_test_edits in .loopwright.yml)",
+                    + ALLOW_TEST_EDITS_HINT,
                 )
             )
         elif where.phase == "base" and path not in named:
@@ -905,7 +906,7 @@ def plan_verification(
                     "changed_test_file",
                     f"the patch {'deletes' if status == 'deleted' else 'changes'} the test "
                     f"file {path}; verification ran the original tests instead "
-                    "(a repository can allow it with allow_test_edits in .loopwright.yml)",
+                    + ALLOW_TEST_EDITS_HINT,
                 )
             )
         if change.dependency and not allow_dependency_changes:
@@ -957,11 +958,11 @@ def tree_files(root: Path) -> list[str]:
 def read_text(root: Path, rel: str) -> str | None:
     """The text of a regular file under `root` (never through a symlink), or None."""
     path = root / rel
-    if path.is_symlink() or not path.is_file():
-        return None
     try:
+        if path.is_symlink() or not path.is_file():
+            return None
         return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    except (OSError, ValueError):  # a name too long, a NUL byte: no such base file
         return None
 
 

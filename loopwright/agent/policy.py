@@ -1314,13 +1314,17 @@ def check_writes(
     return None
 
 
+def shorten_command(command: str) -> str:
+    """`command` on one line, cut for a refusal message."""
+    shown = " ".join(command.split())
+    return shown if len(shown) <= _SHOWN_CHARS else shown[: _SHOWN_CHARS - 3] + "..."
+
+
 def protected_write_refusal(
     command: str, path: str, pattern: str, resolved: str | None = None
 ) -> Refusal:
     """The refusal for a command that would change `path`, protected by `pattern`."""
-    shown = " ".join(command.split())
-    if len(shown) > _SHOWN_CHARS:
-        shown = shown[: _SHOWN_CHARS - 3] + "..."
+    shown = shorten_command(command)
     via = f" (which resolves through a symlink to {resolved})" if resolved else ""
     return Refusal(
         "protected_path",

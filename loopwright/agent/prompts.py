@@ -135,8 +135,9 @@ def change_task(
             "in this repository and asked for a change:",
             guidance,
             "",
-            "Make that change in the code and keep every test passing; do not edit tests "
-            "unless the request is about them. Start with update_plan.",
+            "Make that change in the code and keep every test passing; existing tests "
+            "cannot be changed unless the repository allows it, and a new test file may be "
+            "added. Start with update_plan.",
         ]
     )
 

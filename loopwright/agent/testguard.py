@@ -17,18 +17,19 @@ import fnmatch
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from loopwright.agent.policy import WriteTarget, is_protected
+from loopwright.agent.policy import WriteTarget, is_protected, shorten_command
 from loopwright.verify.testfiles import (
+    ALLOW_TEST_EDITS_HINT,
     BaseConfig,
+    Change,
     Reader,
     Status,
     classify,
+    in_environment,
+    is_compiled,
     read_base_config,
     route,
 )
-
-_SHOWN_CHARS = 120
-_ALLOW_HINT = "(a repository can allow it with allow_test_edits in .loopwright.yml)"
 
 
 @dataclass(frozen=True)
@@ -55,67 +56,112 @@ class TestEditGuard:
         allow_test_edits: Sequence[str] = (),
     ) -> TestEditGuard:
         known = tuple(sorted(paths))
+
+        def safe(rel: str) -> str | None:
+            try:
+                return read(rel)
+            except (OSError, ValueError):
+                return None  # an impossible path (too long, a NUL byte) is no base file
+
         config = read_base_config(
             known,
-            read,
+            safe,
             test_command=test_command,
             setup_command=setup_command,
             test_script=test_script,
         )
-        return cls(config, read, known, tuple(allow_test_edits))
+        return cls(config, safe, known, tuple(allow_test_edits))
 
-    def refusal(self, path: str, new: str | None) -> str | None:
-        """Why writing `new` to `path` (None: removing it) is refused, or None."""
-        reason = self._withheld(path, new)
-        return f"Refused: {reason}" if reason else None
+    def refusal(self, path: str, new: str) -> str | None:
+        """Why writing the text `new` to `path` is refused, or None. Writing a file's base
+        text back is never refused."""
+        if self._allowed(path):
+            return None
+        old = self.read_base(path)
+        if old == new:
+            return None
+        status: Status = "added" if old is None else "modified"
+        change = classify(path, old, new, self.config)
+        where = route(path, status, change, test_edit_allowed=False, dependency_allowed=True)
+        return _reason(path, change, exists=old is not None) if where.phase == "base" else None
+
+    def name_refusal(self, path: str) -> str | None:
+        """Why any change to `path` is refused, whatever the content, or None: an existing
+        test file or test configuration by its name, or test configuration a new file of
+        that name would be (a conftest.py, a start-up hook, a module shadowing pytest...).
+        Files whose test configuration is one section of them (pyproject.toml, setup.cfg,
+        tox.ini, package.json) are judged by their content only, in `refusal`."""
+        if self._allowed(path):
+            return None
+        old = self.read_base(path)
+        name = path.rsplit("/", 1)[-1]
+        if "/" not in path and name in _SECTIONED:
+            return None
+        if old is None and (in_environment(path) or is_compiled(path)):
+            return None  # caches and installed files the base does not have
+        status: Status = "added" if old is None else "modified"
+        change = classify(path, old, old if old is not None else "", self.config)
+        where = route(path, status, change, test_edit_allowed=False, dependency_allowed=True)
+        return _reason(path, change, exists=old is not None) if where.phase == "base" else None
 
     def command_refusal(self, command: str, target: WriteTarget) -> str | None:
-        """Why `command`, which writes, moves or removes `target`, is refused, or None. The
-        content a command writes is not known, so a file is judged by what it is: an
-        existing test file, or test configuration by its name alone."""
+        """Why `command`, which writes, moves or removes `target`, is refused, or None.
+        The content a command writes is not known, so each file it reaches is judged by
+        `name_refusal`."""
         for path in self._covered(target):
-            old = self.read_base(path)
-            reason = self._withheld(path, old if old is not None else "")
+            reason = self.name_refusal(path)
             if reason:
-                shown = " ".join(command.split())
-                shown = shown if len(shown) <= _SHOWN_CHARS else shown[: _SHOWN_CHARS - 3] + "..."
-                return f"`{shown}` was not run: {reason}"
+                return f"`{shorten_command(command)}` was not run: {reason}"
         return None
 
     def _covered(self, target: WriteTarget) -> list[str]:
+        """The paths a write to `target` reaches: globs expand over the base tree segment by
+        segment, as the shell does (`*` never crosses a `/`); a tree reaches everything
+        below it (`.`: the whole repository)."""
         path = target.path.strip("/")
+        if path in ("", "."):
+            return list(self.paths) if target.tree else []
         if target.glob:
-            return [
-                p
-                for p in self.paths
-                if fnmatch.fnmatchcase(p, path)
-                or (target.tree and fnmatch.fnmatchcase(p, path + "/*"))
-            ]
+            pattern = path.split("/")
+            return [p for p in self.paths if _glob_reaches(pattern, p.split("/"), target.tree)]
         if target.tree:
-            below = [p for p in self.paths if p == path or p.startswith(path + "/")]
-            return below or [path]
+            below = [p for p in self.paths if p.startswith(path + "/")]
+            return [path, *below]
         return [path]
 
-    def _withheld(self, path: str, new: str | None) -> str | None:
-        if is_protected(path, self.allow_test_edits):
-            return None
-        old = self.read_base(path)
-        if old is None and new is None:
-            return None
-        status: Status = "added" if old is None else "deleted" if new is None else "modified"
-        change = classify(path, old, new, self.config)
-        where = route(path, status, change, test_edit_allowed=False, dependency_allowed=True)
-        if where.phase != "base":
-            return None
-        if change.test_config:
-            return (
-                f"{path} is test configuration ({'; '.join(change.test_config)}). "
-                "Verification runs the tests with its base version, so this change cannot "
-                f"make the fix count {_ALLOW_HINT}. Fix the code under test instead."
-            )
+    def _allowed(self, path: str) -> bool:
+        return is_protected(path, self.allow_test_edits)
+
+
+_SECTIONED = frozenset({"pyproject.toml", "setup.cfg", "tox.ini", "package.json"})
+
+
+def _glob_reaches(pattern: list[str], segments: list[str], tree: bool) -> bool:
+    """Whether the shell glob `pattern` (split at `/`) matches `segments`, or for a tree
+    target (`rm -r tests/*`) a directory above them."""
+    if len(segments) < len(pattern) or (len(segments) > len(pattern) and not tree):
+        return False
+    return all(
+        fnmatch.fnmatchcase(segment, part) for segment, part in zip(segments, pattern, strict=False)
+    )
+
+
+def _reason(path: str, change: Change, *, exists: bool) -> str:
+    if change.test_config and not exists:
         return (
-            f"{path} is an existing test file. Verification runs its original version, so "
-            "changing it cannot make the fix count; never weaken or rewrite the tests. Fix "
-            "the code under test instead; to add a regression test, create a new test file "
-            f"{_ALLOW_HINT}."
+            f"{path} would be test configuration ({'; '.join(change.test_config)}). "
+            "Verification runs the tests without it, so adding it cannot make the fix count "
+            f"{ALLOW_TEST_EDITS_HINT}. Fix the code under test instead."
         )
+    if change.test_config:
+        return (
+            f"{path} is test configuration ({'; '.join(change.test_config)}). Verification "
+            "runs the tests with its base version, so changing it cannot make the fix count "
+            f"{ALLOW_TEST_EDITS_HINT}. Fix the code under test instead."
+        )
+    return (
+        f"{path} is an existing test file. Verification runs its original version, so "
+        f"changing it cannot make the fix count {ALLOW_TEST_EDITS_HINT}; never weaken or "
+        "rewrite the tests. Fix the code under test instead; a new test file for a "
+        "regression test is allowed."
+    )

@@ -281,45 +281,47 @@ class Toolbox:
         return [rel] if resolved in (None, rel) else [rel, resolved]
 
     def _check_test_edit(self, paths: Sequence[str], new: str | None) -> None:
-        """Refuse a write that verification would withhold (see `agent.testguard`)."""
+        """Refuse a write of `new` that verification would withhold (see `agent.testguard`);
+        with `new` None, whatever the content would be (an existing test file)."""
         if self._test_guard is None:
             return
         for path in paths:
-            reason = self._test_guard.refusal(path, new)
+            reason = (
+                self._test_guard.name_refusal(path)
+                if new is None
+                else self._test_guard.refusal(path, new)
+            )
             if reason:
-                raise FileToolError(reason)
+                raise FileToolError(f"Refused: {reason}")
 
-    def _check_command_writes(self, command: str) -> Refusal | None:
-        """Refuse a command that writes a protected path, as written or through a symlink."""
-        if not self._protected:
+    def _check_command_writes(self, command: str) -> str | None:
+        """Why a command is refused for what it writes, or None: a protected path, or an
+        existing test file or test configuration (see `agent.testguard`), each judged as
+        written and, for literal paths, once symlinks are resolved."""
+        if not self._protected and self._test_guard is None:
             return None
         targets = write_targets(command)
         for target in targets:
             pattern = target_protected_by(target, self._protected)
             if pattern is not None:
-                return protected_write_refusal(command, target.path, pattern)
+                return _refused(protected_write_refusal(command, target.path, pattern))
+        resolved: list[tuple[WriteTarget, str]] = []
         for target in [t for t in targets if not t.glob][:MAX_RESOLVED_TARGETS]:
             try:
-                resolved = self._sandbox.resolve_path(target.path)
+                where = self._sandbox.resolve_path(target.path)
             except FileToolError:
                 continue  # not a workspace path: the command may write it
-            if resolved == target.path:
-                continue
-            real = WriteTarget(resolved, tree=target.tree)
+            if where != target.path:
+                resolved.append((WriteTarget(where, tree=target.tree), target.path))
+        for real, written in resolved:
             pattern = target_protected_by(real, self._protected)
             if pattern is not None:
-                return protected_write_refusal(command, target.path, pattern, resolved)
-        return None
-
-    def _check_command_test_writes(self, command: str) -> str | None:
-        """Why a command that writes an existing test file or test configuration is
-        refused, or None (see `agent.testguard`)."""
-        if self._test_guard is None:
-            return None
-        for target in write_targets(command):
-            reason = self._test_guard.command_refusal(command, target)
-            if reason:
-                return reason
+                return _refused(protected_write_refusal(command, written, pattern, real.path))
+        if self._test_guard is not None:
+            for target in [*targets, *(real for real, _ in resolved)]:
+                reason = self._test_guard.command_refusal(command, target)
+                if reason:
+                    return f"Refused (test_edit): {reason}"
         return None
 
     def _write_file(self, args: WriteFileArgs) -> ToolOutcome:
@@ -335,6 +337,9 @@ class Toolbox:
 
     def _edit_file(self, args: EditFileArgs) -> ToolOutcome:
         paths = self._check_writable(args.path)
+        # A test file is refused whatever the edit, before `old` is looked for: a model
+        # told its text was not found would try again for nothing.
+        self._check_test_edit(paths, None)
         text = self._sandbox.read_file(args.path).decode("utf-8", errors="strict")
         count = text.count(args.old)
         if count == 0:
@@ -357,12 +362,10 @@ class Toolbox:
         return ToolOutcome("ok", f"Edited {args.path} at line {line}.")
 
     def _run_command(self, args: RunCommandArgs) -> ToolOutcome:
-        refusal = check_command(args.command) or self._check_command_writes(args.command)
-        if refusal is not None:
-            return ToolOutcome("refused", f"Refused ({refusal.rule}): {refusal.message}")
-        test_edit = self._check_command_test_writes(args.command)
-        if test_edit is not None:
-            return ToolOutcome("refused", f"Refused (test_edit): {test_edit}")
+        refusal = check_command(args.command)
+        refused = _refused(refusal) if refusal else self._check_command_writes(args.command)
+        if refused is not None:
+            return ToolOutcome("refused", refused)
         timeout = min(args.timeout_s or self._command_timeout_s, self._command_timeout_s)
         result = self._sandbox.exec(args.command, timeout_s=timeout, on_output=self._on_output)
         return ToolOutcome(
@@ -553,6 +556,10 @@ def render_exec(result: ExecResult, timeout_s: float) -> str:
             "allowed here"
         )
     return f"{result.output.rstrip()}\n({status})" if result.output.strip() else f"({status})"
+
+
+def _refused(refusal: Refusal) -> str:
+    return f"Refused ({refusal.rule}): {refusal.message}"
 
 
 def _squash(text: str) -> str:

@@ -30,6 +30,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+ALLOW_TEST_EDITS_HINT = "(a repository can allow it with allow_test_edits in .loopwright.yml)"
+"""How a repository lets a fix change tests, as every refusal and finding says it."""
+
 Reader = Callable[[str], str | None]
 """Returns the text of a base file by relative path, or None when it does not exist."""
 

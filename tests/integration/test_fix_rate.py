@@ -153,19 +153,20 @@ def test_a_task_starts_only_when_its_runs_fit_the_budget() -> None:
 
 
 def test_prefix_reuse_is_the_share_of_the_previous_request_served_from_cache() -> None:
-    def call(tier: str, prompt: int, cached: int | None) -> dict[str, object]:
+    def call(tier: str, prompt: int, cached: int, estimated: bool = False) -> dict[str, object]:
         return {
             "type": "model_call",
             "tier": tier,
             "prompt_tokens": prompt,
             "cached_tokens": cached,
+            "usage_estimated": estimated,
         }
 
     events = [
         call("q05b", 2000, 0),
         call("q05b", 2500, 2000),  # the whole previous request reused
         call("q05b", 2600, 1250),  # half of it
-        call("q05b", 3000, None),  # a server that reports nothing: no share
+        call("q05b", 3000, 0, estimated=True),  # a server that reported no usage: no share
         {"type": "attempt", "status": "started"},
         call("q05b", 2000, 1900),  # a fresh conversation: nothing to compare with
         call("q15b", 2100, 2000),  # another model's server: likewise

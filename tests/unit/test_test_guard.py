@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
+from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS, write_targets
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
 from loopwright.config import SandboxLimits
@@ -216,3 +216,91 @@ def test_without_a_guard_the_toolbox_writes_tests_as_before(box: Sandbox) -> Non
     tools = Toolbox(box, command_timeout_s=30, protected_paths=DEFAULT_PROTECTED_PATHS)
     assert _call(tools, "write_file", path="tests/test_calc.py", content=WEAKENED)[0] == "ok"
     assert box.read_file("tests/test_calc.py").decode() == WEAKENED
+
+
+def _tree_guard(files: dict[str, str]) -> TestEditGuard:
+    return TestEditGuard.for_tree(
+        files, files.get, test_command="python -m pytest", setup_command=None
+    )
+
+
+def _command(guard: TestEditGuard, command: str) -> str | None:
+    reasons = [guard.command_refusal(command, t) for t in write_targets(command)]
+    return next((r for r in reasons if r), None)
+
+
+NESTED = {
+    "setup.py": "",
+    "src/pkg/core.py": "",
+    "src/pkg/tests/test_core.py": "def test_core(): pass\n",
+    "tests/fixtures/sample.log": "",
+    "tests/test_app.py": "def test_app(): pass\n",
+}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sed -i 's/a/b/' *.py",  # a shell `*` never crosses a `/`
+        "sed -i 's/a/b/' src/*.py",
+        "rm -f *.log",
+        "rm -rf node_modules/.cache",  # nothing the base has
+        "rm -f src/pkg/__pycache__/core.cpython-311.pyc",
+        "echo '{}' > package.json",  # a new package.json is judged by content, elsewhere
+        "cat > pyproject.toml <<'EOF'\n[project]\nname = \"x\"\nEOF",
+    ],
+)
+def test_commands_that_reach_no_test_file_are_not_refused(command: str) -> None:
+    assert _command(_tree_guard(NESTED), command) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "path"),
+    [
+        ("sed -i 's/a/b/' src/pkg/tests/*.py", "src/pkg/tests/test_core.py"),
+        ("rm -rf src/*", "src/pkg/tests/test_core.py"),
+        ("rm -rf .", "src/pkg/tests/test_core.py"),
+        ("chmod -R u+w /workspace", "src/pkg/tests/test_core.py"),
+        ("rm -r tests", "tests/fixtures/sample.log"),
+    ],
+)
+def test_commands_that_reach_a_test_file_through_a_glob_or_a_tree_are_refused(
+    command: str, path: str
+) -> None:
+    reason = _command(_tree_guard(NESTED), command)
+    assert reason is not None and f"{path} is an existing test file" in reason
+
+
+def test_impossible_paths_are_judged_as_absent_not_raised() -> None:
+    def reader(rel: str) -> str | None:
+        raise OSError(36, "File name too long")
+
+    guard = TestEditGuard.for_tree([], reader, test_command="pytest", setup_command=None)
+    assert guard.refusal("a" * 300, "x") is None
+    assert guard.name_refusal("b" * 300) is None
+
+
+def test_writing_a_test_files_base_text_back_is_allowed() -> None:
+    guard = _tree_guard(NESTED)
+    assert guard.refusal("tests/test_app.py", NESTED["tests/test_app.py"]) is None
+    assert guard.refusal("tests/test_app.py", "def test_app(): assert 0\n") is not None
+
+
+def test_an_edit_of_a_test_file_is_refused_before_its_text_is_looked_for(
+    box: Sandbox, base: Path
+) -> None:
+    status, observation = _call(
+        _tools(box, base), "edit_file", path="tests/test_calc.py", old="not there", new="x"
+    )
+    assert status == "refused" and "is an existing test file" in observation
+    assert "was not found" not in observation
+
+
+@pytest.mark.parametrize("command", ["echo x >> link_to_test.py", "truncate -s 0 link_to_test.py"])
+def test_a_command_writing_through_a_symlink_is_judged_by_the_target(
+    box: Sandbox, base: Path, command: str
+) -> None:
+    status, observation = _call(_tools(box, base), "run_command", command=command)
+    assert status == "refused", observation
+    assert "tests/test_calc.py is an existing test file" in observation
+    assert box.read_file("tests/test_calc.py").decode() == FILES["tests/test_calc.py"]
