@@ -78,6 +78,9 @@ class Run:
     """Per model call after the first of a conversation: the share of the previous request's
     prompt tokens that the server served from its cache for this one (1.0: the whole
     previous request was reused; Loopwright only, read from its `model_call` events)."""
+    attempt_log: list[dict[str, Any]] = field(default_factory=list)
+    """The mission's independent attempts (LOOPWRIGHT_ATTEMPTS) in order, each with its
+    `tier` and whether its patch `passed` the tests in the loop's sandbox."""
     patch: str = ""
     note: str = ""
 
@@ -170,6 +173,31 @@ def _prefix(shares: Sequence[float]) -> str:
     return f"{mean:.1%} (min {min(shares):.0%}), {hits}/{len(shares)} >= 95%"
 
 
+def pass_at_k(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Per agent, configuration and tier that made independent attempts: of the runs with
+    attempts there, how many passed with the first attempt (pass@1) and with any of them
+    (pass@K, K the most attempts a run made on the tier)."""
+    groups: dict[tuple[str, str, str], list[list[bool]]] = {}
+    for run in runs:
+        per_tier: dict[str, list[bool]] = {}
+        for attempt in run.attempt_log:
+            per_tier.setdefault(str(attempt.get("tier")), []).append(bool(attempt.get("passed")))
+        for tier, passed in per_tier.items():
+            groups.setdefault((run.agent, run.config, tier), []).append(passed)
+    return [
+        {
+            "agent": agent,
+            "config": config,
+            "tier": tier,
+            "runs": len(outcomes),
+            "k": max(len(o) for o in outcomes),
+            "pass_at_1": sum(o[0] for o in outcomes),
+            "pass_at_k": sum(any(o) for o in outcomes),
+        }
+        for (agent, config, tier), outcomes in groups.items()
+    ]
+
+
 def _mark(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "no")
 
@@ -202,6 +230,18 @@ def render(report: Report) -> str:
             f"| {t['uncached_tokens']} / {t['cached_tokens']} / {t['completion_tokens']} "
             f"| {_prefix(t['prefix'])} | {t['attempts']} | {t['tiers']} |"
         )
+    attempts = pass_at_k(report.runs)
+    if attempts:
+        lines += [
+            "",
+            "| agent | config | tier | runs with attempts | pass@1 | pass@K |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {a['agent']} | {a['config']} | {a['tier']} | {a['runs']} | {a['pass_at_1']} "
+            f"| {a['pass_at_k']} (K={a['k']}) |"
+            for a in attempts
+        ]
     if report.not_run:
         lines += ["", f"not run (time budget): {', '.join(report.not_run)}"]
     if report.interrupted:
@@ -388,6 +428,8 @@ def run_loopwright(task: Any, config: str, endpoint: Endpoint, limits: Limits) -
             run.completion_tokens += int(tier_usage.get("completion_tokens") or 0)
         run.steps = int(result.get("steps") or sum(e["type"] == "model_call" for e in events))
         run.attempts = _attempts(result, events)
+        log = result.get("attempts")
+        run.attempt_log = [a for a in log if isinstance(a, dict)] if isinstance(log, list) else []
         run.prefix = [round(share, 4) for share in prefix_reuse(events)]
         run.tier = result.get("final_tier") or _last_tier(events)
         run.patch = str(result.get("patch") or "")

@@ -175,3 +175,29 @@ def test_prefix_reuse_is_the_share_of_the_previous_request_served_from_cache() -
     assert fix_rate.prefix_reuse(events) == [1.0, 1250 / 2500, 1.0]
     assert fix_rate._prefix([1.0, 0.5, 1.0]) == "83.3% (min 50%), 2/3 >= 95%"
     assert fix_rate._prefix([]) == "-"
+
+
+def test_pass_at_1_and_pass_at_k_per_tier_come_from_the_missions_attempts() -> None:
+    def run(task: str, *passed: tuple[str, bool]) -> fix_rate.Run:
+        log = [
+            {"tier": tier, "attempt": i + 1, "passed": ok} for i, (tier, ok) in enumerate(passed)
+        ]
+        return fix_rate.Run(task, "loopwright", "0.5b", "verified", attempt_log=log)
+
+    runs = [
+        run("a", ("q05b", True)),  # first attempt passed
+        run("b", ("q05b", False), ("q05b", False), ("q05b", True)),  # the third did
+        run("c", ("q05b", False), ("q05b", False), ("q05b", False)),  # none did
+        fix_rate.Run("d", "loopwright", "0.5b", "unverified"),  # no attempts configured
+    ]
+    [row] = fix_rate.pass_at_k(runs)
+    assert (row["tier"], row["runs"], row["k"], row["pass_at_1"], row["pass_at_k"]) == (
+        "q05b",
+        3,
+        3,
+        1,
+        2,
+    )
+    table = render(fix_rate.Report(runs=runs, wall_s=1.0))
+    assert "| loopwright | 0.5b | q05b | 3 | 1 | 2 (K=3) |" in table
+    assert "pass@1" not in render(fix_rate.Report(runs=runs[3:], wall_s=1.0))
