@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from loopwright.agent.tools import TOOL_SPECS, Toolbox
 from loopwright.config import Settings
 from loopwright.events import EventBus
 from loopwright.sandbox.local import LocalProvider
+from loopwright.sandbox.workspace import git
 
 
 def request_tokens(messages: list[dict[str, object]]) -> int:
@@ -48,7 +48,7 @@ def main() -> None:
         tree = root / "repo"
         tree.mkdir()
         (tree / "README.md").write_text("bench\n")
-        subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+        git(["init", "-q"], tree)
         script = root / "script.json"
         script.write_text(json.dumps(steps))
         settings = Settings.from_env({}).with_overrides(max_steps=args.steps, model_api_key="b")

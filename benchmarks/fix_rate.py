@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.model_router import ModelRouter
+from loopwright.sandbox.workspace import WorkspaceError, git
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
@@ -253,16 +254,6 @@ def render(report: Report) -> str:
 # --- trees and judging ---------------------------------------------------------------
 
 
-def _git(*args: str, cwd: Path) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
 def task_repo(task: Any) -> Path:
     """The task's buggy repository, exactly as an agent gets it."""
     for name in ("repo", "repo_dir", "path"):
@@ -275,16 +266,16 @@ def task_repo(task: Any) -> Path:
 def fresh_copy(repo: Path, dest: Path) -> Path:
     """A copy of `repo` as a git repository with one commit, so a patch is `git diff`."""
     shutil.copytree(repo, dest, ignore=shutil.ignore_patterns(".git"))
-    _git("init", "-q", "-b", "main", cwd=dest)
-    _git("add", "-A", cwd=dest)
-    _git("commit", "-qm", "task", "--no-verify", cwd=dest)
+    git(["init", "-q", "-b", "main"], dest)
+    git(["add", "-A"], dest)
+    git(["commit", "-qm", "task", "--no-verify"], dest)
     return dest
 
 
 def tree_patch(tree: Path) -> str:
     """Everything an agent changed in a `fresh_copy`, new files included."""
-    _git("add", "-A", cwd=tree)
-    return _git("diff", "--cached", "--binary", cwd=tree)
+    git(["add", "-A"], tree)
+    return git(["diff", "--cached", "--binary"], tree)
 
 
 def judge(task: Any, patch: str, scratch: Path) -> tuple[bool, bool, str]:
@@ -296,9 +287,9 @@ def judge(task: Any, patch: str, scratch: Path) -> tuple[bool, bool, str]:
     tree = fresh_copy(task_repo(task), scratch / "judged")
     (scratch / "judged.patch").write_text(patch, encoding="utf-8")
     try:
-        _git("apply", "--whitespace=nowarn", str(scratch / "judged.patch"), cwd=tree)
-    except subprocess.CalledProcessError as exc:
-        return False, False, f"the patch does not apply: {exc.stderr.strip()}"
+        git(["apply", "--whitespace=nowarn", str(scratch / "judged.patch")], tree)
+    except WorkspaceError as exc:
+        return False, False, f"the patch does not apply: {exc}"
     judgement = task.judge(tree)
     return bool(judgement.visible_ok), bool(judgement.hidden_ok), str(judgement.output)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from loopwright.agent.tools import Toolbox
 from loopwright.config import Settings
 from loopwright.events import EventBus, EventList
 from loopwright.sandbox.local import LocalProvider
+from loopwright.sandbox.workspace import git
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -42,7 +42,7 @@ def main() -> None:
         tree = root / "repo"
         tree.mkdir()
         (tree / "README.md").write_text("bench\n")
-        subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+        git(["init", "-q"], tree)
         script = root / "script.json"
         call = {"name": "run_command", "arguments": {"command": "true"}}
         script.write_text(json.dumps([{"tool_calls": [call], "repeat": True}]))

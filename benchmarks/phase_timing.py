@@ -27,6 +27,7 @@ from loopwright.config import Settings
 from loopwright.mission import PHASES
 from loopwright.sandbox.docker import connect
 from loopwright.sandbox.image import ensure_image
+from loopwright.sandbox.workspace import git
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {"python-invoice": "python-invoice.json", "node-slugify": "node-slugify.json"}
@@ -39,10 +40,9 @@ def user_repo(name: str, work: Path) -> Path:
     """The example as a user's repository: one commit, clean working tree."""
     repo = work / name
     shutil.copytree(ROOT / "examples" / name, repo)
-    ident = ["-c", "user.name=bench", "-c", "user.email=bench@example.com"]
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-    subprocess.run(["git", *ident, "-C", str(repo), "commit", "-qm", "initial"], check=True)
+    git(["init", "-q"], repo)
+    git(["add", "-A"], repo)
+    git(["commit", "-qm", "initial"], repo)
     return repo
 
 

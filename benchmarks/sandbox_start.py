@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,6 +17,7 @@ from typing import Any
 from loopwright.config import Settings
 from loopwright.sandbox.docker import DockerProvider, connect
 from loopwright.sandbox.image import ensure_image
+from loopwright.sandbox.workspace import git
 
 TARGETS = {"cold start": 1.0, "warm acquire": 0.050, "exec('true') round trip": 0.060}
 """p50 targets in seconds; warm acquire includes copying the repository into the workspace."""
@@ -29,8 +29,8 @@ def small_repo(root: Path) -> Path:
         (root / "src" / f"mod{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n" * 20)
     (root / "tests").mkdir()
     (root / "tests" / "test_mod.py").write_text("def test_ok():\n    assert True\n")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    git(["init", "-q"], root)
+    git(["add", "-A"], root)
     return root
 
 

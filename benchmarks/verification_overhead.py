@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from loopwright.sandbox.workspace import (
     apply_patch,
     copy_tree,
     export_patch,
+    git,
     prepare_sandbox_repo,
     snapshot,
 )
@@ -73,10 +73,9 @@ def base_snapshot(example: Example, work: Path) -> Path:
     """The example as a user's repository, then Loopwright's clean snapshot of it."""
     repo = work / "repo"
     shutil.copytree(ROOT / "examples" / example.name, repo)
-    env = ["-c", "user.name=bench", "-c", "user.email=bench@example.com"]
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-    subprocess.run(["git", *env, "-C", str(repo), "commit", "-qm", "initial"], check=True)
+    git(["init", "-q"], repo)
+    git(["add", "-A"], repo)
+    git(["commit", "-qm", "initial"], repo)
     base = work / "base"
     snapshot(repo, base)
     return base
