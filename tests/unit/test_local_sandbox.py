@@ -247,9 +247,15 @@ def test_symlink_escapes_are_refused(sandbox: LocalSandbox, tmp_path: Path) -> N
     assert sorted(p.name for p in outside.iterdir()) == ["sentinel.txt"]
 
 
-def test_set_network_is_accepted(sandbox: LocalSandbox) -> None:
+def test_switching_the_network_leaves_the_sandbox_usable(sandbox: LocalSandbox) -> None:
+    # The local backend has nothing to switch; the call must not close or break it.
+    sandbox.write_file("kept.txt", b"kept\n")
     sandbox.set_network(False)
+    off = sandbox.exec("cat kept.txt", timeout_s=10)
     sandbox.set_network(True)
+    on = sandbox.exec("cat kept.txt", timeout_s=10)
+    assert (off.exit_code, off.output) == (0, "kept\n")
+    assert (on.exit_code, on.output) == (0, "kept\n")
 
 
 def test_close_removes_the_directory_and_is_idempotent(sandbox: LocalSandbox) -> None:
