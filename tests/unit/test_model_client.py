@@ -239,7 +239,9 @@ def test_a_stalled_stream_is_abandoned_and_retried(harness: Harness) -> None:
     assert reply.content == "fresh answer"
     assert len(server.requests) == 2
     assert len(harness.waits) == 1
-    assert 0.5 <= elapsed < 2.5
+    # The stall timeout (0.5 s) was waited out, and the stalled stream was abandoned long
+    # before it would have resumed (5 s): bounds that a loaded machine cannot break.
+    assert 0.5 <= elapsed < 5
 
 
 def test_an_endpoint_that_never_answers_is_abandoned_too(harness: Harness) -> None:
@@ -248,7 +250,7 @@ def test_an_endpoint_that_never_answers_is_abandoned_too(harness: Harness) -> No
     reply = harness.model(server.base_url).complete(NANO, MESSAGES, TOOLS)
 
     assert reply.content == "on time"
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 5  # the late answer was not waited for
 
 
 def test_stalling_on_every_attempt_names_the_stall_setting(harness: Harness) -> None:
