@@ -19,12 +19,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from loopwright.agent.budget import Budget
-from loopwright.agent.context import Conversation, truncate_middle
+from loopwright.agent.context import Conversation
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.model import Model, ModelError
 from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
 from loopwright.agent.prompts import BUILD_SYSTEM, build_task
 from loopwright.agent.tools import Toolbox
+from loopwright.clip import truncate_middle
 from loopwright.config import ConfigError, Settings, effective_network, load_repo_config
 from loopwright.events import EventBus
 from loopwright.mission import (

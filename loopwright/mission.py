@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
 from loopwright.agent.budget import Budget
-from loopwright.agent.context import Conversation, truncate_middle
+from loopwright.agent.context import Conversation
 from loopwright.agent.localize import Reader, source_excerpts
 from loopwright.agent.loop import AgentLoop, LoopResult, leave_loop_stage
 from loopwright.agent.model import Model, ModelError, Sampling
@@ -39,6 +39,7 @@ from loopwright.agent.prompts import SYSTEM, change_task, fix_task
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
 from loopwright.cancellation import Cancellation, Cancelled
+from loopwright.clip import truncate_middle
 from loopwright.config import (
     ConfigError,
     NetworkMode,

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from xml.parsers import expat
 
+from loopwright.clip import truncate_middle
+
 Outcome = Literal["passed", "failed", "error", "skipped"]
 ReportSource = Literal["stream", "junit", "go-json", "exit-code"]
 
@@ -292,7 +294,4 @@ def _json_object(line: str) -> dict[str, Any] | None:
 
 
 def _clip(text: str) -> str:
-    if len(text) <= MESSAGE_LIMIT:
-        return text
-    half = MESSAGE_LIMIT // 2
-    return f"{text[:half]}\n… ({len(text) - MESSAGE_LIMIT} characters cut) …\n{text[-half:]}"
+    return truncate_middle(text, MESSAGE_LIMIT)
