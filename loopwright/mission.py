@@ -64,9 +64,11 @@ from loopwright.sandbox.workspace import (
 )
 from loopwright.verify.compare import Verdict, compare
 from loopwright.verify.detect import DetectionError, TestPlan, detect_tests
+from loopwright.verify.diff import parse_patch
+from loopwright.verify.findings import Finding
 from loopwright.verify.reach import reach_findings
 from loopwright.verify.runner import SuiteRun, environment_problem, run_suite
-from loopwright.verify.tamper import Finding, parse_patch, tamper_findings
+from loopwright.verify.tamper import tamper_findings
 from loopwright.verify.testfiles import (
     ALLOW_TEST_EDITS_HINT,
     BaseConfig,

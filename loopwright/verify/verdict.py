@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from loopwright.verify.compare import Verdict
-from loopwright.verify.tamper import Finding
+from loopwright.verify.findings import Finding
 from loopwright.verify.web import WebCheck
 
 Status = Literal["verified", "unverified"]

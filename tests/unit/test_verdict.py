@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 
 from loopwright.verify.compare import TestRow, Verdict
-from loopwright.verify.tamper import Finding
+from loopwright.verify.findings import Finding
 from loopwright.verify.verdict import NO_CHANGES, Facts, Verification, flaky_tests, judge
 from loopwright.verify.web import WebCheck
 
