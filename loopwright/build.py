@@ -19,12 +19,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from loopwright.agent.budget import Budget
-from loopwright.agent.context import Conversation, truncate_middle
+from loopwright.agent.context import Conversation
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.model import Model, ModelError
 from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
 from loopwright.agent.prompts import BUILD_SYSTEM, build_task
 from loopwright.agent.tools import Toolbox
+from loopwright.clip import truncate_middle
 from loopwright.config import ConfigError, Settings, effective_network, load_repo_config
 from loopwright.events import EventBus
 from loopwright.mission import (
@@ -53,6 +54,7 @@ from loopwright.verify.compare import TestRow, run_reasons
 from loopwright.verify.detect import DetectionError, detect_tests
 from loopwright.verify.runner import run_suite
 from loopwright.verify.testfiles import Routed, classify, read_base_config
+from loopwright.verify.verdict import Facts, judge
 from loopwright.verify.web import BOOT_TIMEOUT_S, find_app, screenshot_app
 
 Lang = Literal["node", "python"]
@@ -370,8 +372,9 @@ class BuildMission:
         return tree, self._verdict(evidence, reasons)
 
     def _verdict(self, evidence: dict[str, Any], reasons: list[str]) -> bool:
-        verified = not reasons
-        evidence.update(verified=verified, reasons=reasons)
+        judged = judge(Facts(problems=tuple(reasons)))
+        verified = judged.verified
+        evidence.update(verified=verified, reasons=list(judged.reasons))
         self.result.verification = evidence
         self.events.emit("verification", **evidence)
         self.events.leave("verify", "verified" if verified else "unverified")

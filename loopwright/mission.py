@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
 from loopwright.agent.budget import Budget
-from loopwright.agent.context import Conversation, truncate_middle
+from loopwright.agent.context import Conversation
 from loopwright.agent.localize import Reader, source_excerpts
 from loopwright.agent.loop import AgentLoop, LoopResult, leave_loop_stage
 from loopwright.agent.model import Model, ModelError, Sampling
@@ -39,6 +39,7 @@ from loopwright.agent.prompts import SYSTEM, change_task, fix_task
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
 from loopwright.cancellation import Cancellation, Cancelled
+from loopwright.clip import truncate_middle
 from loopwright.config import (
     ConfigError,
     NetworkMode,
@@ -63,9 +64,11 @@ from loopwright.sandbox.workspace import (
 )
 from loopwright.verify.compare import Verdict, compare
 from loopwright.verify.detect import DetectionError, TestPlan, detect_tests
+from loopwright.verify.diff import parse_patch
+from loopwright.verify.findings import Finding
 from loopwright.verify.reach import reach_findings
 from loopwright.verify.runner import SuiteRun, environment_problem, run_suite
-from loopwright.verify.tamper import Finding, parse_patch, tamper_findings
+from loopwright.verify.tamper import tamper_findings
 from loopwright.verify.testfiles import (
     ALLOW_TEST_EDITS_HINT,
     BaseConfig,
@@ -79,6 +82,7 @@ from loopwright.verify.testfiles import (
 from loopwright.verify.testfiles import (
     Status as ChangeStatus,
 )
+from loopwright.verify.verdict import Facts, flaky_tests, judge
 from loopwright.verify.web import BOOT_TIMEOUT_S, WebCheck, find_app, screenshot_app
 
 Status = Literal[
@@ -463,13 +467,14 @@ class FixMission:
                 pattern[test_id].append(
                     outcomes[test_id].outcome if test_id in outcomes else "missing"
                 )
-            recovered = [t for t in failing if pattern[t][-1] == "passed"]
-            if recovered or (rerun.result.ok and not rerun.report.failing()):
-                self.result.flaky = {"tests": recovered or failing, "pattern": pattern}
-                self.events.leave("prepare", "flaky", tests=recovered or failing, pattern=pattern)
+            clean = rerun.result.ok and not rerun.report.failing()
+            flaky = list(flaky_tests(failing, {t: o[-1] for t, o in pattern.items()}, clean))
+            if flaky:
+                self.result.flaky = {"tests": flaky, "pattern": pattern}
+                self.events.leave("prepare", "flaky", tests=flaky, pattern=pattern)
                 raise MissionFailed(
                     "flaky",
-                    f"{', '.join(recovered or failing)} failed, then passed on a re-run "
+                    f"{', '.join(flaky)} failed, then passed on a re-run "
                     "without any change: a flaky test, not a bug to fix",
                 )
         self.events.leave(
@@ -713,21 +718,24 @@ class FixMission:
             }
         )
         verdict = compare(before.report, after.report)
-        reasons = list(verdict.reasons) + reasons
-        if not patch.strip():
-            reasons.insert(0, "the model made no changes")
-        reasons += [f"{f.path}: {f.detail}" for f in findings]
         web = self._check_web(sandbox, patched, repo)
-        if web is not None and not web.ok:
-            reasons.append(web.reason)
         # Last: the new tests' code runs after everything the verdict reads from this
         # sandbox, so it cannot change what the original tests or the web check saw.
         new_tests = run_new_tests(
             sandbox, base, patched, plan, layout, timeout_s=timeout, events=self.events
         )
-        if new_tests is not None and new_tests["passed"] is False:
-            reasons.append(new_tests["reason"])
-        verified = not reasons and verdict.verified and not findings and bool(patch.strip())
+        failed_new = new_tests is not None and new_tests["passed"] is False
+        judged = judge(
+            Facts(
+                comparison=verdict,
+                changed=bool(patch.strip()),
+                problems=tuple(reasons),
+                findings=tuple(findings),
+                web=web,
+                new_tests_problem=new_tests["reason"] if new_tests and failed_new else None,
+            )
+        )
+        reasons, verified = list(judged.reasons), judged.verified
         evidence = _evidence(plan, before, after, verdict, findings, reasons, verified, web)
         evidence.update(layout.evidence(network, phases, new_tests))
         self.result.verification = evidence

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from loopwright.progress import terminal_safe
-from loopwright.verify.tamper import parse_patch
+from loopwright.verify.diff import parse_patch
 
 STAT_WIDTH = 40
 """The most `+`/`-` marks a diffstat line gets; larger changes are scaled down, as git does."""

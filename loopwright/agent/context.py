@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopwright.agent.failures import failing_tests
+from loopwright.clip import truncate_middle
 
 CHARS_PER_TOKEN = 4
 """A deliberately conservative estimate; no tokenizer is needed for budgeting."""
@@ -26,17 +27,6 @@ prefix is invalidated rarely rather than a little on every step."""
 
 def estimate_tokens(text: str) -> int:
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
-
-
-def truncate_middle(text: str, limit: int) -> str:
-    """Keep the head and tail of `text` within `limit` characters, with a marker between."""
-    if len(text) <= limit:
-        return text
-    keep = max(limit - 80, 20)
-    head = text[: keep // 2]
-    tail = text[len(text) - keep // 2 :]
-    elided = len(text) - len(head) - len(tail)
-    return f"{head}\n[... {elided} characters elided ...]\n{tail}"
 
 
 @dataclass

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from loopwright.agent.budget import Budget, LimitsExceeded
-from loopwright.agent.context import Conversation, truncate_middle
+from loopwright.agent.context import Conversation
 from loopwright.agent.escalation import EscalationPolicy, Signal
 from loopwright.agent.failures import failing_tests
 from loopwright.agent.model import Model, ModelRetry, Sampling, ToolCall
 from loopwright.agent.prompts import NO_TOOL_CALL, PLAN_ONLY
 from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome, describe_call
 from loopwright.cancellation import Cancellation
+from loopwright.clip import truncate_middle
 from loopwright.config import Settings
 from loopwright.events import EventBus
 

@@ -17,7 +17,7 @@ from pygments.lexers.special import TextLexer
 from pygments.token import STANDARD_TYPES, _TokenType
 from pygments.util import ClassNotFound
 
-from loopwright.verify.tamper import FilePatch, parse_patch
+from loopwright.verify.diff import FilePatch, parse_patch
 
 MAX_LINES = 4_000
 """Diff lines rendered in all; a longer patch is cut (the whole one is at `.../patch`)."""

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopwright.redaction import Redactor
-from loopwright.verify.tamper import parse_patch
+from loopwright.verify.diff import parse_patch
 
 PR_BODY_LIMIT = 65_536
 CHECK_TEXT_LIMIT = 65_535

@@ -11,7 +11,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
-from xml.parsers import expat
+
+import defusedxml.ElementTree as SafeET
+from defusedxml import DefusedXmlException
+
+from loopwright.clip import truncate_middle
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 ReportSource = Literal["stream", "junit", "go-json", "exit-code"]
@@ -90,9 +94,15 @@ def parse_junit(xml_text: str) -> list[TestResult]:
     Raises `ReportError` for malformed XML and for any DOCTYPE or entity declaration, which a
     test run has no business writing and which could expand into gigabytes (billion laughs).
     """
-    _refuse_declarations(xml_text)
+    # A cheap textual check first, then defusedxml itself (DTDs forbidden, entities and
+    # external references refused), so an encoding trick cannot slip a declaration past the
+    # string search.
+    if re.search(r"<!\s*(DOCTYPE|ENTITY)", xml_text, re.IGNORECASE):
+        raise ReportError(_DECLARATION_REFUSED)
     try:
-        root = ET.fromstring(xml_text)  # noqa: S314 - declarations were refused above
+        root = SafeET.fromstring(xml_text, forbid_dtd=True)
+    except DefusedXmlException as exc:
+        raise ReportError(_DECLARATION_REFUSED) from exc
     except ET.ParseError as exc:
         raise ReportError(f"the JUnit report is not well-formed XML: {exc}") from exc
     flavour = _flavour(root)
@@ -173,24 +183,7 @@ def build_report(
     return TestReport((TestResult(SUITE_ID, outcome, message),), exit_code, "exit-code")
 
 
-def _refuse_declarations(xml_text: str) -> None:
-    # A cheap textual check first, then expat itself, so an encoding trick cannot slip a
-    # declaration past the string search.
-    if re.search(r"<!\s*(DOCTYPE|ENTITY)", xml_text, re.IGNORECASE):
-        raise ReportError("the JUnit report contains a DOCTYPE or ENTITY declaration; refused")
-
-    def refuse(*_args: object) -> None:
-        raise ReportError("the JUnit report contains a DOCTYPE or ENTITY declaration; refused")
-
-    parser = expat.ParserCreate()
-    parser.StartDoctypeDeclHandler = refuse
-    parser.EntityDeclHandler = refuse
-    parser.UnparsedEntityDeclHandler = refuse
-    parser.ExternalEntityRefHandler = refuse  # type: ignore[assignment]
-    try:
-        parser.Parse(xml_text, True)
-    except expat.ExpatError as exc:
-        raise ReportError(f"the JUnit report is not well-formed XML: {exc}") from exc
+_DECLARATION_REFUSED = "the JUnit report contains a DOCTYPE or ENTITY declaration; refused"
 
 
 Flavour = Literal["pytest", "node", "generic"]
@@ -292,7 +285,4 @@ def _json_object(line: str) -> dict[str, Any] | None:
 
 
 def _clip(text: str) -> str:
-    if len(text) <= MESSAGE_LIMIT:
-        return text
-    half = MESSAGE_LIMIT // 2
-    return f"{text[:half]}\n… ({len(text) - MESSAGE_LIMIT} characters cut) …\n{text[-half:]}"
+    return truncate_middle(text, MESSAGE_LIMIT)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopwright.agent.context import truncate_middle
+from loopwright.clip import truncate_middle
 from loopwright.config import AppConfig, RepoConfig
 from loopwright.events import EventBus
 from loopwright.sandbox.base import FileToolError, Sandbox

@@ -1,24 +1,6 @@
 import json
 
-import pytest
-
-from loopwright.agent.context import Conversation, PlanItem, estimate_tokens, truncate_middle
-
-
-@pytest.mark.parametrize("size", [0, 10, 999, 1000])
-def test_short_text_is_unchanged(size):
-    text = "x" * size
-    assert truncate_middle(text, 1000) == text
-
-
-def test_long_text_keeps_head_and_tail_with_marker():
-    text = "HEAD" + "m" * 50_000 + "TAIL"
-    cut = truncate_middle(text, 2_000)
-    assert len(cut) <= 2_000
-    assert cut.startswith("HEAD") and cut.endswith("TAIL")
-    assert "characters elided" in cut
-    elided = int(cut.split("[... ")[1].split(" ")[0])
-    assert elided == len(text) - len(cut.split("\n[...")[0]) - len(cut.rsplit("...]\n", 1)[1])
+from loopwright.agent.context import Conversation, PlanItem, estimate_tokens
 
 
 def _conversation(context_tokens: int) -> Conversation:

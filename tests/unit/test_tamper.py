@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.verify.tamper import parse_patch, tamper_findings
+from loopwright.verify.diff import parse_patch
+from loopwright.verify.tamper import tamper_findings
 from loopwright.verify.testfiles import is_test_path
 
 PROTECTED = (".github/workflows/**", ".github/actions/**", "CODEOWNERS", ".loopwright.yml")
