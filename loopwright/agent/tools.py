@@ -20,12 +20,12 @@ from loopwright.agent.policy import (
     Refusal,
     WriteTarget,
     check_command,
-    protected_by,
     protected_write_refusal,
     target_protected_by,
     write_targets,
 )
 from loopwright.agent.testguard import TestEditGuard
+from loopwright.protected_paths import protected_by
 from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, Sandbox
 from loopwright.sandbox.paths import normalize_relative
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Literal
 
-from loopwright.agent.policy import is_protected
+from loopwright.protected_paths import is_protected
 from loopwright.verify.testfiles import is_test_path
 
 FindingKind = Literal[
