@@ -229,7 +229,7 @@ class AgentLoop:
             # The model skipped planning; the checklist stays empty and the loop starts.
             self.events.leave("plan", "skipped")
             self.events.enter("loop")
-        output = str(outcome.extra.get("output", outcome.observation))
+        output = outcome.output if outcome.output is not None else outcome.observation
         self.events.emit(
             "tool_result",
             id=call.id,

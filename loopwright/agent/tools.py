@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -160,7 +160,9 @@ class ToolOutcome:
     duration_s: float = 0.0
     invalid: bool = False
     """The call itself was wrong (unknown tool, malformed or invalid arguments)."""
-    extra: dict[str, Any] = field(default_factory=dict)
+    output: str | None = None
+    """A command's raw output, before it is rendered into the observation (run_command
+    only); events record it in place of the observation."""
 
 
 class Toolbox:
@@ -375,7 +377,7 @@ class Toolbox:
             timed_out=result.timed_out,
             truncated=result.truncated,
             duration_s=result.duration_s,
-            extra={"output": result.output},
+            output=result.output,
         )
 
     def _finish(self, args: FinishArgs) -> ToolOutcome:
