@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
 from loopwright.config import Settings
 from loopwright.mission import plan_verification, write_into_tree
+from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.sandbox.base import Sandbox
 from loopwright.sandbox.docker import DockerProvider, connect
 from loopwright.sandbox.image import ensure_image

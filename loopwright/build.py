@@ -22,7 +22,6 @@ from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.model import Model, ModelError
-from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
 from loopwright.agent.prompts import BUILD_SYSTEM, build_task
 from loopwright.agent.tools import Toolbox
 from loopwright.clip import truncate_middle
@@ -41,6 +40,7 @@ from loopwright.mission import (
     tree_files,
     write_into_sandbox,
 )
+from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,

@@ -34,7 +34,6 @@ from loopwright.agent.context import Conversation
 from loopwright.agent.localize import Reader, source_excerpts
 from loopwright.agent.loop import AgentLoop, LoopResult, leave_loop_stage
 from loopwright.agent.model import Model, ModelError, Sampling
-from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS, is_protected
 from loopwright.agent.prompts import SYSTEM, change_task, fix_task
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
@@ -50,6 +49,7 @@ from loopwright.config import (
 )
 from loopwright.events import EventBus, PhaseName
 from loopwright.instructions import RepoInstructions, read_tree_instructions
+from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS, is_protected
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from loopwright.agent.budget import Budget, LimitsExceeded
+from loopwright.agent.call_summary import describe_call
 from loopwright.agent.context import Conversation
 from loopwright.agent.escalation import EscalationPolicy, Signal
 from loopwright.agent.failures import failing_tests
 from loopwright.agent.model import Model, ModelRetry, Sampling, ToolCall
 from loopwright.agent.prompts import NO_TOOL_CALL, PLAN_ONLY
-from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome, describe_call
+from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome
 from loopwright.cancellation import Cancellation
 from loopwright.clip import truncate_middle
 from loopwright.config import Settings
@@ -230,7 +231,7 @@ class AgentLoop:
             # The model skipped planning; the checklist stays empty and the loop starts.
             self.events.leave("plan", "skipped")
             self.events.enter("loop")
-        output = str(outcome.extra.get("output", outcome.observation))
+        output = outcome.output if outcome.output is not None else outcome.observation
         self.events.emit(
             "tool_result",
             id=call.id,

@@ -17,7 +17,8 @@ import fnmatch
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from loopwright.agent.policy import WriteTarget, is_protected, shorten_command
+from loopwright.agent.policy import WriteTarget, shorten_command
+from loopwright.protected_paths import is_protected
 from loopwright.verify.testfiles import (
     ALLOW_TEST_EDITS_HINT,
     BaseConfig,

@@ -16,11 +16,11 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS
 from loopwright.config import ConfigError, RepoConfig, Settings, effective_network
 from loopwright.github import render
 from loopwright.github.service import GitHubApp, RepoSession
 from loopwright.github.triggers import WRITE_PERMISSIONS, Command, CommandComment
+from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.store.models import ACTIVE_STATUSES, Mission

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loopwright.agent.policy import is_protected
+from loopwright.protected_paths import is_protected
 from loopwright.verify.assertions import TestFileDiff, language, test_names
 from loopwright.verify.diff import FilePatch, parse_patch
 from loopwright.verify.findings import Finding

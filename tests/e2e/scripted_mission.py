@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopwright.agent.tools import describe_call
+from loopwright.agent.call_summary import describe_call
 from loopwright.app.stream import LiveHub
 from loopwright.events import EventBus
 from loopwright.mission import MissionResult

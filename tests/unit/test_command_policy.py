@@ -6,11 +6,8 @@ import random
 
 import pytest
 
-from loopwright.agent.policy import (
-    DEFAULT_PROTECTED_PATHS,
-    check_command,
-    is_protected,
-)
+from loopwright.agent.policy import check_command
+from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS, is_protected
 
 RULES = {"server", "background", "kill", "git_remote", "sudo", "unparseable"}
 

@@ -8,7 +8,8 @@ import time
 import jsonschema
 import pytest
 
-from loopwright.agent.tools import TOOLS, describe_call
+from loopwright.agent.call_summary import describe_call
+from loopwright.agent.tools import TOOLS
 from loopwright.events import (
     EVENT_MODELS,
     EVENT_TYPES,

@@ -20,16 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.agent.policy import (
-    DEFAULT_PROTECTED_PATHS,
-    WriteTarget,
-    check_writes,
-    is_protected,
-    protected_by,
-    write_targets,
-)
+from loopwright.agent.policy import WriteTarget, check_writes, write_targets
 from loopwright.agent.tools import Toolbox
 from loopwright.config import SandboxLimits, Settings
+from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS, is_protected, protected_by
 from loopwright.sandbox.base import Sandbox
 from loopwright.sandbox.local import LocalProvider
 

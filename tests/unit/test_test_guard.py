@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.agent.policy import DEFAULT_PROTECTED_PATHS, write_targets
+from loopwright.agent.policy import write_targets
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
 from loopwright.config import SandboxLimits
+from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.sandbox.base import Sandbox
 from loopwright.sandbox.local import LocalProvider
 

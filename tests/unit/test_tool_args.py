@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopwright.agent.tools import describe_call
+from loopwright.agent.call_summary import describe_call
 
 UNDECODABLE = {
     "huge-integer": ('{"path": "a.py", "start_line": ' + "9" * 5000 + "}", "digits"),
