@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from loopwright.config import Settings
-from loopwright.sandbox.docker import DockerProvider, connect
+from loopwright.sandbox.docker.engine import connect
+from loopwright.sandbox.docker.provider import DockerProvider
 from loopwright.sandbox.image import ensure_image
 
 TARGETS = {"cold start": 1.0, "warm acquire": 0.050, "exec('true') round trip": 0.060}

@@ -272,7 +272,7 @@ def make_provider(settings: Settings) -> SandboxProvider:
         from loopwright.sandbox.local import LocalProvider
 
         return LocalProvider(settings.sandbox_limits)
-    from loopwright.sandbox.docker import DockerProvider
+    from loopwright.sandbox.docker.provider import DockerProvider
 
     provider = DockerProvider(settings)
     # Sandboxes left by a Loopwright process that was killed are removed at start.

@@ -51,7 +51,7 @@ def default_provider(settings: Settings) -> SandboxProvider:
         from loopwright.sandbox.local import LocalProvider
 
         return LocalProvider(settings.sandbox_limits)
-    from loopwright.sandbox.docker import DockerProvider
+    from loopwright.sandbox.docker.provider import DockerProvider
 
     return DockerProvider(settings)
 
