@@ -313,6 +313,11 @@ class LocalProvider:
         self.isolation = choose_isolation(self._path, base_dir)
         self._notice: Callable[[str], None] | None = _print_notice if self.isolation.note else None
 
+    def reap_abandoned(self) -> list[str]:
+        """Nothing to reap: a local sandbox is a directory its own process removes on close,
+        and an exited process's directory is an ordinary temporary one. Returns no ids."""
+        return []
+
     def create(self, mission_id: str, tree: Path, *, network: bool) -> LocalSandbox:
         """A new sandbox holding a copy of `tree`; `network` is ignored (no isolation)."""
         if not tree.is_dir():
