@@ -25,7 +25,7 @@ from typing import Any
 
 from loopwright.config import Settings
 from loopwright.mission import PHASES
-from loopwright.sandbox.docker import connect
+from loopwright.sandbox.docker.engine import connect
 from loopwright.sandbox.image import ensure_image
 from loopwright.sandbox.workspace import git
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from loopwright.config import Settings
-from loopwright.sandbox.docker import DockerProvider, connect
+from loopwright.sandbox.docker.engine import connect
+from loopwright.sandbox.docker.provider import DockerProvider
 from loopwright.sandbox.image import ensure_image
 from loopwright.sandbox.workspace import git
 

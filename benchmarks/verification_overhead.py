@@ -29,7 +29,8 @@ from loopwright.config import Settings
 from loopwright.mission import plan_verification, write_into_tree
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.sandbox.base import Sandbox
-from loopwright.sandbox.docker import DockerProvider, connect
+from loopwright.sandbox.docker.engine import connect
+from loopwright.sandbox.docker.provider import DockerProvider
 from loopwright.sandbox.image import ensure_image
 from loopwright.sandbox.workspace import (
     apply_patch,

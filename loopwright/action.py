@@ -60,6 +60,7 @@ from loopwright.progress import ProgressPrinter
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxError, SandboxProvider
+from loopwright.sandbox.factory import get_provider, sandbox_config
 from loopwright.sandbox.workspace import WorkspaceError
 from loopwright.secret_env import SECRET_VARIABLES, HandoffError, restart_without_secrets
 
@@ -768,20 +769,13 @@ class ActionRun:
         return Outcome(result.status, message, result, delivered)
 
     def _provider(self, settings: Settings) -> SandboxProvider:
-        if settings.sandbox == "local":
-            from loopwright.sandbox.local import LocalProvider
-
-            # The environment of local commands is built from an allow-list (PATH, a private
-            # HOME and TMPDIR, ...); only toolchain locations are added here.
-            return LocalProvider(
-                settings.sandbox_limits,
-                base_dir=self.scratch / "sandboxes",
-                extra_env=toolchain_env(self.env),
-            )
-        from loopwright.cli import make_provider
-
+        # The environment of local commands is built from an allow-list (PATH, a private
+        # HOME and TMPDIR, ...); only toolchain locations are added here.
+        config = sandbox_config(
+            settings, base_dir=self.scratch / "sandboxes", extra_env=toolchain_env(self.env)
+        )
         try:
-            return make_provider(settings)
+            return get_provider(settings, config)
         except SandboxError as exc:
             raise UsageError(f"sandbox: docker is not usable on this runner: {exc}") from None
 

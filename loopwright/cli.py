@@ -24,6 +24,7 @@ from loopwright.mission_log import KeptMission, cli_request
 from loopwright.progress import ProgressPrinter, color_enabled, replay, terminal_safe
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import SandboxError, SandboxProvider
+from loopwright.sandbox.factory import get_provider
 from loopwright.secret_env import HandoffError, restart_without_secrets
 
 if TYPE_CHECKING:
@@ -265,19 +266,6 @@ def report_failure(as_json: bool, code: int, message: str, mission: str | None =
             failure["mission"] = mission
         print(json.dumps(failure, indent=2))
     return code
-
-
-def make_provider(settings: Settings) -> SandboxProvider:
-    if settings.sandbox == "local":
-        from loopwright.sandbox.local import LocalProvider
-
-        return LocalProvider(settings.sandbox_limits)
-    from loopwright.sandbox.docker import DockerProvider
-
-    provider = DockerProvider(settings)
-    # Sandboxes left by a Loopwright process that was killed are removed at start.
-    provider.reap_abandoned()
-    return provider
 
 
 @contextmanager
@@ -544,7 +532,7 @@ def mission_wiring(
         recorder = Recorder(args.record, fingerprint) if args.record else None
         model = OpenAIModel(settings, recorder=recorder)
         stack.callback(model.close)
-        provider = make_provider(settings)
+        provider = get_provider(settings)
         stack.callback(provider.close)
         yield Wiring(settings, events, model, provider, error_kind)
 

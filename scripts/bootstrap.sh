@@ -18,6 +18,7 @@ command -v node >/dev/null || need_pkgs+=(nodejs)
 command -v npm >/dev/null || need_pkgs+=(npm)
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
 command -v iptables >/dev/null || need_pkgs+=(iptables)
+command -v shellcheck >/dev/null || need_pkgs+=(shellcheck)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_pkgs[*]}"
   as_root apt-get update -qq

@@ -14,6 +14,8 @@ echo "== mypy"
 mypy
 echo "== import-linter"
 lint-imports
+echo "== shellcheck"
+shellcheck loopwright/sandbox/docker/scripts/*.sh scripts/*.sh
 echo "== pytest"
 # Most of the suite waits on containers and subprocesses rather than the CPU, so four
 # workers help even on two cores. Tests that share one expensive session fixture carry the

@@ -267,7 +267,8 @@ def no_sandbox_left_behind() -> Iterator[None]:
     import docker
 
     from loopwright.sandbox.base import MISSION_LABEL
-    from loopwright.sandbox.docker import OWNER_LABEL, owner_alive, owner_id
+    from loopwright.sandbox.docker.engine import OWNER_LABEL
+    from loopwright.sandbox.docker.reaper import owner_alive, owner_id
 
     client = docker.from_env(version="auto")
     before = {c["Id"] for c in client.api.containers(all=True, filters={"label": MISSION_LABEL})}

@@ -17,6 +17,7 @@ from loopwright.github.ratelimit import WriteSpacer
 from loopwright.github.runner import AppMissionRunner
 from loopwright.github.service import GitHubApp, GitHubError
 from loopwright.sandbox.base import SandboxError, SandboxProvider
+from loopwright.sandbox.factory import get_provider
 from loopwright.store.queue import InProcessQueue, MissionQueue
 from loopwright.store.repository import Store, open_store
 
@@ -46,16 +47,6 @@ class Runtime:
         thread.start()
 
 
-def default_provider(settings: Settings) -> SandboxProvider:
-    if settings.sandbox == "local":
-        from loopwright.sandbox.local import LocalProvider
-
-        return LocalProvider(settings.sandbox_limits)
-    from loopwright.sandbox.docker import DockerProvider
-
-    return DockerProvider(settings)
-
-
 def default_model(settings: Settings) -> Model:
     return OpenAIModel(settings)
 
@@ -64,7 +55,7 @@ def default_model(settings: Settings) -> Model:
 def open_runtime(
     settings: Settings,
     *,
-    provider_factory: Callable[[Settings], SandboxProvider] = default_provider,
+    provider_factory: Callable[[Settings], SandboxProvider] = get_provider,
     model_factory: Callable[[Settings], Model] = default_model,
     extra_sinks: Callable[[str], list[EventSink]] | None = None,
     recover: bool = True,

@@ -48,7 +48,7 @@ from loopwright.app.api import (
 from loopwright.app.cancel import cancel_mission
 from loopwright.app.hosts import only_hosts
 from loopwright.app.metrics import Metrics, metrics_endpoint
-from loopwright.app.runtime import Runtime, default_model, default_provider, open_runtime
+from loopwright.app.runtime import Runtime, default_model, open_runtime
 from loopwright.app.schema_ui import SCHEMA_PATH, OfflineSwaggerUI
 from loopwright.app.stream import LiveHub, StreamTiming, mission_event_stream, mission_list_stream
 from loopwright.app.views import (
@@ -67,6 +67,7 @@ from loopwright.app.webhooks import MAX_WEBHOOK_BYTES, github_webhook
 from loopwright.config import Settings
 from loopwright.github.ratelimit import WriteSpacer
 from loopwright.sandbox.base import SandboxProvider
+from loopwright.sandbox.factory import get_provider
 from loopwright.store.repository import Store, open_store
 
 APP_DIR = Path(__file__).resolve().parent
@@ -106,7 +107,7 @@ def _timing(state: State) -> StreamTiming:
 def create_app(
     settings: Settings,
     *,
-    provider_factory: Callable[[Settings], SandboxProvider] = default_provider,
+    provider_factory: Callable[[Settings], SandboxProvider] = get_provider,
     model_factory: Callable[[Settings], Model] = default_model,
     mode: Mode = "app",
     timing: StreamTiming | None = None,

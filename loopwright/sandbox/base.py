@@ -116,6 +116,13 @@ class SandboxProvider(Protocol):
         """A new sandbox whose workspace holds a copy of `tree` (including its `.git`)."""
         ...
 
+    def reap_abandoned(self) -> list[str]:
+        """Remove sandboxes left by Loopwright processes on this host that have exited.
+
+        Sandboxes of live processes (other CLI runs, a server) stay. Returns their ids.
+        """
+        ...
+
     def close(self) -> None:
         """Release shared resources (engine clients, warm pools)."""
         ...

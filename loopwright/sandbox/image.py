@@ -329,7 +329,8 @@ def _firewall_check(client: Any) -> DoctorCheck:
     """Whether the setup network's firewall is (or can be) in place on this host."""
     import docker.errors
 
-    from loopwright.sandbox.docker import NETWORK_NAME, ensure_setup_firewall
+    from loopwright.sandbox.docker.engine import NETWORK_NAME
+    from loopwright.sandbox.docker.network import ensure_setup_firewall
 
     name = "setup network firewall"
     fix = "run Loopwright as root on the Docker host, or set LOOPWRIGHT_NETWORK=none"

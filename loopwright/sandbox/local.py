@@ -42,6 +42,7 @@ from loopwright.sandbox.base import (
     RawCallback,
     SandboxError,
 )
+from loopwright.sandbox.output import CappedOutput
 from loopwright.sandbox.paths import normalize_relative, resolve_inside
 
 _READ_CHUNK = 65536
@@ -312,6 +313,11 @@ class LocalProvider:
         self.isolation = choose_isolation(self._path, base_dir)
         self._notice: Callable[[str], None] | None = _print_notice if self.isolation.note else None
 
+    def reap_abandoned(self) -> list[str]:
+        """Nothing to reap: a local sandbox is a directory its own process removes on close,
+        and an exited process's directory is an ordinary temporary one. Returns no ids."""
+        return []
+
     def create(self, mission_id: str, tree: Path, *, network: bool) -> LocalSandbox:
         """A new sandbox holding a copy of `tree`; `network` is ignored (no isolation)."""
         if not tree.is_dir():
@@ -432,7 +438,7 @@ class LocalSandbox:
             raise SandboxError("bash started without an output pipe")
         with self._commands_lock:
             self._commands.add(proc)
-        output = _CappedOutput(self._cap)
+        output = CappedOutput(self._cap)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         reader = _PipeReader(proc.stdout)
         timed_out = False
@@ -470,7 +476,7 @@ class LocalSandbox:
         proc: subprocess.Popen[bytes],
         reader: _PipeReader,
         deadline: float,
-        output: _CappedOutput,
+        output: CappedOutput,
         decoder: codecs.IncrementalDecoder,
         on_output: OutputCallback | None,
         on_raw: RawCallback | None = None,
@@ -674,42 +680,6 @@ class _PipeReader:
                 return chunks
             if chunk:
                 chunks.append(chunk)
-
-
-class _CappedOutput:
-    """Keeps the first and last halves of `cap` bytes and counts what falls between."""
-
-    def __init__(self, cap: int) -> None:
-        self._cap = cap
-        self._head_cap = cap // 2
-        self._tail_cap = cap - self._head_cap
-        self._head = bytearray()
-        self._tail = bytearray()
-        self._total = 0
-
-    def add(self, data: bytes) -> None:
-        self._total += len(data)
-        room = self._head_cap - len(self._head)
-        if room > 0:
-            self._head += data[:room]
-            data = data[room:]
-        if data:
-            self._tail += data
-            excess = len(self._tail) - self._tail_cap
-            if excess > 0:
-                del self._tail[:excess]
-
-    @property
-    def truncated(self) -> bool:
-        return self._total > self._cap
-
-    def text(self) -> str:
-        head = self._head.decode("utf-8", errors="replace")
-        tail = self._tail.decode("utf-8", errors="replace")
-        elided = self._total - len(self._head) - len(self._tail)
-        if elided <= 0:
-            return (self._head + self._tail).decode("utf-8", errors="replace")
-        return f"{head}\n[... {elided} bytes elided ...]\n{tail}"
 
 
 def _emit(on_output: OutputCallback | None, text: str) -> None:

@@ -1336,7 +1336,7 @@ def test_real_fixes_stay_verified_on_the_signed_stream_security_39(
 def test_reporters_in_the_image_are_root_owned_and_read_only_security_39(docker_ready, tmp_path):
     """SECURITY 39: the sandbox user can read Loopwright's reporters but never change them."""
     from loopwright.config import Settings
-    from loopwright.sandbox.docker import DockerProvider
+    from loopwright.sandbox.docker.provider import DockerProvider
     from loopwright.verify.runner import IMAGE_REPORTERS, PACKAGE_REPORTERS
 
     write(tmp_path / "tree" / "README", "a repository\n")
@@ -1369,7 +1369,7 @@ def test_records_buried_in_a_flood_of_output_are_still_read_security_39(docker_r
     import dataclasses
 
     from loopwright.config import Settings
-    from loopwright.sandbox.docker import DockerProvider
+    from loopwright.sandbox.docker.provider import DockerProvider
     from loopwright.verify.stream import StreamKey, StreamParser
 
     key = StreamKey.new()
@@ -1879,11 +1879,11 @@ def test_patched_setup_script_never_runs_in_verification_docker(
     host side of the sandbox bridge: no connection arrives."""
     import docker
 
-    from loopwright.sandbox.docker import _sandbox_network
+    from loopwright.sandbox.docker.network import sandbox_network
 
     client = docker.from_env(version="auto")
     try:
-        network = _sandbox_network(client)
+        network = sandbox_network(client)
         network.reload()
         gateway = network.attrs["IPAM"]["Config"][0]["Gateway"]
     finally:
@@ -2486,7 +2486,8 @@ def contain_setup_gateway() -> tuple[str, list[str]]:
     import docker
 
     from loopwright.config import Settings
-    from loopwright.sandbox.docker import NETWORK_NAME, DockerProvider
+    from loopwright.sandbox.docker.engine import NETWORK_NAME
+    from loopwright.sandbox.docker.provider import DockerProvider
 
     client = docker.from_env(version="auto")
     try:
@@ -2596,7 +2597,8 @@ def test_setup_network_metadata_and_lan_rules_are_in_place_for_every_setup(
     metadata range and the host's networks (checked in iptables; no packet is sent)."""
     import subprocess
 
-    from loopwright.sandbox.docker import FIREWALL_TAG, NETWORK_NAME, bridge_interface
+    from loopwright.sandbox.docker.engine import NETWORK_NAME
+    from loopwright.sandbox.docker.network import FIREWALL_TAG, bridge_interface
 
     repo = example_repo("python-invoice")
     server = scripted(hostile_session(fix=True))

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from loopwright.agent.model import OpenAIModel
-from loopwright.cli import make_provider
 from loopwright.config import Settings
 from loopwright.events import EventBus
 from loopwright.github.gitops import (
@@ -25,6 +24,7 @@ from loopwright.github.gitops import (
 )
 from loopwright.github.tracking import MARKER
 from loopwright.mission import FixMission, FixRequest
+from loopwright.sandbox.factory import get_provider
 from tests.conftest import EXAMPLES, VENV_BIN, git, init_repo, step, tool
 from tests.fakes.git_server import GitServer
 from tests.integration.app_harness import REPO, World, app_world
@@ -306,7 +306,7 @@ def test_a_bare_command_on_a_passing_suite_asks_for_no_change(example_repo, scri
         dry_run=True,
         test_cmd="python -m pytest",
     )
-    provider, model = make_provider(settings), OpenAIModel(settings)
+    provider, model = get_provider(settings), OpenAIModel(settings)
     try:
         result = FixMission(
             request,

@@ -24,7 +24,8 @@ from loopwright.sandbox.base import MISSION_LABEL, FileToolError, SandboxError
 
 docker = pytest.importorskip("docker")
 
-from loopwright.sandbox.docker import DockerProvider, DockerSandbox  # noqa: E402
+from loopwright.sandbox.docker.container import DockerSandbox  # noqa: E402
+from loopwright.sandbox.docker.provider import DockerProvider  # noqa: E402
 from loopwright.sandbox.image import doctor, ensure_image  # noqa: E402
 from tests.unit.test_local_sandbox import SURVIVOR_DELAY_S, SURVIVORS, survivor_tag  # noqa: E402
 
@@ -491,7 +492,7 @@ def test_reap_abandoned_removes_sandboxes_of_killed_processes_only(
         "import sys, time\n"
         "from pathlib import Path\n"
         "from loopwright.config import Settings\n"
-        "from loopwright.sandbox.docker import DockerProvider\n"
+        "from loopwright.sandbox.docker.provider import DockerProvider\n"
         "provider = DockerProvider(Settings.from_env({}))\n"
         "box = provider.create('test-killed-owner', Path(sys.argv[1]), network=False)\n"
         "print(box.container_id, flush=True)\n"
@@ -572,7 +573,8 @@ def setup_box(provider: DockerProvider, tree: Path) -> Iterator[DockerSandbox]:
 
 
 def _sandbox_bridge(client: docker.DockerClient) -> tuple[str, str, str]:
-    from loopwright.sandbox.docker import NETWORK_NAME, bridge_interface
+    from loopwright.sandbox.docker.engine import NETWORK_NAME
+    from loopwright.sandbox.docker.network import bridge_interface
 
     attrs = client.networks.get(NETWORK_NAME).attrs
     config = attrs["IPAM"]["Config"][0]
@@ -618,7 +620,7 @@ def test_sandboxes_on_the_setup_network_cannot_reach_each_other(
 ) -> None:
     other = provider.create(f"test-fw-peer-{uuid.uuid4().hex[:8]}", tree, network=True)
     try:
-        from loopwright.sandbox.docker import NETWORK_NAME
+        from loopwright.sandbox.docker.engine import NETWORK_NAME
 
         info = client.api.inspect_container(other.container_id)
         peer = info["NetworkSettings"]["Networks"][NETWORK_NAME]["IPAddress"]
@@ -638,7 +640,8 @@ def test_sandboxes_on_the_setup_network_cannot_reach_each_other(
 def test_the_setup_firewall_rules_are_installed_once_and_scoped_to_the_bridge(
     setup_box: DockerSandbox, client: docker.DockerClient
 ) -> None:
-    from loopwright.sandbox.docker import FIREWALL_TAG, NETWORK_NAME, ensure_setup_firewall
+    from loopwright.sandbox.docker.engine import NETWORK_NAME
+    from loopwright.sandbox.docker.network import FIREWALL_TAG, ensure_setup_firewall
 
     interface, _, subnet = _sandbox_bridge(client)
     ensure_setup_firewall(client.networks.get(NETWORK_NAME).attrs)  # a second time: no change
@@ -664,7 +667,7 @@ def test_doctor_reports_the_setup_network_firewall(settings: Settings) -> None:
 
 
 def test_firewall_rules_cover_the_host_networks_in_a_route_table() -> None:
-    from loopwright.sandbox.docker import firewall_rules, host_networks, nameservers
+    from loopwright.sandbox.docker.network import firewall_rules, host_networks, nameservers
 
     table = (
         "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n"

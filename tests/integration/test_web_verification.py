@@ -13,11 +13,11 @@ import docker
 import pytest
 
 from loopwright.agent.model import OpenAIModel
-from loopwright.cli import make_provider
 from loopwright.config import Settings
 from loopwright.events import EventBus, EventList
 from loopwright.mission import FixMission, FixRequest
 from loopwright.sandbox.base import MISSION_LABEL
+from loopwright.sandbox.factory import get_provider
 from loopwright.verify.web import CHROMIUM
 from tests.conftest import step, tool
 
@@ -188,7 +188,7 @@ def test_app_that_never_opens_its_port_times_out_with_its_output(
     )
     sink = EventList()
     request = FixRequest(source=str(repo), boot_timeout_s=3, dry_run=True)
-    provider = make_provider(settings)
+    provider = get_provider(settings)
     model = OpenAIModel(settings)
     try:
         result = FixMission(

@@ -155,7 +155,7 @@ def test_output_is_capped_with_head_and_tail(sandbox: LocalSandbox) -> None:
     assert result.truncated and result.exit_code == 0
     assert result.output.startswith("HEAD-LINE")
     assert result.output.rstrip().endswith("TAIL-LINE")
-    assert "bytes elided ...]" in result.output
+    assert "bytes of output omitted ...]" in result.output
     assert len(result.output.encode()) < 10_000 + 100
 
 

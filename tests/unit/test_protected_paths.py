@@ -203,7 +203,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def docker_provider(docker_ready: None) -> Iterator[object]:
-    from loopwright.sandbox.docker import DockerProvider
+    from loopwright.sandbox.docker.provider import DockerProvider
 
     settings = Settings(
         sandbox_limits=SandboxLimits(memory_mb=256, pids=128, cpus=1.0, output_cap_bytes=65536),

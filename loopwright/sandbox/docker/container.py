@@ -1,0 +1,455 @@
+"""One running sandbox container: commands, file tools, the network switch and services."""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+import queue
+import secrets
+import tarfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from loopwright.config import Settings
+from loopwright.sandbox.base import (
+    SANDBOX_UID,
+    WORKSPACE,
+    ExecResult,
+    FileToolError,
+    OutputCallback,
+    RawCallback,
+    SandboxError,
+)
+from loopwright.sandbox.docker.engine import (
+    SERVICE_TOKEN_VAR,
+    USER,
+    WRAPPER_VAR,
+    engine_error,
+    remove_container,
+    script,
+)
+from loopwright.sandbox.docker.network import sandbox_network
+from loopwright.sandbox.docker.relay import PortRelay
+from loopwright.sandbox.output import CappedOutput
+from loopwright.sandbox.paths import CONTAINER_RESOLVER, normalize_relative
+
+TIMEOUT_EXIT = 124
+WRAPPER_CHECK_S = 0.5
+"""While a command's output is open, how often to check that its wrapper still runs."""
+MAX_FILE_BYTES = 10_000_000
+
+
+def exec_wrapper() -> str:
+    """The command wrapper: the sweep functions, then the wrapper that runs the command."""
+    return script("sweep.sh") + script("exec_wrapper.sh")
+
+
+def sweeper() -> str:
+    """The sweep on its own (after a timeout, or when a wrapper died before sweeping)."""
+    return script("sweep.sh") + script("sweep_all.sh")
+
+
+class DockerSandbox:
+    """A running sandbox container; created by `DockerProvider.create`."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        settings: Settings,
+        container_id: str,
+        volume: str,
+        mission_id: str,
+        *,
+        network: bool,
+    ) -> None:
+        self.mission_id = mission_id
+        self.container_id = container_id
+        self._client = client
+        self._settings = settings
+        self._volume = volume
+        self._network = network
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._services: set[str] = set()
+        """Tokens of the services open now; their processes survive the sweeps."""
+
+    @property
+    def client(self) -> docker.DockerClient:
+        return self._client
+
+    # -- commands -------------------------------------------------------------------------
+
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float,
+        on_output: OutputCallback | None = None,
+        on_raw: RawCallback | None = None,
+    ) -> ExecResult:
+        """Run `command` with bash in /workspace; kill its whole process tree on timeout.
+
+        When the command ends, every process in the container but init and the keeper is
+        killed (those of an open `run_service` excepted), however it detached itself.
+        """
+        limits = self._settings.sandbox_limits
+        token = secrets.token_hex(16)
+        services = sorted(self._services)
+        argv = [
+            "/bin/bash",
+            "-c",
+            f'eval "${WRAPPER_VAR}"',
+            "loopwright-exec",
+            command,
+            str(limits.memory_mb),
+            str(limits.pids),
+            *services,
+        ]
+        capture = CappedOutput(limits.output_cap_bytes)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        started = time.monotonic()
+        api = self._client.api
+        exec_id = self.run_api(
+            lambda: api.exec_create(
+                self.container_id,
+                argv,
+                stdout=True,
+                stderr=True,
+                user=USER,
+                workdir=WORKSPACE,
+                environment={WRAPPER_VAR: exec_wrapper()},
+            )["Id"]
+        )
+        chunks = self.run_api(lambda: api.exec_start(exec_id, stream=True, demux=False))
+        inbox: queue.Queue[bytes | BaseException | None] = queue.Queue()
+        reader = threading.Thread(
+            target=_pump, args=(chunks, inbox), name=f"sandbox-exec-{token[:8]}", daemon=True
+        )
+        reader.start()
+        deadline = started + timeout_s
+        timed_out = False
+        orphaned = False
+        while True:
+            wait = deadline - time.monotonic()
+            try:
+                item = inbox.get(timeout=max(min(wait, WRAPPER_CHECK_S), 0.0))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    self._kill_command(reader)
+                    break
+                if not orphaned and not self.run_api(lambda: api.exec_inspect(exec_id)["Running"]):
+                    # The wrapper is gone (the command killed it) but something it left still
+                    # holds the output open: sweep now rather than when that ends.
+                    orphaned = True
+                    self._sweep()
+                continue
+            if item is None:
+                break
+            if isinstance(item, BaseException):
+                raise self._infra_error(item) from item
+            if on_raw is not None:
+                on_raw(item)
+            streamed = capture.add(item)
+            if on_output is not None and streamed:
+                text = decoder.decode(streamed)
+                if text:
+                    on_output(text)
+        reader.join(timeout=5)
+        while not inbox.empty():
+            item = inbox.get_nowait()
+            if isinstance(item, bytes):
+                if on_raw is not None:
+                    on_raw(item)
+                capture.add(item)
+        duration = time.monotonic() - started
+        if timed_out:
+            note = (
+                f"\n[sandbox] timed out after {timeout_s:g} s; "
+                "the command's processes were killed\n"
+            )
+            return ExecResult(
+                output=capture.text() + note,
+                exit_code=TIMEOUT_EXIT,
+                timed_out=True,
+                truncated=capture.truncated,
+                duration_s=duration,
+            )
+        exit_code = self._exit_code(exec_id)
+        if exit_code > 128:
+            # A signal ended the wrapper, possibly before its sweep (the command may kill
+            # its own parent); sweep again from outside.
+            self._sweep()
+        return ExecResult(
+            output=capture.text(),
+            exit_code=exit_code,
+            truncated=capture.truncated,
+            duration_s=time.monotonic() - started,
+        )
+
+    def _exit_code(self, exec_id: str) -> int:
+        api = self._client.api
+        for _ in range(200):
+            info = self.run_api(lambda: api.exec_inspect(exec_id))
+            code = info.get("ExitCode")
+            if not info.get("Running") and code is not None:
+                if code < 0:
+                    raise self._died("the command could not be started")
+                return int(code)
+            time.sleep(0.01)
+        raise self._died("the command's exit status never arrived")
+
+    def _sweep(self) -> bool:
+        """Kill every process but init, the keeper and open services'; False if it could not
+        start (typically no pid is free: a fork bomb)."""
+        api = self._client.api
+        try:
+            api.exec_start(
+                api.exec_create(
+                    self.container_id,
+                    ["/bin/bash", "-c", sweeper(), "loopwright-sweep", *sorted(self._services)],
+                    user=USER,
+                )["Id"]
+            )
+        except docker.errors.NotFound as exc:
+            raise self._died(str(exc)) from exc
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                raise self._died(str(exc.explanation or exc)) from exc
+            return False
+        except requests.exceptions.ConnectionError as exc:
+            raise engine_error(exc) from exc
+        return True
+
+    def _kill_command(self, reader: threading.Thread) -> None:
+        """Kill every process of the timed-out command, restarting the container if need be."""
+        for _ in range(20):
+            if not self._sweep():
+                time.sleep(0.1)  # wait for the sweep's next chance at a free pid
+                continue
+            reader.join(timeout=5)
+            if not reader.is_alive():
+                return
+        # Nothing else is left to try from inside; the workspace volume survives a restart.
+        container = self._container()
+        self.run_api(lambda: container.restart(timeout=0))
+        reader.join(timeout=10)
+
+    # -- files ----------------------------------------------------------------------------
+
+    def read_file(self, path: str) -> bytes:
+        """Read a workspace file; the path is resolved inside the container and must stay in it."""
+        code, out, err = self._run_script(
+            script("read_file.sh"),
+            CONTAINER_RESOLVER,
+            normalize_relative(path),
+            str(MAX_FILE_BYTES),
+        )
+        if code != 0:
+            raise FileToolError(err.strip() or f"reading {path} failed (exit {code})")
+        return out
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a workspace file (and its parent directories) as the sandbox user."""
+        code, out, err = self._run_script(
+            script("write_file.sh"), CONTAINER_RESOLVER, normalize_relative(path)
+        )
+        if code != 0:
+            raise FileToolError(err.strip() or f"writing {path} failed (exit {code})")
+        mode_line, _, resolved = out.decode("utf-8", "surrogateescape").partition("\n")
+        mode = int(mode_line, 8) if mode_line.strip() else 0o644
+        parent, _, name = resolved.rpartition("/")
+        container = self._container()
+        try:
+            container.put_archive(parent or "/", _file_tar(name, data, mode))
+        except docker.errors.NotFound as exc:
+            raise self._died(str(exc)) from exc
+        except docker.errors.APIError as exc:
+            raise FileToolError(f"writing {path} failed: {exc.explanation or exc}") from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise engine_error(exc) from exc
+
+    def _run_script(self, source: str, *args: str) -> tuple[int, bytes, str]:
+        container = self._container()
+        result = self.run_api(
+            lambda: container.exec_run(
+                ["/bin/bash", "-c", source, "loopwright-file", *args],
+                user=USER,
+                workdir=WORKSPACE,
+                demux=True,
+            )
+        )
+        out, err = result.output
+        return int(result.exit_code), out or b"", (err or b"").decode("utf-8", "replace")
+
+    # -- network --------------------------------------------------------------------------
+
+    def set_network(self, enabled: bool) -> None:
+        """Attach to or detach from the sandbox bridge; detached leaves only loopback."""
+        if enabled == self._network:
+            return
+        container = self._container()
+        if enabled:
+            network = sandbox_network(self._client)
+            attached = self._attached_networks(container)
+            if "none" in attached:
+                self.run_api(lambda: self._client.networks.get("none").disconnect(container))
+            self.run_api(lambda: network.connect(container))
+        else:
+            for name in self._attached_networks(container):
+                if name == "none":
+                    continue
+                net = self.run_api(lambda n=name: self._client.networks.get(n))
+                self.run_api(lambda n=net: n.disconnect(container, force=True))
+        self._network = enabled
+
+    # -- services (verification only) ----------------------------------------------------
+
+    @contextlib.contextmanager
+    def run_service(
+        self, command: str, *, port: int, env: Mapping[str, str], log: str
+    ) -> Iterator[str]:
+        """Run `command` detached while the context is open; yield a loopback URL reaching `port`.
+
+        The service and its relays carry a token of their own, so the sweep after each
+        command spares them while the context is open; leaving it kills them and everything
+        else but init and the keeper.
+        """
+        token = secrets.token_hex(16)
+        argv = ["/bin/bash", "-c", script("service.sh"), "loopwright-service", command]
+        argv.append(f"{WORKSPACE}/{normalize_relative(log)}")
+        api = self._client.api
+        self._container()
+        exec_id = self.run_api(
+            lambda: api.exec_create(
+                self.container_id,
+                argv,
+                user=USER,
+                workdir=WORKSPACE,
+                environment={**env, SERVICE_TOKEN_VAR: token},
+            )["Id"]
+        )
+        self._services.add(token)
+        try:
+            self.run_api(lambda: api.exec_start(exec_id, detach=True))
+            relay = PortRelay(self, port, token)
+        except BaseException:
+            self._services.discard(token)
+            raise
+        try:
+            yield relay.url
+        finally:
+            relay.close()
+            self._services.discard(token)
+            if not self._closed:
+                for _ in range(20):
+                    if self._sweep():
+                        break
+                    time.sleep(0.1)
+
+    def _attached_networks(self, container: Any) -> list[str]:
+        self.run_api(container.reload)
+        networks = container.attrs.get("NetworkSettings", {}).get("Networks") or {}
+        return list(networks)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Remove the container and its workspace volume. Safe to call twice."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        remove_container(self._client, self.container_id, self._volume)
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _container(self) -> Any:
+        if self._closed:
+            raise SandboxError(f"sandbox for mission {self.mission_id} is already closed")
+        return self.run_api(lambda: self._client.containers.get(self.container_id))
+
+    def run_api(self, call: Any) -> Any:
+        """Run an engine call for this sandbox; engine failures become `SandboxError`."""
+        try:
+            return call()
+        except docker.errors.NotFound as exc:
+            raise self._died(str(exc)) from exc
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                raise self._died(str(exc.explanation or exc)) from exc
+            raise SandboxError(f"Docker refused a sandbox operation: {exc}") from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise engine_error(exc) from exc
+
+    def _infra_error(self, exc: BaseException) -> SandboxError:
+        if isinstance(exc, requests.exceptions.ConnectionError):
+            return engine_error(exc)
+        return SandboxError(f"lost the command's output stream: {exc}")
+
+    def _died(self, detail: str) -> SandboxError:
+        state = ""
+        try:
+            info = self._client.api.inspect_container(self.container_id)["State"]
+            state = f" (status {info.get('Status')}, OOMKilled={info.get('OOMKilled')})"
+        except docker.errors.NotFound:
+            state = " (the container no longer exists)"
+        except (docker.errors.APIError, requests.exceptions.ConnectionError):
+            state = ""
+        return SandboxError(
+            f"the sandbox container for mission {self.mission_id} died or is unusable{state}: "
+            f"{detail}"
+        )
+
+    def resolve_path(self, path: str) -> str:
+        """The workspace-relative path `path` names once symlinks are resolved in the container.
+
+        `realpath -m` follows every link that exists, as the container sees it, and takes
+        the missing rest as written.
+        """
+        rel = normalize_relative(path)
+        code, out, err = self._run_script(script("resolve_path.sh"), rel)
+        if code != 0:
+            raise FileToolError(err.strip() or f"resolving {rel} failed (exit {code})")
+        root, _, resolved = out.decode("utf-8", "surrogateescape").partition("\n")
+        if resolved != root and not resolved.startswith(root.rstrip("/") + "/"):
+            raise FileToolError(
+                f"Refused: {rel!r} resolves, through a symlink, to a location outside the "
+                "repository. The path must stay inside the repository."
+            )
+        return resolved[len(root) :].lstrip("/") or "."
+
+
+def _file_tar(name: str, data: bytes, mode: int) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = mode
+        info.uid = info.gid = SANDBOX_UID
+        info.uname = info.gname = "sandbox"
+        info.mtime = int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _pump(chunks: Iterator[bytes], inbox: queue.Queue[bytes | BaseException | None]) -> None:
+    try:
+        for chunk in chunks:
+            inbox.put(chunk)
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller, which raises
+        inbox.put(exc)
+    inbox.put(None)

@@ -1,0 +1,302 @@
+"""The Docker sandbox provider: starts hardened containers, keeps the warm pool, reaps."""
+
+from __future__ import annotations
+
+import tarfile
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import IO, Any
+
+import docker
+import docker.errors
+import docker.types
+import requests.exceptions
+
+from loopwright.config import Settings
+from loopwright.sandbox.base import MISSION_LABEL, SANDBOX_UID, WORKSPACE, SandboxError
+from loopwright.sandbox.docker import reaper
+from loopwright.sandbox.docker.container import DockerSandbox
+from loopwright.sandbox.docker.engine import (
+    BUILD_HINT,
+    HOME,
+    NETWORK_NAME,
+    OWNER_LABEL,
+    POOL_LABEL,
+    PROVIDER_LABEL,
+    SANDBOX_ENV,
+    USER,
+    VOLUME_LABEL,
+    connect,
+    engine_error,
+    remove_container,
+    remove_volume,
+)
+from loopwright.sandbox.docker.network import sandbox_network
+from loopwright.sandbox.docker.pool import Member, WarmPool
+
+
+class DockerProvider:
+    """Creates Docker sandboxes, keeps an optional warm pool, and reaps orphaned containers.
+
+    Warm-pool containers carry `loopwright.pool=1` and a `loopwright.mission` value naming
+    the pool; labels cannot change after creation, so which mission a claimed pool container
+    serves is kept in memory (and honoured by `reap_orphans`).
+    """
+
+    kind = "docker"
+
+    def __init__(self, settings: Settings, *, client: docker.DockerClient | None = None) -> None:
+        self._settings = settings
+        self._client = connect(client)
+        self._owns_client = client is None
+        self._instance = uuid.uuid4().hex[:12]
+        self._lock = threading.Lock()
+        self._claimed: dict[str, str] = {}
+        """Container id to the mission it serves (a pool container's labels name the pool)."""
+        self._closed = False
+        self._pool = WarmPool(settings.warm_pool, self._start_pool_member, self._remove)
+        self._pool.refill_later()
+
+    @property
+    def client(self) -> docker.DockerClient:
+        return self._client
+
+    # -- creating -------------------------------------------------------------------------
+
+    def create(self, mission_id: str, tree: Path, *, network: bool) -> DockerSandbox:
+        """A started sandbox whose /workspace holds a copy of `tree`, from the pool if possible."""
+        if not tree.is_dir():
+            raise SandboxError(f"{tree} is not a directory; nothing to copy into the sandbox")
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the Docker sandbox provider is closed")
+            pooled = self._pool.take()
+        if pooled is not None:
+            container_id, volume, pool_network = pooled
+            sandbox = DockerSandbox(
+                self._client, self._settings, container_id, volume, mission_id,
+                network=pool_network,
+            )  # fmt: skip
+            with self._lock:
+                self._claimed[container_id] = mission_id
+            try:
+                self._fill(sandbox, tree)
+                sandbox.set_network(network)
+            except SandboxError:
+                # A pool container that died while idle: fall back to a cold start.
+                self._discard(sandbox)
+            except BaseException:
+                self._discard(sandbox)
+                raise
+            else:
+                # Refill only now: a container starting alongside slows the copy above.
+                self._pool.refill_later()
+                return sandbox
+        return self._cold(mission_id, tree, network=network)
+
+    def _cold(self, mission_id: str, tree: Path, *, network: bool) -> DockerSandbox:
+        container_id, volume = self._start_container({MISSION_LABEL: mission_id}, network=network)
+        sandbox = DockerSandbox(
+            self._client, self._settings, container_id, volume, mission_id, network=network
+        )
+        with self._lock:
+            self._claimed[container_id] = mission_id
+        try:
+            self._fill(sandbox, tree)
+        except BaseException:
+            self._discard(sandbox)
+            raise
+        return sandbox
+
+    def _discard(self, sandbox: DockerSandbox) -> None:
+        with self._lock:
+            self._claimed.pop(sandbox.container_id, None)
+        sandbox.close()
+
+    def _fill(self, sandbox: DockerSandbox, tree: Path) -> None:
+        archive = workspace_tar(tree)
+        try:
+            ok = sandbox.run_api(
+                lambda: self._client.api.put_archive(sandbox.container_id, WORKSPACE, archive)
+            )
+        except SandboxError as exc:
+            if "no space left" in str(exc).lower():
+                raise SandboxError(
+                    f"{tree} does not fit in the sandbox workspace "
+                    f"({self._settings.sandbox_limits.tmpfs_mb} MB); raise "
+                    "LOOPWRIGHT_SANDBOX_TMPFS_MB"
+                ) from exc
+            raise
+        finally:
+            archive.close()
+        if not ok:
+            raise SandboxError(f"Docker did not accept the copy of {tree} into the sandbox")
+
+    def _start_container(self, labels: dict[str, str], *, network: bool) -> tuple[str, str]:
+        """Create and start one hardened container with its own workspace volume."""
+        limits = self._settings.sandbox_limits
+        suffix = uuid.uuid4().hex[:12]
+        volume = f"loopwright-ws-{suffix}"
+        labels = {
+            **labels,
+            PROVIDER_LABEL: self._instance,
+            VOLUME_LABEL: volume,
+            OWNER_LABEL: reaper.owner_id(),
+        }
+        api = self._client.api
+        # The workspace is a tmpfs *volume*, not a plain tmpfs mount: Docker's archive
+        # endpoints (used to copy the repository in and files out) only reach volumes, and a
+        # volume outlives a container restart, the last resort against an unkillable command.
+        self._engine(
+            lambda: api.create_volume(
+                volume,
+                driver="local",
+                driver_opts={
+                    "type": "tmpfs",
+                    "device": "tmpfs",
+                    "o": f"size={limits.tmpfs_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
+                },
+                labels=labels,
+            )
+        )
+        host_config = api.create_host_config(
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            privileged=False,
+            init=True,
+            pids_limit=limits.pids,
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=int(limits.cpus * 1e9),
+            tmpfs={
+                "/tmp": f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m",
+                HOME: (
+                    f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,"
+                    f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700"
+                ),
+            },
+            mounts=[docker.types.Mount(WORKSPACE, volume, type="volume")],
+            network_mode=NETWORK_NAME if network else "none",
+        )
+        if network:
+            sandbox_network(self._client)
+        try:
+            created = self._engine(
+                lambda: api.create_container(
+                    self._settings.sandbox_image,
+                    command=["sleep", "infinity"],
+                    user=USER,
+                    working_dir=WORKSPACE,
+                    environment=SANDBOX_ENV,
+                    hostname="sandbox",
+                    labels=labels,
+                    host_config=host_config,
+                )
+            )
+        except BaseException:
+            remove_volume(self._client, volume)
+            raise
+        container_id = str(created["Id"])
+        try:
+            self._engine(lambda: api.start(container_id))
+        except BaseException:
+            remove_container(self._client, container_id, volume)
+            raise
+        return container_id, volume
+
+    def _engine(self, call: Any) -> Any:
+        try:
+            return call()
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(
+                f"the sandbox image {self._settings.sandbox_image} is missing; {BUILD_HINT}"
+            ) from exc
+        except docker.errors.APIError as exc:
+            if exc.status_code == 404 and "image" in str(exc).lower():
+                raise SandboxError(
+                    f"the sandbox image {self._settings.sandbox_image} is missing; {BUILD_HINT}"
+                ) from exc
+            raise SandboxError(f"Docker could not start a sandbox: {exc}") from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise engine_error(exc) from exc
+
+    # -- warm pool ------------------------------------------------------------------------
+
+    @property
+    def pool_size(self) -> int:
+        """Idle containers ready to be claimed."""
+        return len(self._pool)
+
+    def fill_pool(self) -> None:
+        """Start pool containers until `settings.warm_pool` are idle (blocking)."""
+        self._pool.fill()
+
+    def _start_pool_member(self) -> Member:
+        network = self._settings.network != "none"
+        labels = {MISSION_LABEL: f"pool-{self._instance}", POOL_LABEL: "1"}
+        container_id, volume = self._start_container(labels, network=network)
+        return container_id, volume, network
+
+    def _remove(self, container_id: str, volume: str) -> None:
+        remove_container(self._client, container_id, volume)
+
+    # -- cleanup --------------------------------------------------------------------------
+
+    def reap_orphans(self, active_mission_ids: set[str]) -> list[str]:
+        """Remove labelled containers (and volumes) of missions not active; return their ids.
+
+        Containers owned by another Loopwright process that is still running are left to it.
+        """
+        with self._lock:
+            claimed = dict(self._claimed)
+        removed = reaper.reap_orphans(
+            self._client,
+            active_mission_ids,
+            instance=self._instance,
+            idle=self._pool.idle_ids(),
+            claimed=claimed,
+        )
+        with self._lock:
+            for cid in removed:
+                self._claimed.pop(cid, None)
+        return removed
+
+    def reap_abandoned(self) -> list[str]:
+        """Remove sandboxes whose owning process on this host has exited.
+
+        Safe while other Loopwright processes run missions on the same engine: only
+        containers of dead owners go. Returns the removed container ids.
+        """
+        return reaper.reap_abandoned(self._client)
+
+    def close(self) -> None:
+        """Remove idle pool containers, stop refilling; claimed sandboxes stay with their owners."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._pool.close()
+        if self._owns_client:
+            self._client.close()
+
+
+def workspace_tar(tree: Path) -> IO[bytes]:
+    """The tree as a tar owned by the sandbox user; special files and set-id bits dropped."""
+
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if not (info.isreg() or info.isdir() or info.issym() or info.islnk()):
+            return None
+        info.uid = info.gid = SANDBOX_UID
+        info.uname = info.gname = "sandbox"
+        info.mode &= 0o1777
+        return info
+
+    spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115 - returned
+    with tarfile.open(fileobj=spool, mode="w") as tar:
+        for child in sorted(tree.iterdir()):
+            tar.add(child, arcname=child.name, filter=owned)
+    spool.seek(0)
+    return spool

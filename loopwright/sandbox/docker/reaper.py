@@ -1,0 +1,124 @@
+"""Removing sandboxes nobody will close: of missions no longer running, of processes gone.
+
+Every container and workspace volume carries an owner label naming the Loopwright process
+that made it (`host:pid:start`), so one process never removes what a live one still uses.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from loopwright.sandbox.base import MISSION_LABEL, SandboxError
+from loopwright.sandbox.docker.engine import (
+    OWNER_LABEL,
+    PROVIDER_LABEL,
+    VOLUME_LABEL,
+    engine_error,
+    remove_container,
+)
+
+
+def reap_orphans(
+    client: docker.DockerClient,
+    active_mission_ids: set[str],
+    *,
+    instance: str,
+    idle: set[str],
+    claimed: dict[str, str],
+) -> list[str]:
+    """Remove labelled containers (and volumes) of missions not active; return their ids.
+
+    `instance` names the provider asking: its idle pool members (`idle`) and the containers
+    it has handed to missions (`claimed`, container id to mission id, since a pool
+    container's labels name the pool) are judged by what it knows. Containers owned by
+    another Loopwright process that is still running are left to it.
+    """
+    try:
+        containers = client.api.containers(all=True, filters={"label": MISSION_LABEL})
+    except requests.exceptions.ConnectionError as exc:
+        raise engine_error(exc) from exc
+    removed = []
+    for info in containers:
+        cid = str(info["Id"])
+        labels = info.get("Labels") or {}
+        if cid in idle:
+            continue
+        if labels.get(PROVIDER_LABEL) == instance and cid not in claimed:
+            continue  # a pool member still being started by this provider
+        mission = claimed.get(cid, labels.get(MISSION_LABEL, ""))
+        if mission in active_mission_ids:
+            continue
+        owner = labels.get(OWNER_LABEL, "")
+        if owner and owner != owner_id() and owner_alive(owner):
+            continue  # another live Loopwright process's sandbox, not ours to judge
+        remove_container(client, cid, labels.get(VOLUME_LABEL))
+        removed.append(cid)
+    reap_volumes(client)
+    return removed
+
+
+def reap_abandoned(client: docker.DockerClient) -> list[str]:
+    """Remove sandboxes whose owning process on this host has exited.
+
+    Safe while other Loopwright processes run missions on the same engine: only
+    containers of dead owners go. Returns the removed container ids.
+    """
+    try:
+        containers = client.api.containers(all=True, filters={"label": OWNER_LABEL})
+    except requests.exceptions.ConnectionError as exc:
+        raise engine_error(exc) from exc
+    removed = []
+    for info in containers:
+        labels = info.get("Labels") or {}
+        if owner_alive(labels.get(OWNER_LABEL, "")):
+            continue
+        remove_container(client, str(info["Id"]), labels.get(VOLUME_LABEL))
+        removed.append(str(info["Id"]))
+    reap_volumes(client)
+    return removed
+
+
+def reap_volumes(client: docker.DockerClient) -> None:
+    """Remove the mission volumes no container uses (those in use are refused and kept)."""
+    try:
+        volumes = client.api.volumes(filters={"label": MISSION_LABEL}).get("Volumes")
+    except requests.exceptions.ConnectionError as exc:
+        raise engine_error(exc) from exc
+    for vol in volumes or []:
+        try:
+            client.api.remove_volume(vol["Name"])
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: in use by a live sandbox
+                raise SandboxError(f"could not remove sandbox volume {vol['Name']}: {exc}") from exc
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_id(pid: int | None = None) -> str:
+    """`host:pid:start` naming this process; the start time guards against pid reuse."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_process_start(pid) or '?'}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process named by an owner label still runs (other hosts count as alive)."""
+    host, _, rest = owner.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    return _process_start(int(pid_text)) == start
