@@ -16,4 +16,4 @@ echo "== pytest"
 # Most of the suite waits on containers and subprocesses rather than the CPU, so four
 # workers help even on two cores. Tests that share one expensive session fixture carry the
 # same xdist_group mark and run on one worker (--dist loadgroup).
-pytest -q -p no:cacheprovider -n "${LOOPWRIGHT_TEST_WORKERS:-4}" --dist loadgroup "$@"
+pytest -q -p no:cacheprovider -n "${LOOPWRIGHT_TEST_WORKERS:-4}" --dist loadgroup --durations=25 "$@"
