@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from loopwright.app.stream import StreamTiming
-from tests.e2e.conftest import FAST, app_screenshot, screenshot_path
+from tests.e2e.conftest import app_screenshot, screenshot_path
 from tests.e2e.scripted_mission import (
     PR_URL,
     Player,
@@ -399,7 +399,3 @@ def _backdate(store: Any, mission_id: str, when: datetime.datetime) -> None:
 
     with store._session.begin() as session:
         session.execute(update(Mission).where(Mission.id == mission_id).values(created_at=when))
-
-
-def test_fast_timing_is_what_the_fixture_uses():
-    assert FAST.max_stream_s > 60

@@ -247,9 +247,16 @@ def test_symlink_escapes_are_refused(sandbox: LocalSandbox, tmp_path: Path) -> N
     assert sorted(p.name for p in outside.iterdir()) == ["sentinel.txt"]
 
 
-def test_set_network_is_accepted(sandbox: LocalSandbox) -> None:
+def test_set_network_leaves_the_sandbox_working(sandbox: LocalSandbox) -> None:
+    # The local backend cannot isolate the network, so switching it changes nothing:
+    # commands and files keep working in either state.
     sandbox.set_network(False)
+    result = sandbox.exec("echo offline", timeout_s=10)
+    assert result.ok and result.output.strip() == "offline"
+    sandbox.write_file("state.txt", b"kept")
     sandbox.set_network(True)
+    assert sandbox.read_file("state.txt") == b"kept"
+    assert sandbox.exec("echo online", timeout_s=10).output.strip() == "online"
 
 
 def test_close_removes_the_directory_and_is_idempotent(sandbox: LocalSandbox) -> None:
