@@ -41,7 +41,7 @@ from tests.integration.app_harness import (
     sign,
     uvicorn_in_thread,
 )
-from tests.integration.test_fix_cli import CORRECT, EDIT, PLAN
+from tests.scenarios import CORRECT, EDIT, PLAN
 
 OFF = "auto_fix: false\ntest_cmd: python -m pytest\n"
 GITHUB_VECTOR = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
