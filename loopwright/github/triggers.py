@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from loopwright.config import RepoConfig
 from loopwright.github import render
@@ -472,23 +472,58 @@ def _authored_by(subject: Mapping[str, Any], login: str) -> bool:
 # -- comments ------------------------------------------------------------------------------
 
 
-def _decide_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision:
+_Parsed = TypeVar("_Parsed")
+
+
+@dataclass(frozen=True, slots=True)
+class _CommentAsk(Generic[_Parsed]):
+    """A new comment that carries a command, from an account that may ask."""
+
+    comment: Mapping[str, Any]
+    author: Mapping[str, Any]
+    command: _Parsed
+
+
+def _comment_preamble(
+    event: str,
+    payload: Mapping[str, Any],
+    ctx: TriggerContext,
+    parse: Callable[[str], _Parsed | None],
+    no_command: str,
+) -> _CommentAsk[_Parsed] | Ignore:
+    """What an issue comment and a review comment check alike before they can ask: the
+    comment is new, carries a command `parse` finds, and neither the sender nor the
+    comment's author is Loopwright or a bot it does not listen to."""
     action = payload.get("action")
     if action != "created":
-        return Ignore(f"issue_comment.{action} is not handled; only new comments can ask")
+        return Ignore(f"{event}.{action} is not handled; only new comments can ask")
     comment = _map(payload, "comment")
-    issue = _map(payload, "issue")
     body = comment.get("body")
     if body is not None and not isinstance(body, str):
         raise _Malformed("comment.body is not a string")
-    command = parse_comment_command(body or "")
+    command = parse(body or "")
     if command is None:
-        return Ignore("comment has no /loopwright command")
+        return Ignore(no_command)
     author = _map(comment, "user", "comment")
     for who, label in ((_map(payload, "sender"), "sender"), (author, "comment author")):
         bot = _bot_reason(who, ctx, label)
         if bot:
             return Ignore(bot)
+    return _CommentAsk(comment, author, command)
+
+
+def _decide_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision:
+    ask = _comment_preamble(
+        "issue_comment",
+        payload,
+        ctx,
+        parse_comment_command,
+        "comment has no /loopwright command",
+    )
+    if isinstance(ask, Ignore):
+        return ask
+    comment, author, command = ask.comment, ask.author, ask.command
+    issue = _map(payload, "issue")
     number = _int(issue, "number", "issue")
     if not isinstance(issue.get("pull_request"), Mapping):
         if command.name != "fix":
@@ -517,23 +552,16 @@ def _decide_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision
 def _decide_review_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision:
     """A `/loopwright fix` left on a line of a pull request's diff: asks like an issue
     comment, with where it was left (file, line, diff hunk) for the model."""
-    action = payload.get("action")
-    if action != "created":
-        return Ignore(
-            f"pull_request_review_comment.{action} is not handled; only new comments can ask"
-        )
-    comment = _map(payload, "comment")
-    body = comment.get("body")
-    if body is not None and not isinstance(body, str):
-        raise _Malformed("comment.body is not a string")
-    guidance = parse_command(body or "")
-    if guidance is None:
-        return Ignore("review comment has no /loopwright fix command")
-    author = _map(comment, "user", "comment")
-    for who, label in ((_map(payload, "sender"), "sender"), (author, "comment author")):
-        bot = _bot_reason(who, ctx, label)
-        if bot:
-            return Ignore(bot)
+    ask = _comment_preamble(
+        "pull_request_review_comment",
+        payload,
+        ctx,
+        parse_command,
+        "review comment has no /loopwright fix command",
+    )
+    if isinstance(ask, Ignore):
+        return ask
+    comment, author, guidance = ask.comment, ask.author, ask.command
     pull = _map(payload, "pull_request")
     repository = _map(payload, "repository")
     user = _str(author, "login", "comment.user")

@@ -15,7 +15,7 @@ import pytest
 from loopwright.mission import MissionResult
 from tests.e2e.conftest import screenshot_path
 from tests.e2e.scripted_mission import Player, create_mission
-from tests.integration.test_fix_cli import FIX_NEW
+from tests.scenarios import FIX_NEW
 
 # One worker runs every test that shares the `legible_mission` run (see scripts/test.sh).
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("legible_mission")]

@@ -41,7 +41,8 @@ from tests.conftest import EXAMPLES, ROOT, VENV_BIN, git, step, tool
 from tests.fakes.git_server import GitServer
 from tests.fakes.github import FakeGitHub, generate_app_key
 from tests.integration.app_harness import WEBHOOK_EXAMPLES
-from tests.integration.test_fix_cli import (
+from tests.integration.test_secrets_cli import tool_messages
+from tests.scenarios import (
     CORRECT,
     EDIT,
     FINISH,
@@ -49,7 +50,6 @@ from tests.integration.test_fix_cli import (
     PLAN,
     assert_one_deliver_then_done,
 )
-from tests.integration.test_secrets_cli import tool_messages
 
 REPO = "acme/invoice"
 INSTALLATION = 77

@@ -34,7 +34,7 @@ from tests.integration.test_action import (
     parse_outputs,
     world,  # noqa: F401 - the fixture
 )
-from tests.integration.test_fix_cli import PLAN
+from tests.scenarios import PLAN
 
 ACTION = yaml.safe_load((ROOT / "action" / "action.yml").read_text())
 GROUP = re.compile(r"^::group::Loopwright: (\w+)$", re.M)

@@ -25,7 +25,7 @@ from tests.conftest import (
     step,
     tool,
 )
-from tests.integration.test_fix_cli import EDIT, FIX_NEW, FIX_OLD, PLAN, model_env
+from tests.scenarios import EDIT, FIX_NEW, FIX_OLD, PLAN, model_env
 
 FINISH = tool("finish", summary="done")
 CHECK = tool("run_command", command="python -m pytest -q")
@@ -1312,7 +1312,7 @@ def test_real_fixes_stay_verified_on_the_signed_stream_security_39(
 ):
     """SECURITY 39: the stream's rules hold for an honest fix of both examples."""
     from tests.conftest import RECORDINGS
-    from tests.integration.test_fix_cli import CORRECT
+    from tests.scenarios import CORRECT
 
     python_repo = example_repo("python-invoice")
     server = scripted(CORRECT)

@@ -17,7 +17,7 @@ import pytest
 from loopwright.github.tracking import MARKER
 from tests.conftest import VENV_BIN, step, tool
 from tests.integration.app_harness import REPO, World, app_world
-from tests.integration.test_fix_cli import FINISH, PLAN
+from tests.scenarios import FINISH, PLAN
 
 SLOW_COMMAND = [step(PLAN), step(tool("run_command", command="sleep 120")), step(FINISH)]
 """The mission sits in a two-minute command until something stops it."""

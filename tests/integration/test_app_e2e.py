@@ -9,14 +9,14 @@ import pytest
 
 from tests.conftest import VENV_BIN, step, tool
 from tests.integration.app_harness import REPO, app_world
-from tests.integration.test_fix_cli import (
+from tests.integration.test_secrets_cli import tool_messages
+from tests.scenarios import (
     CORRECT,
     EDIT,
     FIX_NEW,
     PLAN,
     assert_one_deliver_then_done,
 )
-from tests.integration.test_secrets_cli import tool_messages
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,7 @@ from loopwright.sandbox.factory import get_provider
 from tests.conftest import EXAMPLES, VENV_BIN, git, init_repo, step, tool
 from tests.fakes.git_server import GitServer
 from tests.integration.app_harness import REPO, World, app_world
-from tests.integration.test_fix_cli import FIX_NEW, PLAN, model_env
+from tests.scenarios import FIX_NEW, PLAN, model_env
 
 BRANCH = "loopwright/fix-1"
 ROUNDED = "    discounted = gross - gross * (line.discount_percent / 100)\n"

@@ -33,7 +33,7 @@ from tests.integration.app_harness import (
     app_world,
     sign,
 )
-from tests.integration.test_fix_cli import CORRECT, PLAN
+from tests.scenarios import CORRECT, PLAN
 
 
 class RecordingProvider(LocalProvider):

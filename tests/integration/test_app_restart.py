@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import step, tool
 from tests.integration.app_harness import REPO, ServeProcess, World, app_world, post_webhook
-from tests.integration.test_fix_cli import CORRECT
+from tests.scenarios import CORRECT
 
 SLOW_FIRST = [step(tool("finish", summary="slow"), delay_s=120), *CORRECT]
 """The first mission's first model call hangs, holding the only worker."""

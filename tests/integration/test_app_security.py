@@ -26,6 +26,7 @@ import pytest
 from loopwright.app.server import create_app
 from loopwright.events import Event
 from loopwright.github.service import MISSION_PERMISSIONS
+from loopwright.github.triggers import CI_EVENTS
 from loopwright.sandbox.base import Sandbox, SandboxError
 from loopwright.store.engine import database_url
 from loopwright.store.repository import Store
@@ -40,7 +41,7 @@ from tests.integration.app_harness import (
     sign,
     uvicorn_in_thread,
 )
-from tests.integration.test_fix_cli import CORRECT, EDIT, PLAN
+from tests.scenarios import CORRECT, EDIT, PLAN
 
 OFF = "auto_fix: false\ntest_cmd: python -m pytest\n"
 GITHUB_VECTOR = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
@@ -163,13 +164,26 @@ _EXAMPLES = json.loads(WEBHOOK_EXAMPLES.read_text())
 
 @pytest.mark.parametrize("event", _EXAMPLES, ids=[e["name"] for e in _EXAMPLES])
 def test_every_published_example_payload_gets_a_2xx(idle, event):
+    """Each example is answered 2xx and recorded; an event that is neither CI nor a comment
+    is ignored with its name in the reason and starts nothing."""
+    name = event["name"]
+    acts = name in CI_EVENTS or name in ("issue_comment", "pull_request_review_comment")
     answers = []
     for example in event["examples"]:
+        before = mission_count(idle)
+        delivery = str(uuid.uuid4())
         body = json.dumps(example).encode()
-        answer = idle.deliver(event["name"], example, body=body)
+        answer = idle.deliver(name, example, body=body, delivery=delivery)
         answers.append((example.get("action"), answer.status_code, answer.text[:200]))
+        assert 200 <= answer.status_code < 300, answers
+        row = delivery_row(idle, delivery)
+        assert row is not None and row[0].split(".")[0] == name, row
+        if not acts:
+            assert answer.json()["status"] == "ignored", answer.text
+            assert name in answer.json()["reason"], answer.text
+            assert row[1].startswith("ignored") and row[2] is None, row
+            assert mission_count(idle) == before
     assert answers
-    assert all(200 <= code < 300 for _, code, _ in answers), answers
     idle.github.assert_no_rejections()
 
 

@@ -5,7 +5,7 @@ workspace starts from the base tree each time."""
 from __future__ import annotations
 
 from tests.conftest import step, tool
-from tests.integration.test_fix_cli import EDIT, FINISH, FIX_OLD, PLAN, model_env
+from tests.scenarios import EDIT, FINISH, FIX_OLD, PLAN, model_env
 
 WRONG = tool(
     "edit_file",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import step, tool
-from tests.integration.test_fix_cli import model_env
+from tests.scenarios import model_env
 
 
 def _interrupt_once_a_sandbox_runs(events: Path) -> threading.Thread:

@@ -10,7 +10,7 @@ import pytest
 
 from loopwright.cli import main
 from tests.conftest import init_repo, step
-from tests.integration.test_fix_cli import FINISH, model_env
+from tests.scenarios import FINISH, model_env
 
 ANSI = "\033["
 

@@ -17,7 +17,7 @@ import httpx
 from loopwright.cli import main, wait_for_interrupt
 from tests.conftest import VENV_BIN, step, tool
 from tests.integration.app_harness import ServeProcess
-from tests.integration.test_fix_cli import CORRECT, FIX_NEW, PLAN, model_env
+from tests.scenarios import CORRECT, FIX_NEW, PLAN, model_env
 
 
 def _cli(capsys, *args: str) -> tuple[int, str, str]:

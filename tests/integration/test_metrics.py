@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import VENV_BIN
 from tests.integration.app_harness import app_world
-from tests.integration.test_fix_cli import CORRECT
+from tests.scenarios import CORRECT
 
 
 @pytest.fixture(autouse=True)

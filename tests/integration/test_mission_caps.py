@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, step, tool
-from tests.integration.test_fix_cli import model_env
+from tests.scenarios import model_env
 
 WHERE = "pwd; echo still-working"
 NEVER_FINISHES = [step(tool("run_command", command=WHERE), repeat=True)]

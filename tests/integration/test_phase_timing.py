@@ -7,7 +7,7 @@ answering when the setup network is cut (see `SANDBOX_GIT` in loopwright/sandbox
 from __future__ import annotations
 
 from tests.conftest import step, tool
-from tests.integration.test_fix_cli import CORRECT, model_env
+from tests.scenarios import CORRECT, model_env
 
 EXPECTED = [
     ("snapshot", "prepare"),

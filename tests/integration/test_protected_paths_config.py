@@ -8,7 +8,7 @@ depending only on the list, and a refused patch never reaches the working tree.
 from __future__ import annotations
 
 from tests.conftest import git, step, tool
-from tests.integration.test_fix_cli import CORRECT, EDIT, FINISH, FIX_NEW, PLAN, model_env
+from tests.scenarios import CORRECT, EDIT, FINISH, FIX_NEW, PLAN, model_env
 
 FIXED_FILE = "invoice/totals.py"
 BY_SHELL = (

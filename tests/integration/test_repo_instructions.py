@@ -13,7 +13,7 @@ from loopwright.instructions import MAX_INSTRUCTION_BYTES
 from tests.conftest import VENV_BIN, step
 from tests.fakes.github import FakeGitHub, generate_app_key
 from tests.integration.app_harness import APP_ID, INSTALLATION, REPO, app_world
-from tests.integration.test_fix_cli import PLAN, model_env
+from tests.scenarios import PLAN, model_env
 
 SHORT = [step(PLAN)]
 ONE_STEP = {"LOOPWRIGHT_MAX_STEPS": "1"}

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import git, step, tool
 from tests.fakes.git_server import GitServer
-from tests.integration.test_fix_cli import EDIT, FINISH, FIX_NEW, PLAN, model_env
+from tests.scenarios import EDIT, FINISH, FIX_NEW, PLAN, model_env
 
 MARK = "CANARY"
 CANARIES = {

@@ -17,8 +17,8 @@ from loopwright.sandbox.base import Sandbox
 from loopwright.sandbox.local import LocalProvider
 from tests.conftest import VENV_BIN
 from tests.integration.app_harness import REPO, World, app_world
-from tests.integration.test_fix_cli import CORRECT
 from tests.integration.test_mission_caps import NEVER_FINISHES
+from tests.scenarios import CORRECT
 
 pytestmark = pytest.mark.xdist_group("tracking_comment")
 

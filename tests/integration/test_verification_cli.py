@@ -29,7 +29,7 @@ from tests.conftest import (
     step,
     tool,
 )
-from tests.integration.test_fix_cli import CORRECT, EDIT, FINISH, FIX_NEW, PLAN, model_env
+from tests.scenarios import CORRECT, EDIT, FINISH, FIX_NEW, PLAN, model_env
 
 TESTS_FILE = "tests/test_totals.py"
 DISCOUNT_TEST = "tests/test_totals.py::test_line_with_percentage_discount"

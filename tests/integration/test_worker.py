@@ -13,7 +13,7 @@ from loopwright.request import MissionRequest
 from loopwright.store.repository import open_store
 from tests.conftest import VENV_BIN
 from tests.integration.app_harness import INSTALLATION, REPO, app_world
-from tests.integration.test_fix_cli import CORRECT
+from tests.scenarios import CORRECT
 
 
 def test_worker_runs_a_queued_mission_once_and_stops_on_sigterm(tmp_path):

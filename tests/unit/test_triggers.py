@@ -14,6 +14,7 @@ import pytest
 
 from loopwright.config import RepoConfig
 from loopwright.github.triggers import (
+    CI_EVENTS,
     Command,
     CommandComment,
     Ignore,
@@ -541,9 +542,29 @@ def _all_examples() -> list[Any]:
 
 @pytest.mark.parametrize(("event", "payload"), _all_examples())
 def test_every_recorded_example_gets_a_decision(event: str, payload: dict[str, Any]) -> None:
-    for config in (AUTO, MANUAL):
-        decision = decide(event, payload, config, CTX)
-        assert isinstance(decision, MissionRequest | NeedsPermission | Reply | Ignore)
+    """Every recorded delivery gets the kind of decision its event allows."""
+    auto = decide(event, payload, AUTO, CTX)
+    manual = decide(event, payload, MANUAL, CTX)
+    if event in CI_EVENTS:
+        # With auto_fix off a CI event never starts a mission by itself.
+        assert isinstance(manual, Ignore) and manual.reason
+        if isinstance(auto, MissionRequest):
+            assert auto.trigger == CI_EVENTS[event]
+            assert auto.repo == payload["repository"]["full_name"]
+            assert auto.head_sha
+        else:
+            assert isinstance(auto, Ignore) and auto.reason
+    elif event in ("issue_comment", "pull_request_review_comment"):
+        # A comment asks the same way whatever auto_fix says.
+        assert auto == manual
+        assert isinstance(auto, NeedsPermission | CommandComment | Reply | Ignore)
+        if isinstance(auto, NeedsPermission | CommandComment):
+            assert auto.request.trigger == "comment"
+            assert auto.user == payload["comment"]["user"]["login"]
+    else:
+        for decision in (auto, manual):
+            assert isinstance(decision, Ignore)
+            assert event in decision.reason
 
 
 @pytest.mark.parametrize(
