@@ -7,6 +7,7 @@ line naming the variable to fix.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 from collections.abc import Mapping
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 DEFAULT_BASE_URL = "https://api.tokenfactory.nebius.com/v1/"
 DEFAULT_TIERS = (
@@ -586,17 +589,81 @@ class RepoConfig:
     source: str | None = None
 
 
-_REPO_KEYS: dict[str, type | tuple[type, ...]] = {
-    "test_cmd": str,
-    "setup_cmd": str,
-    "protected_paths": list,
-    "allow_test_edits": list,
-    "auto_fix": bool,
-    "max_cost_usd": (int, float),
-    "tiers": list,
-    "network": str,
-    "app": dict,
-}
+class _AppFile(BaseModel):
+    """The `app:` mapping of a repository config."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    start: str
+    """The command that boots the app, e.g. `npm start`."""
+    port: int
+    """The port the app listens on."""
+    path: str = "/"
+    """The page to load for the screenshot."""
+
+
+class _RepoConfigFile(BaseModel):
+    """The keys a repository config may set; any other key is a mistake to report."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    test_cmd: str | None = None
+    """The command that runs the tests, e.g. `pytest -q`."""
+    setup_cmd: str | None = None
+    """The command that installs dependencies before the tests run."""
+    protected_paths: list[str] | None = None
+    """Globs Loopwright may never change; absent means the built-in list."""
+    allow_test_edits: list[str] | None = None
+    """Globs of test files the fix may edit without the tamper check objecting."""
+    auto_fix: bool | None = None
+    """Fix failing CI on its own, without being asked in a comment."""
+    max_cost_usd: float | None = None
+    """The most a mission may spend on the model, in US dollars."""
+    tiers: list[str] | None = None
+    """The model tiers to use, by name, weakest first."""
+    network: NetworkMode | None = None
+    """When the sandbox may reach the network: none, setup or always."""
+    app: _AppFile | None = None
+    """How to boot the repository's web app for the screenshot."""
+
+
+_LIST_KEYS = ("protected_paths", "allow_test_edits", "tiers")
+
+
+def _unknown_keys(keys: list[str], allowed: list[str]) -> str:
+    """`tset_cmd (did you mean `test_cmd`?), foo`: each unknown key with its nearest allowed
+    key when one is close enough to be a misspelling."""
+    named = []
+    for key in keys:
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        named.append(f"{key} (did you mean `{close[0]}`?)" if close else key)
+    return ", ".join(named)
+
+
+def _repo_config_problem(source: str, data: dict[str, Any], exc: ValidationError) -> str:
+    """One message for the first problem pydantic found, naming the key and what to write."""
+    error = exc.errors()[0]
+    key = str(error["loc"][0])
+    value = data.get(key)
+    if key == "app":
+        if not isinstance(value, dict):
+            return f"{source}: `app` has the wrong type ({type(value).__name__})"
+        allowed = list(_AppFile.model_fields)
+        unknown = sorted(str(k) for k in value if k not in allowed)
+        if unknown:
+            return (
+                f"{source}: `app` has unknown key(s) {_unknown_keys(unknown, allowed)}; "
+                f"allowed: {', '.join(allowed)}"
+            )
+        return (
+            f"{source}: `app` needs `start` (a command) and `port` (a number), "
+            "and may set `path` (the page, e.g. /)"
+        )
+    if key == "network" and isinstance(value, str):
+        return f"{source}: `network` must be one of none, setup, always"
+    if key in _LIST_KEYS and isinstance(value, list):
+        return f"{source}: `{key}` must be a list of non-empty strings"
+    return f"{source}: `{key}` has the wrong type ({type(value).__name__})"
 
 
 def parse_repo_config(text: str, source: str) -> RepoConfig:
@@ -611,37 +678,34 @@ def parse_repo_config(text: str, source: str) -> RepoConfig:
         return RepoConfig(source=source)
     if not isinstance(data, dict):
         raise ConfigError(f"{source} must be a mapping of settings, e.g. `test_cmd: pytest`")
-    unknown = sorted(set(data) - set(_REPO_KEYS))
+    allowed = list(_RepoConfigFile.model_fields)
+    unknown = sorted(str(k) for k in data if k not in allowed)
     if unknown:
         raise ConfigError(
-            f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(_REPO_KEYS)}"
+            f"{source}: unknown key(s) {_unknown_keys(unknown, allowed)}; "
+            f"allowed: {', '.join(allowed)}"
         )
-    for key, kind in _REPO_KEYS.items():
-        if key in data and data[key] is not None and not isinstance(data[key], kind):
-            raise ConfigError(f"{source}: `{key}` has the wrong type ({type(data[key]).__name__})")
-    for key in ("protected_paths", "allow_test_edits", "tiers"):
-        if key in data and not all(isinstance(v, str) and v for v in data[key] or []):
+    try:
+        parsed = _RepoConfigFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_repo_config_problem(source, data, exc)) from None
+    for key in _LIST_KEYS:
+        values: list[str] = getattr(parsed, key) or []
+        if not all(values):
             raise ConfigError(f"{source}: `{key}` must be a list of non-empty strings")
-    network = data.get("network")
-    if network is not None and network not in ("none", "setup", "always"):
-        raise ConfigError(f"{source}: `network` must be one of none, setup, always")
-    app = None
-    if data.get("app") is not None:
-        raw_app = data["app"]
-        if not isinstance(raw_app.get("start"), str) or not isinstance(raw_app.get("port"), int):
-            raise ConfigError(f"{source}: `app` needs `start` (a command) and `port` (a number)")
-        app = AppConfig(raw_app["start"], raw_app["port"], str(raw_app.get("path", "/")))
-    max_cost = data.get("max_cost_usd")
+    app = parsed.app
     return RepoConfig(
-        test_cmd=data.get("test_cmd"),
-        setup_cmd=data.get("setup_cmd"),
-        protected_paths=tuple(data["protected_paths"]) if "protected_paths" in data else None,
-        allow_test_edits=tuple(data.get("allow_test_edits") or ()),
-        auto_fix=bool(data.get("auto_fix", False)),
-        max_cost_usd=float(max_cost) if max_cost is not None else None,
-        tiers=tuple(data["tiers"]) if data.get("tiers") else None,
-        network=network,
-        app=app,
+        test_cmd=parsed.test_cmd,
+        setup_cmd=parsed.setup_cmd,
+        protected_paths=(
+            tuple(parsed.protected_paths) if parsed.protected_paths is not None else None
+        ),
+        allow_test_edits=tuple(parsed.allow_test_edits or ()),
+        auto_fix=bool(parsed.auto_fix),
+        max_cost_usd=parsed.max_cost_usd,
+        tiers=tuple(parsed.tiers) if parsed.tiers else None,
+        network=parsed.network,
+        app=AppConfig(app.start, app.port, app.path) if app is not None else None,
         source=source,
     )
 

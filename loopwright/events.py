@@ -14,11 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, get_args
+from typing import IO, Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from loopwright.redaction import Redactor
 
 EventType = Literal[
     "stage",
@@ -53,6 +51,20 @@ PhaseName = Literal[
     "deliver",
 ]
 JsonObject = dict[str, Any]
+
+
+class Scrubber(Protocol):
+    """What removes secrets from an event's fields before any sink sees them; the mission
+    passes its `loopwright.redaction.Redactor`, which knows the secrets to mask."""
+
+    def data(self, value: JsonObject) -> JsonObject: ...
+
+
+class _NoSecrets:
+    """The scrubber of a bus that was given no secrets to mask (tests, replays)."""
+
+    def data(self, value: JsonObject) -> JsonObject:
+        return value
 
 
 class EventFieldsError(ValueError):
@@ -399,6 +411,8 @@ EventSink = Callable[[Event], None]
 class EventBus:
     """Numbers, timestamps and redacts events, then fans them out to the sinks.
 
+    The redactor is injected so this module stays a leaf; every mission passes its own.
+
     Thread-safe: sandbox output callbacks may emit from another thread.
     """
 
@@ -406,13 +420,13 @@ class EventBus:
         self,
         mission: str,
         sinks: list[EventSink] | None = None,
-        redactor: Redactor | None = None,
+        redactor: Scrubber | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.mission = mission
         self.sinks: list[EventSink] = list(sinks or [])
         self.stage: Stage | None = None
-        self._redactor = redactor or Redactor()
+        self._redactor: Scrubber = redactor or _NoSecrets()
         self._clock = clock
         self._seq = 0
         self._lock = threading.Lock()

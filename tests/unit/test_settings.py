@@ -76,6 +76,14 @@ def test_repo_config_round_trip():
     assert config.app is not None and config.app.port == 3000
 
 
+def test_repo_config_keys_set_to_null_mean_the_defaults():
+    config = parse_repo_config(
+        "test_cmd:\nprotected_paths:\nauto_fix:\ntiers:\n", ".loopwright.yml"
+    )
+    assert config == parse_repo_config("{}\n", ".loopwright.yml")
+    assert config.protected_paths is None and config.auto_fix is False
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
@@ -86,8 +94,28 @@ def test_repo_config_round_trip():
         ("protected_paths: [1, 2]\n", "list of non-empty strings"),
         ("network: open\n", "`network` must be one of"),
         ("app: {start: npm start}\n", "`app` needs"),
+        ("tset_cmd: pytest\n", "tset_cmd (did you mean `test_cmd`?)"),
+        ("tiers: ['']\n", "`tiers` must be a list of non-empty strings"),
+        ("network: 1\n", "`network` has the wrong type (int)"),
+        ("auto_fix: 'yes'\n", "`auto_fix` has the wrong type (str)"),
+        ("app: {start: npm start, prot: 3000}\n", "prot (did you mean `port`?)"),
+        ("app: npm start\n", "`app` has the wrong type (str)"),
     ],
-    ids=["yaml", "not-mapping", "typo", "type", "items", "network", "app"],
+    ids=[
+        "yaml",
+        "not-mapping",
+        "typo",
+        "type",
+        "items",
+        "network",
+        "app",
+        "did-you-mean",
+        "empty-item",
+        "network-type",
+        "bool",
+        "app-typo",
+        "app-type",
+    ],
 )
 def test_invalid_repo_config_says_what_is_wrong(text, fragment):
     with pytest.raises(ConfigError) as err:
