@@ -22,6 +22,7 @@ from loopwright.agent.scripted import ScriptedModelServer, load_script
 from loopwright.agent.tools import TOOL_SPECS, Toolbox
 from loopwright.config import Settings
 from loopwright.events import EventBus
+from loopwright.redaction import Redactor
 from loopwright.sandbox.local import LocalProvider
 from loopwright.sandbox.workspace import git
 
@@ -57,7 +58,7 @@ def main() -> None:
             provider = LocalProvider(settings.sandbox_limits)
             sandbox = provider.create("bench", tree, network=False)
             conversation = Conversation("system prompt", "task", settings.context_tokens)
-            events = EventBus("bench", [])
+            events = EventBus("bench", [], Redactor())
             model = OpenAIModel(settings)
             loop = AgentLoop(
                 settings=settings,

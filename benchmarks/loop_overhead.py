@@ -24,6 +24,7 @@ from loopwright.agent.scripted import ScriptedModelServer, load_script
 from loopwright.agent.tools import Toolbox
 from loopwright.config import Settings
 from loopwright.events import EventBus, EventList
+from loopwright.redaction import Redactor
 from loopwright.sandbox.local import LocalProvider
 from loopwright.sandbox.workspace import git
 
@@ -54,7 +55,7 @@ def main() -> None:
             provider = LocalProvider(settings.sandbox_limits)
             sandbox = provider.create("bench", tree, network=False)
             sink = EventList()
-            events = EventBus("bench", [sink])
+            events = EventBus("bench", [sink], Redactor())
             model = OpenAIModel(settings)
             loop = AgentLoop(
                 settings=settings,

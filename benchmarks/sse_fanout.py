@@ -40,6 +40,7 @@ def child(data_dir: str, events: int, interval_s: float) -> None:
     from loopwright.app.server import create_app, serve_in_thread
     from loopwright.config import Settings
     from loopwright.events import EventBus
+    from loopwright.redaction import Redactor
     from loopwright.request import MissionRequest
 
     settings = Settings.from_env({"LOOPWRIGHT_DATA_DIR": data_dir})
@@ -51,7 +52,7 @@ def child(data_dir: str, events: int, interval_s: float) -> None:
         mission, _ = store.create_mission(request)
         store.mark_running(mission.id)
         print(json.dumps({"url": url, "mission": mission.id}), flush=True)
-        bus = EventBus(mission.id, [store.event_sink(mission.id), hub.sink(mission.id)])
+        bus = EventBus(mission.id, [store.event_sink(mission.id), hub.sink(mission.id)], Redactor())
         sys.stdin.readline()  # "go": every client is connected
         output = "collected 4 items\n" + "tests/test_totals.py ....  [100%]\n" * 12
         for n in range(events):

@@ -60,13 +60,6 @@ class Scrubber(Protocol):
     def data(self, value: JsonObject) -> JsonObject: ...
 
 
-class _NoSecrets:
-    """The scrubber of a bus that was given no secrets to mask (tests, replays)."""
-
-    def data(self, value: JsonObject) -> JsonObject:
-        return value
-
-
 class EventFieldsError(ValueError):
     """An event whose type is unknown or whose fields do not match its model: a bug in the
     code that emitted it, never something a user or a model can cause."""
@@ -419,14 +412,14 @@ class EventBus:
     def __init__(
         self,
         mission: str,
-        sinks: list[EventSink] | None = None,
-        redactor: Scrubber | None = None,
+        sinks: list[EventSink] | None,
+        redactor: Scrubber,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.mission = mission
         self.sinks: list[EventSink] = list(sinks or [])
         self.stage: Stage | None = None
-        self._redactor: Scrubber = redactor or _NoSecrets()
+        self._redactor = redactor
         self._clock = clock
         self._seq = 0
         self._lock = threading.Lock()

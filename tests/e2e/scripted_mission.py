@@ -18,6 +18,7 @@ from loopwright.agent.call_summary import describe_call
 from loopwright.app.stream import LiveHub
 from loopwright.events import EventBus
 from loopwright.mission import MissionResult
+from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.store.repository import Store
 
@@ -380,6 +381,7 @@ class Player:
         self.bus = EventBus(
             self.mission_id,
             [self.store.event_sink(self.mission_id), self.hub.sink(self.mission_id)],
+            Redactor(),
         )
 
     def play(self, count: int | None = None) -> None:

@@ -24,6 +24,7 @@ from loopwright.github.gitops import (
 )
 from loopwright.github.tracking import MARKER
 from loopwright.mission import FixMission, FixRequest
+from loopwright.redaction import Redactor
 from loopwright.sandbox.factory import get_provider
 from tests.conftest import EXAMPLES, VENV_BIN, git, init_repo, step, tool
 from tests.fakes.git_server import GitServer
@@ -313,7 +314,7 @@ def test_a_bare_command_on_a_passing_suite_asks_for_no_change(example_repo, scri
             settings=settings,
             provider=provider,
             model=model,
-            events=EventBus(request.mission_id, []),
+            events=EventBus(request.mission_id, [], Redactor()),
         ).run()
     finally:
         model.close()

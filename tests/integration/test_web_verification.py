@@ -16,6 +16,7 @@ from loopwright.agent.model import OpenAIModel
 from loopwright.config import Settings
 from loopwright.events import EventBus, EventList
 from loopwright.mission import FixMission, FixRequest
+from loopwright.redaction import Redactor
 from loopwright.sandbox.base import MISSION_LABEL
 from loopwright.sandbox.factory import get_provider
 from loopwright.verify.web import CHROMIUM
@@ -196,7 +197,7 @@ def test_app_that_never_opens_its_port_times_out_with_its_output(
             settings=settings,
             provider=provider,
             model=model,
-            events=EventBus(request.mission_id, [sink]),
+            events=EventBus(request.mission_id, [sink], Redactor()),
         ).run()
     finally:
         model.close()

@@ -19,6 +19,7 @@ from loopwright.agent.tools import Toolbox
 from loopwright.cancellation import Cancellation, Cancelled
 from loopwright.config import Settings, Tier
 from loopwright.events import EventBus, EventList
+from loopwright.redaction import Redactor
 from tests.conftest import step, tool
 
 
@@ -48,7 +49,7 @@ def test_an_answer_that_arrives_after_a_cancel_is_not_acted_on(
         toolbox=toolbox,
         conversation=Conversation(system="s", task="fix it", context_tokens=10_000),
         budget=Budget(settings),
-        events=EventBus("m-unit", [events]),
+        events=EventBus("m-unit", [events], Redactor()),
         cancellation=cancellation,
     )
     threading.Timer(0.3, cancellation.cancel, args=("Cancelled by @ann.",)).start()

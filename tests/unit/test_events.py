@@ -18,6 +18,7 @@ from loopwright.events import (
     EventList,
     event_schemas,
 )
+from loopwright.redaction import Redactor
 
 
 def test_every_event_type_has_a_model_and_a_valid_schema():
@@ -32,7 +33,7 @@ def test_every_event_type_has_a_model_and_a_valid_schema():
 
 def test_phase_events_carry_a_known_name_and_a_duration():
     sink = EventList()
-    bus = EventBus("m", [sink])
+    bus = EventBus("m", [sink], Redactor())
     bus.emit("phase", "verify", name="patch_export", duration_s=0.042)
     schema = event_schemas()["phase"]
     jsonschema.validate(sink.events[0].to_dict(), schema)
@@ -53,7 +54,7 @@ def test_phase_events_carry_a_known_name_and_a_duration():
 )
 def test_the_bus_refuses_fields_that_do_not_match_the_model(type_, fields, message):
     sink = EventList()
-    bus = EventBus("m", [sink])
+    bus = EventBus("m", [sink], Redactor())
     with pytest.raises(EventFieldsError, match=message):
         bus.emit(type_, "loop", **fields)
     assert sink.events == []

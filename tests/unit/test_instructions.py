@@ -20,6 +20,7 @@ from loopwright.instructions import (
     read_tree_instructions,
 )
 from loopwright.progress import ProgressPrinter
+from loopwright.redaction import Redactor
 
 
 @pytest.mark.parametrize(
@@ -90,7 +91,7 @@ def test_the_model_gets_them_first_in_the_task_marked_as_the_repositorys():
 
 def test_the_detected_event_carries_the_file_and_the_terminal_shows_one_line():
     events = EventList()
-    bus = EventBus("m1", [events])
+    bus = EventBus("m1", [events], Redactor())
     fields = {"path": "AGENTS.md", "bytes": 2150, "truncated": False, "origin": "tree"}
     bus.emit("stage", "prepare", status="detected", test_command="pytest", instructions=fields)
     assert events.events[-1].fields["instructions"] == fields

@@ -22,6 +22,7 @@ from loopwright.agent.tools import Toolbox
 from loopwright.config import SandboxLimits, Settings, Tier
 from loopwright.events import Event, EventBus, check_event
 from loopwright.progress import ProgressPrinter
+from loopwright.redaction import Redactor
 from loopwright.sandbox.local import LocalProvider
 from tests.conftest import step, tool
 
@@ -53,7 +54,7 @@ def run_loop(
             **{"model_retries": 0, **overrides},
         )
         events: list[Event] = []
-        bus = EventBus("m-rules", [events.append])
+        bus = EventBus("m-rules", [events.append], Redactor())
         model = OpenAIModel(settings)
         try:
             result = AgentLoop(

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from loopwright.config import ConfigError, Settings
 from loopwright.events import EventBus, EventList
 from loopwright.mission import MissionResult
+from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.store import (
     Mission,
@@ -400,7 +401,7 @@ def test_interrupt_running_marks_and_returns_only_running_missions(store: Store)
 def test_events_round_trip_in_order_through_an_event_bus_sink(store: Store):
     mission, _ = store.create_mission(request())
     memory = EventList()
-    bus = EventBus(mission.id, sinks=[store.event_sink(mission.id), memory])
+    bus = EventBus(mission.id, sinks=[store.event_sink(mission.id), memory], redactor=Redactor())
     bus.enter("prepare", source="acme/app")
     bus.emit(
         "tool_call",
@@ -429,7 +430,9 @@ def test_events_round_trip_in_order_through_an_event_bus_sink(store: Store):
 def test_a_repeated_event_is_not_stored_twice_and_unknown_missions_fail(store: Store):
     mission, _ = store.create_mission(request())
     memory = EventList()
-    EventBus(mission.id, sinks=[memory]).emit("stage", "prepare", status="started")
+    EventBus(mission.id, sinks=[memory], redactor=Redactor()).emit(
+        "stage", "prepare", status="started"
+    )
     event = memory.events[0]
     assert store.append_event(event) is True
     assert store.append_event(event) is False
@@ -437,14 +440,14 @@ def test_a_repeated_event_is_not_stored_twice_and_unknown_missions_fail(store: S
     with pytest.raises(ValueError, match="sent to the sink"):
         store.event_sink("another")(event)
     stray = EventList()
-    EventBus("ghost", sinks=[stray]).emit("error", message="x")
+    EventBus("ghost", sinks=[stray], redactor=Redactor()).emit("error", message="x")
     with pytest.raises(IntegrityError):
         store.append_event(stray.events[0])
 
 
 def test_model_calls_make_cost_and_usage_live_while_the_mission_runs(store: Store):
     mission, _ = store.create_mission(request())
-    bus = EventBus(mission.id, sinks=[store.event_sink(mission.id)])
+    bus = EventBus(mission.id, sinks=[store.event_sink(mission.id)], redactor=Redactor())
     bus.emit("model_call", "loop", step=1, tier="nano", prompt_tokens=100, completion_tokens=10,
              cost_usd=0.01, total_cost_usd=0.01)  # fmt: skip
     bus.emit("model_call", "loop", step=2, tier="nano", prompt_tokens=200, completion_tokens=20,

@@ -42,7 +42,7 @@ def state(**kwargs: Any) -> Tracking:
 
 def stage_events(*moves: tuple[str, str]) -> list[Any]:
     events = EventList()
-    bus = EventBus("a1b2c3d4e5f6", [events])
+    bus = EventBus("a1b2c3d4e5f6", [events], Redactor())
     for stage, status in moves:
         if status == "started":
             bus.enter(stage)  # type: ignore[arg-type]
@@ -109,7 +109,7 @@ def test_stage_events_move_the_checklist(moves, expected):
 
 def test_other_events_and_detected_stages_change_nothing():
     tracking = state()
-    bus = EventBus("m", [lambda e: tracking.apply(e)])
+    bus = EventBus("m", [lambda e: tracking.apply(e)], Redactor())
     bus.enter("prepare")
     before = render_tracking(tracking)
     bus.emit("stage", "prepare", status="detected", test_command="pytest")
@@ -233,7 +233,7 @@ def test_edits_are_coalesced_to_the_interval_and_the_last_state_is_always_writte
     tracker = TrackingComment(session, number, state(), Redactor(), interval_s=0.5)
     comment_id = tracker.post()
     posted = time.monotonic()
-    bus = EventBus("a1b2c3d4e5f6", [tracker.sink])
+    bus = EventBus("a1b2c3d4e5f6", [tracker.sink], Redactor())
     for stage in STAGES:  # ten stage changes inside one interval
         bus.enter(stage)
         bus.leave(stage, "done")
