@@ -55,8 +55,8 @@ from loopwright.github.triggers import (
     decide,
 )
 from loopwright.instructions import RepoInstructions
-from loopwright.mission import DeliveryOutcome, FixMission, FixRequest, MissionResult
-from loopwright.progress import ProgressPrinter
+from loopwright.missions.fix import DeliveryOutcome, FixMission, FixRequest, MissionResult
+from loopwright.missions.progress import ProgressPrinter
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxError, SandboxProvider

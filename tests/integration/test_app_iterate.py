@@ -24,7 +24,7 @@ from loopwright.github.gitops import (
     push_fast_forward,
 )
 from loopwright.github.tracking import MARKER
-from loopwright.mission import FixMission, FixRequest
+from loopwright.missions.fix import FixMission, FixRequest
 from tests.conftest import EXAMPLES, VENV_BIN, git, init_repo, step, tool
 from tests.fakes.git_server import GitServer
 from tests.integration.app_harness import REPO, World, app_world

@@ -16,7 +16,7 @@ from loopwright.agent.model import OpenAIModel
 from loopwright.cli import make_provider
 from loopwright.config import Settings
 from loopwright.events import EventBus, EventList
-from loopwright.mission import FixMission, FixRequest
+from loopwright.missions.fix import FixMission, FixRequest
 from loopwright.sandbox.base import MISSION_LABEL
 from loopwright.verify.web import CHROMIUM
 from tests.conftest import step, tool
