@@ -12,6 +12,8 @@ ruff check loopwright tests benchmarks
 ruff format --check loopwright tests benchmarks
 echo "== mypy"
 mypy
+echo "== import-linter"
+lint-imports
 echo "== pytest"
 # Most of the suite waits on containers and subprocesses rather than the CPU, so four
 # workers help even on two cores. Tests that share one expensive session fixture carry the
