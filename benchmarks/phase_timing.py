@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwright.config import Settings
-from loopwright.mission import PHASES
+from loopwright.missions.fix import PHASES
 from loopwright.sandbox.docker.engine import connect
 from loopwright.sandbox.image import ensure_image
 from loopwright.sandbox.workspace import git

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from loopwright import __version__
 from loopwright.config import ConfigError, Settings
 from loopwright.events import Event, EventBus, EventSink, NdjsonWriter
-from loopwright.mission_log import KeptMission, cli_request
-from loopwright.progress import ProgressPrinter, color_enabled, replay, terminal_safe
+from loopwright.missions.log import KeptMission, cli_request
+from loopwright.missions.progress import ProgressPrinter, color_enabled, replay, terminal_safe
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.factory import get_provider
@@ -30,7 +30,7 @@ from loopwright.secret_env import HandoffError, restart_without_secrets
 if TYPE_CHECKING:
     from loopwright.agent.model import OpenAIModel
     from loopwright.cancellation import Cancellation
-    from loopwright.mission import FixRequest
+    from loopwright.missions.fix import FixRequest
     from loopwright.request import MissionRequest
     from loopwright.store.repository import Store
 
@@ -332,7 +332,7 @@ def fix_mission_fingerprint(request: FixRequest) -> dict[str, Any] | None:
 
 def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
     from loopwright.cancellation import Cancellation
-    from loopwright.mission import FixMission, FixRequest
+    from loopwright.missions.fix import FixMission, FixRequest
 
     if args.max_steps is not None and args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
@@ -595,7 +595,7 @@ def report_result(
 ) -> int:
     """End the mission in the terminal (id, summary, diffstat, where the patch is), print
     the result as asked and turn it into the exit code."""
-    from loopwright.outcome import outcome_block
+    from loopwright.missions.result import outcome_block
 
     code = exit_code(result.status, result.message, error_kind)
     saved = settings.data_dir / "missions" / result.mission / "patch.diff"
@@ -651,7 +651,7 @@ def keep_mission(
 ) -> KeptMission:
     """Store a CLI mission (its events, result and patch) for `missions`, `show` and the
     dashboard, whether or not `--serve` was given; a failure is stored in the user's paths."""
-    from loopwright.mission_log import kept_mission
+    from loopwright.missions.log import kept_mission
 
     kept = stack.enter_context(kept_mission(settings, request, request.head_sha))
 
@@ -719,7 +719,13 @@ def wait_for_interrupt() -> None:
 
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     from loopwright.agent.scripted import build_fingerprint
-    from loopwright.build import BuildMission, BuildRequest, SpecError, check_out_dir, read_spec
+    from loopwright.missions.build import (
+        BuildMission,
+        BuildRequest,
+        SpecError,
+        check_out_dir,
+        read_spec,
+    )
     from loopwright.verify.web import BOOT_TIMEOUT_S
 
     try:
@@ -799,7 +805,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             "the mission API is readable by anyone who can reach it"
         )
     if local:
-        from loopwright.mission_log import open_kept_store
+        from loopwright.missions.log import open_kept_store
 
         open_kept_store(settings).close()  # a bad data directory fails here, with its path
         shown = f"[{args.host}]" if ":" in args.host else args.host
@@ -916,7 +922,7 @@ def add_mission_commands(sub: argparse._SubParsersAction[Parser]) -> None:
 def cmd_missions(args: argparse.Namespace, settings: Settings) -> int:
     import datetime
 
-    from loopwright.mission_log import list_row, open_kept_store, render_list
+    from loopwright.missions.log import list_row, open_kept_store, render_list
 
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -930,7 +936,7 @@ def cmd_missions(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     from loopwright.app.params import valid_mission_id
-    from loopwright.mission_log import event_lines, open_kept_store, render_mission
+    from loopwright.missions.log import event_lines, open_kept_store, render_mission
 
     with open_kept_store(settings) as store:
         found = store.get_mission(args.mission_id) if valid_mission_id(args.mission_id) else None

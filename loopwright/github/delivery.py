@@ -23,7 +23,7 @@ from loopwright.github.gitops import (
 )
 from loopwright.github.iterate import iteration_note
 from loopwright.github.service import GitHubError, RepoSession
-from loopwright.mission import DeliveryOutcome, MissionResult
+from loopwright.missions.fix import DeliveryOutcome, MissionResult
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.sandbox.workspace import WorkspaceError

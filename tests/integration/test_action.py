@@ -26,17 +26,12 @@ from typing import Any
 
 import pytest
 
-from loopwright.action import (
-    ActionEnv,
-    Ignore,
-    Refuse,
-    Target,
-    plan_event,
-    toolchain_env,
-    write_outputs,
-)
+from loopwright.action.plan import ActionEnv, Refuse, Target, plan_event
+from loopwright.action.report import write_outputs
+from loopwright.action.run import toolchain_env
 from loopwright.agent.scripted import ScriptedModelServer, parse_steps
 from loopwright.github.service import GitHubApp
+from loopwright.github.triggers import Ignore
 from tests.conftest import EXAMPLES, ROOT, VENV_BIN, git, step, tool
 from tests.fakes.git_server import GitServer
 from tests.fakes.github import FakeGitHub, generate_app_key

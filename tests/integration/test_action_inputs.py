@@ -14,18 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from loopwright import action as entrypoint
-from loopwright.action import (
-    ActionEnv,
-    Ignore,
-    NeedsPermission,
-    UsageError,
-    escape_data,
-    escape_property,
-    plan_event,
-    workflow_command,
-)
+from loopwright.action import run as entrypoint
+from loopwright.action.plan import ActionEnv, UsageError, plan_event
+from loopwright.action.report import escape_data, escape_property, workflow_command
 from loopwright.events import STAGES
+from loopwright.github.triggers import Ignore, NeedsPermission
 from tests.conftest import ROOT, step
 from tests.integration.test_action import (
     REPO,

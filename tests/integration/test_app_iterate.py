@@ -23,7 +23,7 @@ from loopwright.github.gitops import (
     push_fast_forward,
 )
 from loopwright.github.tracking import MARKER
-from loopwright.mission import FixMission, FixRequest
+from loopwright.missions.fix import FixMission, FixRequest
 from loopwright.redaction import Redactor
 from loopwright.sandbox.factory import get_provider
 from tests.conftest import EXAMPLES, VENV_BIN, git, init_repo, step, tool

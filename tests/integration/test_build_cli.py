@@ -146,14 +146,14 @@ def test_a_node_app_for_lang_python_is_not_verified(tmp_path, scripted, run_cli)
     ],
 )
 def test_the_stack_must_match_the_language(files, lang, reason):
-    from loopwright.build import stack_mismatch
+    from loopwright.missions.build import stack_mismatch
 
     found = stack_mismatch(files, lang)
     assert (found is None) if reason is None else (reason in (found or "")), found
 
 
 def test_verdict_names_only_what_was_checked(tmp_path):
-    from loopwright.build import verified_message
+    from loopwright.missions.build import verified_message
 
     booted = verified_message({"web": {"ok": True}}, tmp_path)
     assert booted == (
@@ -208,7 +208,7 @@ def test_unusable_spec_is_refused_before_any_model_call(tmp_path, scripted, run_
 
 
 def test_spec_is_read_from_a_file(tmp_path):
-    from loopwright.build import read_spec
+    from loopwright.missions.build import read_spec
 
     path = tmp_path / "spec.txt"
     path.write_text("\n  A page with a clock.\nIt shows the time.\n")

@@ -216,7 +216,7 @@ def test_a_kept_mission_stores_no_secret_the_model_quotes_nor_url_credentials(
     assert code == 0
     assert token not in out and "[REDACTED]" in json.loads(out)["result"]["summary"]
 
-    from loopwright.mission_log import cli_request
+    from loopwright.missions.log import cli_request
 
     stored = cli_request("https://alice:hunter2@127.0.0.1:9/o/r.git", "m1")
     assert "hunter2" not in f"{stored.repo} {stored.clone_url} {stored.dedupe_key}"

@@ -15,7 +15,7 @@ import pytest
 from loopwright.agent.model import OpenAIModel
 from loopwright.config import Settings
 from loopwright.events import EventBus, EventList
-from loopwright.mission import FixMission, FixRequest
+from loopwright.missions.fix import FixMission, FixRequest
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import MISSION_LABEL
 from loopwright.sandbox.factory import get_provider

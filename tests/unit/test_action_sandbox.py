@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from loopwright.action import choose_sandbox, docker_engine_problem
+from loopwright.action.run import choose_sandbox, docker_engine_problem
 from tests.conftest import ROOT, docker_engine_available
 
 

@@ -13,7 +13,7 @@ import yaml
 from tests.conftest import ROOT
 
 ACTION = ROOT / "action" / "action.yml"
-ENTRYPOINT = ROOT / "loopwright" / "action.py"
+ENTRYPOINT = ROOT / "loopwright" / "action"
 EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
 INPUTS = {
     "test-command", "setup-command", "model-base-url", "model-api-key", "model-tiers",
@@ -85,7 +85,7 @@ def test_no_expression_is_interpolated_into_a_script(action: dict[str, Any]) -> 
 def test_the_environment_the_action_sets_is_what_the_entrypoint_reads(
     action: dict[str, Any],
 ) -> None:
-    source = ENTRYPOINT.read_text()
+    source = "\n".join(path.read_text() for path in sorted(ENTRYPOINT.glob("*.py")))
     read = set(re.findall(r"\"(INPUT_[A-Z_]+)\"", source))
     (entry,) = [s for s in steps(action) if "loopwright.action" in s.get("run", "")]
     assert set(entry["env"]) == read

@@ -19,7 +19,7 @@ from loopwright.instructions import (
     first_instructions,
     read_tree_instructions,
 )
-from loopwright.progress import ProgressPrinter
+from loopwright.missions.progress import ProgressPrinter
 from loopwright.redaction import Redactor
 
 

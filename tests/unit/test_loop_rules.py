@@ -21,7 +21,7 @@ from loopwright.agent.scripted import ScriptedModelServer
 from loopwright.agent.tools import Toolbox
 from loopwright.config import SandboxLimits, Settings, Tier
 from loopwright.events import Event, EventBus, check_event
-from loopwright.progress import ProgressPrinter
+from loopwright.missions.progress import ProgressPrinter
 from loopwright.redaction import Redactor
 from loopwright.sandbox.local import LocalProvider
 from tests.conftest import step, tool

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from loopwright.outcome import diffstat, outcome_block
+from loopwright.missions.result import diffstat, outcome_block
 
 PATCH = """diff --git a/invoice/totals.py b/invoice/totals.py
 --- a/invoice/totals.py

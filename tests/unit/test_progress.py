@@ -4,7 +4,7 @@ import json
 import pytest
 
 from loopwright.events import Event
-from loopwright.progress import (
+from loopwright.missions.progress import (
     ProgressPrinter,
     color_enabled,
     render_verification,

@@ -27,7 +27,7 @@ from loopwright.agent.tools import Toolbox
 from loopwright.clip import truncate_middle
 from loopwright.config import ConfigError, Settings, effective_network, load_repo_config
 from loopwright.events import EventBus
-from loopwright.mission import (
+from loopwright.missions.fix import (
     SETUP_TIMEOUT_S,
     MissionFailed,
     MissionSandboxes,

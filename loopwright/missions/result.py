@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopwright.progress import terminal_safe
+from loopwright.missions.progress import terminal_safe
 from loopwright.verify.diff import parse_patch
 
 STAT_WIDTH = 40

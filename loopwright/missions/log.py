@@ -147,7 +147,7 @@ def render_mission(mission: Mission, *, terminal: bool = False) -> str:
 
     For a terminal, control characters in the stored text are shown as escapes; piped,
     the patch stays byte for byte what `git apply` takes."""
-    from loopwright.progress import render_verification, terminal_safe
+    from loopwright.missions.progress import render_verification, terminal_safe
 
     result = mission.result or {}
     lines = [

@@ -1,0 +1,1 @@
+"""One mission from start to verdict: fix and build share the run skeleton in base."""
