@@ -4,7 +4,6 @@ with our own retries, backoff and stall detection, and an optional recording of 
 
 from __future__ import annotations
 
-import email.utils
 import json
 import math
 import os
@@ -28,6 +27,7 @@ from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, ChoiceD
 from loopwright.agent.textcalls import Recovered, recover_calls, split_reasoning
 from loopwright.config import Settings, Tier
 from loopwright.redaction import Redactor
+from loopwright.retry_after import finite_number, parse_retry_after
 
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 30.0
@@ -692,26 +692,10 @@ def _backoff(attempt: int, hint_s: float | None) -> float:
 
 def _retry_after(headers: httpx2.Headers) -> float | None:
     """Seconds the endpoint asked us to wait (`retry-after-ms`, `retry-after` seconds or date)."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        seconds = _number(value) if value is not None else None
-        if seconds is not None and math.isfinite(seconds):
-            return seconds * scale
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
+    millis = finite_number(headers.get("retry-after-ms"))
+    if millis is not None:
+        return millis * 0.001
+    return parse_retry_after(headers.get("retry-after"), time.time())
 
 
 def _error_message(exc: openai.APIStatusError) -> str:

@@ -15,8 +15,10 @@ from typing import Any
 
 from litestar import Request, get
 from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
 from litestar.exceptions import NotAuthorizedException, NotFoundException, PermissionDeniedException
 from litestar.handlers import BaseRouteHandler
+from litestar.params import FromPath, FromQuery
 from litestar.response import File, Response
 
 from loopwright.app.changes import render_changes
@@ -244,11 +246,11 @@ def visible_mission(store: Store, viewer: Viewer, mission_id: str) -> Mission:
 
 @get("/api/missions", guards=[require_token], sync_to_thread=True, summary="List missions")
 def list_missions(
-    store: Store,
-    viewer: Viewer,
-    status: str | None = None,
-    repo: str | None = None,
-    limit: int = 100,
+    store: NamedDependency[Store],
+    viewer: NamedDependency[Viewer],
+    status: FromQuery[str | None] = None,
+    repo: FromQuery[str | None] = None,
+    limit: FromQuery[int] = 100,
 ) -> list[dict[str, Any]]:
     """Newest first; filter by status and repository (`owner/name`)."""
     missions = visible_missions(
@@ -267,7 +269,9 @@ def list_missions(
     sync_to_thread=True,
     summary="One mission",
 )
-def get_mission(store: Store, viewer: Viewer, mission_id: str) -> dict[str, Any]:
+def get_mission(
+    store: NamedDependency[Store], viewer: NamedDependency[Viewer], mission_id: FromPath[str]
+) -> dict[str, Any]:
     """The mission with its request, result (patch, verification evidence, usage) and links."""
     return visible_mission(store, viewer, mission_id).to_dict()
 
@@ -279,7 +283,10 @@ def get_mission(store: Store, viewer: Viewer, mission_id: str) -> dict[str, Any]
     summary="A mission's event log",
 )
 def mission_events(
-    store: Store, viewer: Viewer, mission_id: str, after: int = 0
+    store: NamedDependency[Store],
+    viewer: NamedDependency[Viewer],
+    mission_id: FromPath[str],
+    after: FromQuery[int] = 0,
 ) -> list[dict[str, Any]]:
     """The stored events with a sequence number above `after`, in order (the SSE stream
     `/missions/{id}/events` sends the same objects live)."""
@@ -300,7 +307,9 @@ def _patch_of(mission: Mission) -> str | None:
     summary="A mission's patch",
     media_type="text/x-diff",
 )
-def mission_patch(store: Store, viewer: Viewer, mission_id: str) -> Response[str]:
+def mission_patch(
+    store: NamedDependency[Store], viewer: NamedDependency[Viewer], mission_id: FromPath[str]
+) -> Response[str]:
     """The unified diff the mission produced (`git apply` takes it as it is)."""
     patch = _patch_of(visible_mission(store, viewer, mission_id))
     if not patch:
@@ -318,7 +327,9 @@ def mission_patch(store: Store, viewer: Viewer, mission_id: str) -> Response[str
     sync_to_thread=True,
     summary="A mission's patch, per file, syntax-highlighted",
 )
-def mission_changes(store: Store, viewer: Viewer, mission_id: str) -> dict[str, Any]:
+def mission_changes(
+    store: NamedDependency[Store], viewer: NamedDependency[Viewer], mission_id: FromPath[str]
+) -> dict[str, Any]:
     """The patch split into files, hunks and lines, each line as (CSS class, text) tokens;
     `ready` is false until the mission's result is stored."""
     mission = visible_mission(store, viewer, mission_id)
@@ -329,7 +340,7 @@ def mission_changes(store: Store, viewer: Viewer, mission_id: str) -> dict[str, 
 
 
 @get("/api/costs", guards=[require_full_access], sync_to_thread=True, summary="Spend and tokens")
-def costs(store: Store) -> dict[str, list[dict[str, Any]]]:
+def costs(store: NamedDependency[Store]) -> dict[str, list[dict[str, Any]]]:
     """Spend, tokens and calls per tier (with the share of finished missions that ended on
     each tier), per repository and per UTC day."""
     return {
@@ -345,7 +356,12 @@ def costs(store: Store) -> dict[str, list[dict[str, Any]]]:
     sync_to_thread=True,
     summary="Screenshot",
 )
-def screenshot(settings: Settings, store: Store, viewer: Viewer, mission_id: str) -> File:
+def screenshot(
+    settings: NamedDependency[Settings],
+    store: NamedDependency[Store],
+    viewer: NamedDependency[Viewer],
+    mission_id: FromPath[str],
+) -> File:
     """The page verification loaded, when the repository is a web app."""
     if not mission_id.isalnum():
         raise NotFoundException("no such mission")

@@ -19,11 +19,13 @@ from urllib.parse import urlsplit
 
 from litestar import Request, post
 from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
 from litestar.exceptions import (
     ClientException,
     NotFoundException,
     PermissionDeniedException,
 )
+from litestar.params import FromPath
 from litestar.response import Response
 from litestar.status_codes import HTTP_202_ACCEPTED, HTTP_409_CONFLICT
 
@@ -85,10 +87,10 @@ def _check_csrf(settings: Settings, request: Request[Any, Any, Any]) -> None:
 )
 def cancel_mission(
     request: Request[Any, Any, Any],
-    settings: Settings,
-    runtime: Runtime,
-    viewer: Viewer,
-    mission_id: str,
+    settings: NamedDependency[Settings],
+    runtime: NamedDependency[Runtime],
+    viewer: NamedDependency[Viewer],
+    mission_id: FromPath[str],
 ) -> Response[dict[str, Any]]:
     """Stop a running or queued mission: 202 when done (`cancelled`, it had not started) or
     recorded for the running mission (`cancelling`); 409 when it has already ended."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from litestar import Response, get
+from litestar.di import NamedDependency
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -127,7 +128,7 @@ class CountingProvider:
 
 
 @get("/metrics", guards=[require_full_access], sync_to_thread=True, summary="Prometheus metrics")
-def metrics_endpoint(metrics: Metrics) -> Response[bytes]:
+def metrics_endpoint(metrics: NamedDependency[Metrics]) -> Response[bytes]:
     """Prometheus text exposition. Like `/api/costs` it totals every repository, so when
     LOOPWRIGHT_DASHBOARD_TOKEN is set it needs that token as a bearer header."""
     # Litestar adds the charset to text types itself.

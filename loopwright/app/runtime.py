@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 import structlog
 
 from loopwright.agent.model import Model, OpenAIModel
+from loopwright.app.runner import AppMissionRunner
 from loopwright.config import ConfigError, Settings
 from loopwright.events import EventSink
 from loopwright.github import tracking
 from loopwright.github.ratelimit import WriteSpacer
-from loopwright.github.runner import AppMissionRunner
 from loopwright.github.service import GitHubApp, GitHubError
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.factory import get_provider

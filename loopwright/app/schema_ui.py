@@ -15,6 +15,7 @@ from typing import Any
 from litestar import Request, Router, get
 from litestar.exceptions import NotFoundException
 from litestar.openapi.plugins import OpenAPIRenderPlugin
+from litestar.params import FromPath
 from litestar.response import File
 
 SCHEMA_PATH = "/schema"
@@ -30,7 +31,7 @@ ASSETS_DIR = Path(__file__).resolve().parent / "vendor" / "swagger-ui"
 
 
 @get("/assets/{name:str}", sync_to_thread=False, include_in_schema=False, cache=3600)
-def schema_asset(name: str) -> File:
+def schema_asset(name: FromPath[str]) -> File:
     if name not in ASSETS:
         raise NotFoundException(f"no schema asset {name!r}")
     return File(ASSETS_DIR / name, media_type=ASSETS[name], content_disposition_type="inline")

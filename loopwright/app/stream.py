@@ -26,6 +26,8 @@ import anyio
 from litestar import Request, get
 from litestar.channels import ChannelsPlugin, Subscriber
 from litestar.channels.backends.memory import MemoryChannelsBackend
+from litestar.di import NamedDependency
+from litestar.params import FromPath, FromQuery
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from loopwright.app.api import Viewer, require_token, visible_mission, visible_missions
@@ -326,12 +328,12 @@ def _after(request: Request[Any, Any, Any], after: int | None) -> int:
 )
 async def mission_event_stream(
     request: Request[Any, Any, Any],
-    store: Store,
-    hub: LiveHub,
-    timing: StreamTiming,
-    viewer: Viewer,
-    mission_id: str,
-    after: int | None = None,
+    store: NamedDependency[Store],
+    hub: NamedDependency[LiveHub],
+    timing: NamedDependency[StreamTiming],
+    viewer: NamedDependency[Viewer],
+    mission_id: FromPath[str],
+    after: FromQuery[int | None] = None,
 ) -> ServerSentEvent:
     """Each event as an SSE message with `id:` = its sequence number. Resumes after
     `Last-Event-ID` (or `?after=N`); ends with an `end` message once the mission is over."""
@@ -344,13 +346,13 @@ async def mission_event_stream(
 
 @get("/missions/stream", guards=[require_token], summary="Missions list (Server-Sent Events)")
 async def mission_list_stream(
-    store: Store,
-    hub: LiveHub,
-    timing: StreamTiming,
-    viewer: Viewer,
-    status: str | None = None,
-    repo: str | None = None,
-    limit: int = 100,
+    store: NamedDependency[Store],
+    hub: NamedDependency[LiveHub],
+    timing: NamedDependency[StreamTiming],
+    viewer: NamedDependency[Viewer],
+    status: FromQuery[str | None] = None,
+    repo: FromQuery[str | None] = None,
+    limit: FromQuery[int] = 100,
 ) -> ServerSentEvent:
     """The missions list (newest first, optionally filtered) whenever it changes; a GitHub
     session sees only the missions of repositories its user can read."""

@@ -13,15 +13,15 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
 
 import httpx
 from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import Cookie, ResponseHeader
-from litestar.enums import RequestEncodingType
+from litestar.di import NamedDependency
 from litestar.exceptions import NotAuthorizedException, NotFoundException
-from litestar.params import Body, Parameter
+from litestar.params import FromPath, FromQuery, QueryParameter, URLEncodedBody
 from litestar.response import Redirect, Template
 from litestar.status_codes import (
     HTTP_303_SEE_OTHER,
@@ -77,11 +77,11 @@ def _common(settings: Settings, viewer: Viewer | None = None) -> dict[str, Any]:
 @get("/", guards=[require_token], sync_to_thread=True, response_headers=SECURITY_HEADERS,
      include_in_schema=False)  # fmt: skip
 def missions_page(
-    store: Store,
-    settings: Settings,
-    viewer: Viewer,
-    status: str | None = None,
-    repo: str | None = None,
+    store: NamedDependency[Store],
+    settings: NamedDependency[Settings],
+    viewer: NamedDependency[Viewer],
+    status: FromQuery[str | None] = None,
+    repo: FromQuery[str | None] = None,
 ) -> Template:
     """Every mission the viewer may see, newest first, filterable by status and repository;
     live."""
@@ -107,10 +107,10 @@ def missions_page(
      response_headers=SECURITY_HEADERS, include_in_schema=False)  # fmt: skip
 def mission_page(
     request: Request[Any, Any, Any],
-    store: Store,
-    settings: Settings,
-    viewer: Viewer,
-    mission_id: str,
+    store: NamedDependency[Store],
+    settings: NamedDependency[Settings],
+    viewer: NamedDependency[Viewer],
+    mission_id: FromPath[str],
 ) -> Template:
     """One mission: pipeline, plan, timeline, verification, screenshot and outcome, filled
     in from the event stream (which replays the log first, so finished missions work)."""
@@ -136,7 +136,7 @@ def mission_page(
 
 @get("/costs", guards=[require_full_access], sync_to_thread=True,
      response_headers=SECURITY_HEADERS, include_in_schema=False)  # fmt: skip
-def costs_page(store: Store, settings: Settings) -> Template:
+def costs_page(store: NamedDependency[Store], settings: NamedDependency[Settings]) -> Template:
     """Spend and tokens per tier, repository and day, and where missions finished.
 
     Totals span every repository, so a GitHub session (which sees only some) gets a 403;
@@ -256,7 +256,9 @@ def _safe_next(target: str | None) -> str:
 
 
 @get("/login", sync_to_thread=False, response_headers=SECURITY_HEADERS, include_in_schema=False)
-def login_form(settings: Settings, next: str | None = None) -> Template | Redirect:
+def login_form(
+    settings: NamedDependency[Settings], next: FromQuery[str | None] = None
+) -> Template | Redirect:
     if settings.dashboard_token is None and not settings.github.oauth_enabled:
         return Redirect(_safe_next(next))
     return Template(
@@ -273,8 +275,8 @@ class LoginForm:
 @post("/login", sync_to_thread=False, response_headers=SECURITY_HEADERS, include_in_schema=False)
 def login(
     request: Request[Any, Any, Any],
-    settings: Settings,
-    data: LoginForm = Body(media_type=RequestEncodingType.URL_ENCODED),  # noqa: B008
+    settings: NamedDependency[Settings],
+    data: URLEncodedBody[LoginForm],
 ) -> Response[Any]:
     """Trade the dashboard token for a session cookie (HttpOnly, SameSite=Lax, 7 days)."""
     token = settings.dashboard_token
@@ -342,7 +344,9 @@ def _callback_url(request: Request[Any, Any, Any], settings: Settings) -> str:
 
 @get("/auth/github", sync_to_thread=False, include_in_schema=False)
 def github_sign_in(
-    request: Request[Any, Any, Any], settings: Settings, next: str | None = None
+    request: Request[Any, Any, Any],
+    settings: NamedDependency[Settings],
+    next: FromQuery[str | None] = None,
 ) -> Redirect:
     """Send the browser to GitHub's authorize page. `state` is random and also kept in a
     short-lived HttpOnly cookie: the callback only accepts the state this browser was given,
@@ -382,9 +386,9 @@ def github_sign_in(
 @get("/auth/github/callback", include_in_schema=False)
 async def github_callback(
     request: Request[Any, Any, Any],
-    settings: Settings,
-    code: str = "",
-    oauth_state: str = Parameter(query="state", default=""),
+    settings: NamedDependency[Settings],
+    code: FromQuery[str] = "",
+    oauth_state: Annotated[str, QueryParameter(name="state")] = "",
 ) -> Response[Any]:
     """Check `state`, trade the code for a user token, read who the user is and which
     repositories they can read, and sign them in with a session cookie holding only that

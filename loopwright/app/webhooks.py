@@ -17,6 +17,8 @@ from typing import Any
 import structlog
 from githubkit.webhooks import verify
 from litestar import Request, post
+from litestar.di import NamedDependency
+from litestar.params import RawBody
 from litestar.response import Response
 from litestar.status_codes import (
     HTTP_200_OK,
@@ -78,7 +80,10 @@ def _answer(code: int, /, **body: Any) -> Response[dict[str, Any]]:
     "was stored, 200 with the reason when the event needs no action, 401 for a bad signature.",
 )
 def github_webhook(
-    request: Request[Any, Any, Any], body: bytes, runtime: Runtime, metrics: Metrics
+    request: Request[Any, Any, Any],
+    body: RawBody,
+    runtime: NamedDependency[Runtime],
+    metrics: NamedDependency[Metrics],
 ) -> Response[dict[str, Any]]:
     answer = _handle_delivery(request, body, runtime)
     metrics.count_delivery(answer.status_code, answer.content)

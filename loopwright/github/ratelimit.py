@@ -8,10 +8,11 @@ mutating requests about a second apart. The HTTP edge supplies the clock and the
 
 from __future__ import annotations
 
-import email.utils
 import threading
 import time
 from collections.abc import Callable, Mapping
+
+from loopwright.retry_after import finite_number, parse_retry_after
 
 MAX_ATTEMPTS = 5
 """Attempts per request, the first one included."""
@@ -46,11 +47,11 @@ def wait_before_retry(
     if not rate_limited and status not in RETRYABLE_SERVER_ERRORS:
         return None
 
-    retry_after = _retry_after(lower.get("retry-after"), now)
+    retry_after = parse_retry_after(lower.get("retry-after"), now)
     if retry_after is not None:
         return _bounded(retry_after)
     if lower.get("x-ratelimit-remaining", "").strip() == "0":
-        reset = _number(lower.get("x-ratelimit-reset"))
+        reset = finite_number(lower.get("x-ratelimit-reset"))
         if reset is not None:
             return _bounded(max(reset - now, 1.0))
     if rate_limited:
@@ -66,30 +67,6 @@ def _is_rate_limited(status: int, headers: Mapping[str, str], body: str) -> bool
     if "retry-after" in headers or headers.get("x-ratelimit-remaining", "").strip() == "0":
         return True
     return "rate limit" in body.lower()
-
-
-def _retry_after(value: str | None, now: float) -> float | None:
-    """`retry-after` is delay-seconds or an HTTP date (RFC 9110 §10.2.3)."""
-    if value is None:
-        return None
-    seconds = _number(value)
-    if seconds is not None:
-        return max(seconds, 0.0)
-    try:
-        when = email.utils.parsedate_to_datetime(value.strip())
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - now, 0.0)
-
-
-def _number(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        number = float(value.strip())
-    except ValueError:
-        return None
-    return number if number == number and number not in (float("inf"), float("-inf")) else None
 
 
 def _bounded(wait: float) -> float | None:

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from loopwright.github.ratelimit import MAX_ATTEMPTS, WriteSpacer, wait_before_retry
+from loopwright.retry_after import parse_retry_after
 
 NOW = 1_700_000_000.0
 SECONDARY = (
@@ -193,3 +194,21 @@ def test_write_spacer_gives_concurrent_writers_distinct_slots() -> None:
     for thread in threads:
         thread.join()
     assert sorted(delays) == [float(n) for n in range(20)]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, None),
+        ("7", 7.0),
+        (" 2.5 ", 2.5),
+        ("-3", 0.0),
+        ("nan", None),
+        ("inf", None),
+        ("soon", None),
+        ("Thu, 01 Jan 1970 00:01:40 GMT", 60.0),
+        ("Thu, 01 Jan 1970 00:00:10 GMT", 0.0),
+    ],
+)
+def test_parse_retry_after(value: str | None, expected: float | None) -> None:
+    assert parse_retry_after(value, now=40.0) == expected
