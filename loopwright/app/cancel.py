@@ -30,9 +30,9 @@ from litestar.response import Response
 from litestar.status_codes import HTTP_202_ACCEPTED, HTTP_409_CONFLICT
 
 from loopwright.app.api import GITHUB_COOKIE, SESSION_COOKIE, Viewer, require_token, visible_mission
+from loopwright.app.commands import cancel_summary
 from loopwright.app.runtime import Runtime
 from loopwright.config import Settings
-from loopwright.github.commands import cancel_summary
 from loopwright.github.service import GitHubError
 from loopwright.github.triggers import WRITE_PERMISSIONS
 from loopwright.request import MissionRequest

@@ -17,11 +17,11 @@ from pathlib import Path
 import structlog
 
 from loopwright.agent.model import Model
+from loopwright.app.commands import NON_WRITER_REPLY_WINDOW_S
 from loopwright.cancellation import Cancellation
 from loopwright.config import ConfigError, RepoConfig, Settings
 from loopwright.events import EventBus, EventSink
 from loopwright.github import render
-from loopwright.github.commands import NON_WRITER_REPLY_WINDOW_S
 from loopwright.github.delivery import Delivered, GitHubDelivery
 from loopwright.github.gitops import GitError, clone_at
 from loopwright.github.iterate import foreign_commits, mission_guidance, someone_else_pushed

@@ -27,11 +27,11 @@ from litestar.status_codes import (
     HTTP_401_UNAUTHORIZED,
 )
 
+from loopwright.app.commands import CommentCommands, retry_request
 from loopwright.app.metrics import Metrics
 from loopwright.app.params import header_token, json_problem
 from loopwright.app.runtime import Runtime
 from loopwright.config import RepoConfig
-from loopwright.github.commands import CommentCommands, retry_request
 from loopwright.github.triggers import (
     CommandComment,
     Ignore,
