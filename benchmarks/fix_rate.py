@@ -376,7 +376,7 @@ def run_loopwright(task: Any, config: str, endpoint: Endpoint, limits: Limits) -
         argv = [
             sys.executable,
             "-c",
-            "import sys; from loopwright.cli import main; sys.exit(main(sys.argv[1:]))",
+            "import sys; from loopwright.cli.main import main; sys.exit(main(sys.argv[1:]))",
             "fix",
             str(tree),
             "--test-cmd",

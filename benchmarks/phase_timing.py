@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {"python-invoice": "python-invoice.json", "node-slugify": "node-slugify.json"}
 GAP_TARGET_S = 1.0
 MISSION_TARGETS_S = {"python-invoice": 8.0}
-CLI = "import sys; from loopwright.cli import main; sys.exit(main())"
+CLI = "import sys; from loopwright.cli.main import main; sys.exit(main())"
 
 
 def user_repo(name: str, work: Path) -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from loopwright.agent.scripted import ScriptedModelServer, load_script
-from loopwright.cli import main
+from loopwright.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -237,7 +237,7 @@ def test_output_path_that_is_a_file_is_refused(tmp_path, run_cli):
 
 
 def test_build_is_documented_in_the_help(capsys):
-    from loopwright.cli import main
+    from loopwright.cli.main import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["build", "--help"])

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from loopwright.cli import main
+from loopwright.cli.main import main
 from tests.conftest import init_repo, step
 from tests.scenarios import FINISH, model_env
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from loopwright.cli import main
+from loopwright.cli.main import main
 from loopwright.config import RepoConfig, load_repo_config, parse_repo_config
 from loopwright.init import CONFIG_PATH, WORKFLOW_PATH, commented_defaults
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS

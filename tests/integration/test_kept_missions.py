@@ -14,7 +14,8 @@ import time
 
 import httpx
 
-from loopwright.cli import main, wait_for_interrupt
+from loopwright.cli.main import main
+from loopwright.cli.wiring import wait_for_interrupt
 from tests.conftest import VENV_BIN, step, tool
 from tests.integration.app_harness import ServeProcess
 from tests.scenarios import CORRECT, FIX_NEW, PLAN, model_env

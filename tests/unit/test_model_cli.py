@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.cli import EXIT_ENVIRONMENT, EXIT_USAGE, main
+from loopwright.cli.base import EXIT_ENVIRONMENT, EXIT_USAGE
+from loopwright.cli.main import main
 
 
 def test_serve_a_missing_file_is_a_usage_error(
