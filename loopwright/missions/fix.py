@@ -468,14 +468,15 @@ class FixMission:
                     outcomes[test_id].outcome if test_id in outcomes else "missing"
                 )
             clean = rerun.result.ok and not rerun.report.failing()
-            flaky = list(flaky_tests(failing, {t: o[-1] for t, o in pattern.items()}, clean))
-            if flaky:
+            found = flaky_tests(failing, {t: o[-1] for t, o in pattern.items()}, clean)
+            if found is not None:
+                flaky = list(found)
                 self.result.flaky = {"tests": flaky, "pattern": pattern}
                 self.events.leave("prepare", "flaky", tests=flaky, pattern=pattern)
                 raise MissionFailed(
                     "flaky",
-                    f"{', '.join(flaky)} failed, then passed on a re-run "
-                    "without any change: a flaky test, not a bug to fix",
+                    f"{', '.join(flaky) or f'`{plan.command}`'} failed, then passed on a "
+                    "re-run without any change: a flaky test, not a bug to fix",
                 )
         self.events.leave(
             "prepare",

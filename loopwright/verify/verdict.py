@@ -76,14 +76,16 @@ def judge(facts: Facts) -> Verification:
 
 def flaky_tests(
     failing: Sequence[str], rerun: Mapping[str, str], rerun_clean: bool
-) -> tuple[str, ...]:
-    """The tests that show a failure is flaky, from one re-run of an unchanged tree.
+) -> tuple[str, ...] | None:
+    """Whether one re-run of an unchanged tree shows the failure is flaky, and which tests.
 
     `rerun` maps test ids to their outcome in the re-run; `rerun_clean` says the re-run
-    exited 0 with no failing test. The failing tests that passed are returned; when none did
-    but the re-run was clean as a whole, all of `failing`. Empty: the failure reproduced.
+    exited 0 with no failing test. None: the failure reproduced. Otherwise the failing tests
+    that passed; when none did but the re-run was clean as a whole, all of `failing`, which
+    is empty when the suite failed without naming a failing test (a coverage gate, a second
+    command after the tests).
     """
     recovered = tuple(t for t in failing if rerun.get(t) == "passed")
     if recovered:
         return recovered
-    return tuple(failing) if rerun_clean else ()
+    return tuple(failing) if rerun_clean else None

@@ -88,11 +88,13 @@ def test_a_verification_cannot_be_changed():
 
 
 FLAKY = [
-    ("reproduced", ["a", "b"], {"a": "failed", "b": "error"}, False, ()),
+    ("reproduced", ["a", "b"], {"a": "failed", "b": "error"}, False, None),
     ("one recovered", ["a", "b"], {"a": "passed", "b": "failed"}, False, ("a",)),
     ("recovered, run not clean", ["a"], {"a": "passed", "c": "failed"}, False, ("a",)),
     ("vanished from a clean run", ["a", "b"], {}, True, ("a", "b")),
-    ("missing from a failing run", ["a"], {"a": "missing"}, False, ()),
+    ("missing from a failing run", ["a"], {"a": "missing"}, False, None),
+    ("suite failed with no failing test, clean re-run", [], {}, True, ()),
+    ("suite failed with no failing test, failed again", [], {}, False, None),
     ("recovered ones win over clean", ["a", "b"], {"b": "passed"}, True, ("b",)),
 ]
 
