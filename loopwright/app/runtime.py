@@ -95,10 +95,8 @@ def open_runtime(
         )
         queue = InProcessQueue(store, runner, settings.max_concurrent_missions)
         interrupted = queue.recover() if recover else []
-        reap = getattr(provider, "reap_abandoned", None)
-        if callable(reap):
-            # Sandboxes of the previous (dead) server process go; live CLI runs keep theirs.
-            reap()
+        # Sandboxes of the previous (dead) server process go; live CLI runs keep theirs.
+        provider.reap_abandoned()
         for mission in interrupted:
             log.warning("mission interrupted by a restart", mission=mission.id)
         runtime = Runtime(settings, store, queue, github, provider)

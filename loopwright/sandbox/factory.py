@@ -84,5 +84,10 @@ def get_provider(
         settings.with_overrides(sandbox_image=config.image, warm_pool=config.warm_pool)
     )
     if config.reap_abandoned:
-        provider.reap_abandoned()
+        try:
+            provider.reap_abandoned()
+        except BaseException:
+            # The provider has started its warm-pool filler: close it rather than leak it.
+            provider.close()
+            raise
     return provider
