@@ -640,14 +640,32 @@ def _unknown_keys(keys: list[str], allowed: list[str]) -> str:
     return ", ".join(named)
 
 
+_EXPECTED = {
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "string_type": "a string",
+}
+"""What to write instead, by the pydantic error type of a value of the wrong type."""
+
+
 def _repo_config_problem(source: str, data: dict[str, Any], exc: ValidationError) -> str:
     """One message for the first problem pydantic found, naming the key and what to write."""
     error = exc.errors()[0]
     key = str(error["loc"][0])
     value = data.get(key)
+    expected = _EXPECTED.get(error["type"])
     if key == "app":
         if not isinstance(value, dict):
             return f"{source}: `app` has the wrong type ({type(value).__name__})"
+        sub = error["loc"][1] if len(error["loc"]) > 1 else None
+        if expected and sub in _AppFile.model_fields:
+            got = type(value.get(sub)).__name__
+            return f"{source}: `app.{sub}` must be {expected} (got {got})"
         allowed = list(_AppFile.model_fields)
         unknown = sorted(str(k) for k in value if k not in allowed)
         if unknown:
@@ -663,6 +681,8 @@ def _repo_config_problem(source: str, data: dict[str, Any], exc: ValidationError
         return f"{source}: `network` must be one of none, setup, always"
     if key in _LIST_KEYS and isinstance(value, list):
         return f"{source}: `{key}` must be a list of non-empty strings"
+    if expected:
+        return f"{source}: `{key}` must be {expected} (got {type(value).__name__})"
     return f"{source}: `{key}` has the wrong type ({type(value).__name__})"
 
 

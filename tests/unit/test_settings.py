@@ -97,9 +97,11 @@ def test_repo_config_keys_set_to_null_mean_the_defaults():
         ("tset_cmd: pytest\n", "tset_cmd (did you mean `test_cmd`?)"),
         ("tiers: ['']\n", "`tiers` must be a list of non-empty strings"),
         ("network: 1\n", "`network` has the wrong type (int)"),
-        ("auto_fix: 'yes'\n", "`auto_fix` has the wrong type (str)"),
+        ("auto_fix: 'yes'\n", "`auto_fix` must be true or false (got str)"),
         ("app: {start: npm start, prot: 3000}\n", "prot (did you mean `port`?)"),
         ("app: npm start\n", "`app` has the wrong type (str)"),
+        ("app: {start: npm start, port: true}\n", "`app.port` must be a whole number (got bool)"),
+        ("max_cost_usd: yes\n", "`max_cost_usd` must be a number (got bool)"),
     ],
     ids=[
         "yaml",
@@ -115,6 +117,8 @@ def test_repo_config_keys_set_to_null_mean_the_defaults():
         "bool",
         "app-typo",
         "app-type",
+        "app-field-type",
+        "number-type",
     ],
 )
 def test_invalid_repo_config_says_what_is_wrong(text, fragment):
