@@ -330,7 +330,7 @@ def _firewall_check(client: Any) -> DoctorCheck:
     import docker.errors
 
     from loopwright.sandbox.docker.engine import NETWORK_NAME
-    from loopwright.sandbox.docker.network import ensure_setup_firewall
+    from loopwright.sandbox.docker.network import ensure_setup_firewall, the_network
 
     name = "setup network firewall"
     fix = "run Loopwright as root on the Docker host, or set LOOPWRIGHT_NETWORK=none"
@@ -340,8 +340,10 @@ def _firewall_check(client: Any) -> DoctorCheck:
     if client is None:
         return DoctorCheck(name, False, "cannot tell without the engine", None)
     try:
-        network = client.networks.get(NETWORK_NAME)
-    except docker.errors.NotFound:
+        network = the_network(client)
+    except docker.errors.DockerException as exc:
+        return DoctorCheck(name, False, f"cannot inspect {NETWORK_NAME}: {exc}", None)
+    if network is None:
         listed = subprocess.run(
             [iptables, "-w", "5", "-S", "DOCKER-USER"], capture_output=True, text=True, check=False
         )
@@ -350,8 +352,6 @@ def _firewall_check(client: Any) -> DoctorCheck:
                 name, False, f"cannot read the DOCKER-USER chain: {listed.stderr.strip()}", fix
             )
         return DoctorCheck(name, True, f"installed when {NETWORK_NAME} is first created")
-    except docker.errors.DockerException as exc:
-        return DoctorCheck(name, False, f"cannot inspect {NETWORK_NAME}: {exc}", None)
     try:
         rules = ensure_setup_firewall(network.attrs)
     except SandboxError as exc:

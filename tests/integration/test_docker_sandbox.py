@@ -6,6 +6,7 @@ when CI is set.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -281,6 +282,32 @@ def test_a_sandbox_created_offline_can_be_connected_for_setup(sandbox: DockerSan
     assert "00000000" in run(sandbox, "cat /proc/net/route")
     sandbox.set_network(False)
     _no_egress(sandbox)
+
+
+def test_a_setup_network_name_held_twice_is_settled_on_the_oldest(
+    provider: DockerProvider, tree: Path, client: docker.DockerClient
+) -> None:
+    """Processes creating the network at one moment can leave two of its name (the engine's
+    duplicate check is best effort), after which every lookup by name fails as ambiguous."""
+    from loopwright.sandbox.docker.engine import NETWORK_NAME
+    from loopwright.sandbox.docker.network import sandbox_network
+
+    first = sandbox_network(client)
+    twin = client.networks.create(NETWORK_NAME, driver="bridge", check_duplicate=False)
+    try:
+        assert sandbox_network(client).id == first.id
+        with pytest.raises(docker.errors.NotFound):
+            client.networks.get(str(twin.id))  # unused, so removed
+        box = provider.create(f"test-twin-{uuid.uuid4().hex[:8]}", tree, network=True)
+        try:
+            assert "00000000" in run(box, "cat /proc/net/route")
+            box.set_network(False)
+            _no_egress(box)
+        finally:
+            box.close()
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            client.api.remove_network(str(twin.id))
 
 
 # -- secrets ------------------------------------------------------------------------------

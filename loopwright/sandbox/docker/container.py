@@ -303,10 +303,10 @@ class DockerSandbox:
                 self.run_api(lambda: self._client.networks.get("none").disconnect(container))
             self.run_api(lambda: network.connect(container))
         else:
-            for name in self._attached_networks(container):
+            for name, network_id in self._attached_networks(container).items():
                 if name == "none":
                     continue
-                net = self.run_api(lambda n=name: self._client.networks.get(n))
+                net = self.run_api(lambda n=network_id: self._client.networks.get(n))
                 self.run_api(lambda n=net: n.disconnect(container, force=True))
         self._network = enabled
 
@@ -354,10 +354,11 @@ class DockerSandbox:
                         break
                     time.sleep(0.1)
 
-    def _attached_networks(self, container: Any) -> list[str]:
+    def _attached_networks(self, container: Any) -> dict[str, str]:
+        """Name to id of each network the container is on (ids: a name can be held twice)."""
         self.run_api(container.reload)
         networks = container.attrs.get("NetworkSettings", {}).get("Networks") or {}
-        return list(networks)
+        return {name: str(info.get("NetworkID") or name) for name, info in networks.items()}
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -23,22 +24,59 @@ def sandbox_network(client: docker.DockerClient) -> Any:
     Its firewall (see `ensure_setup_firewall`) is checked and completed every time.
     """
     try:
-        network = client.networks.get(NETWORK_NAME)
-    except docker.errors.NotFound:
-        try:
-            network = client.networks.create(
-                NETWORK_NAME,
-                driver="bridge",
-                options={"com.docker.network.bridge.enable_icc": "false"},
-                labels={"loopwright.network": "sandbox"},
-            )
-        except docker.errors.APIError:
-            # Another process created it between our lookup and create.
-            network = client.networks.get(NETWORK_NAME)
+        network = the_network(client)
+        if network is None:
+            failure: docker.errors.APIError | None = None
+            try:
+                client.networks.create(
+                    NETWORK_NAME,
+                    driver="bridge",
+                    options={"com.docker.network.bridge.enable_icc": "false"},
+                    labels={"loopwright.network": "sandbox"},
+                    check_duplicate=True,
+                )
+            except docker.errors.APIError as exc:
+                failure = exc  # fine if another process created it between lookup and create
+            network = the_network(client)
+            if network is None:
+                raise SandboxError(
+                    f"could not create the Docker network {NETWORK_NAME}: {failure}"
+                ) from failure
     except requests.exceptions.ConnectionError as exc:
         raise engine_error(exc) from exc
     ensure_setup_firewall(network.attrs)
     return network
+
+
+def the_network(client: docker.DockerClient) -> Any:
+    """The one network named `NETWORK_NAME`, or None.
+
+    The engine's duplicate check is best effort: processes that create the network at the
+    same moment can leave several of that name, and a lookup by name then fails. Every
+    process keeps the same one (the oldest) and removes the others that nothing uses.
+    """
+    # The engine's name filter matches parts of names; keep the exact ones.
+    found = [n for n in client.networks.list(names=[NETWORK_NAME]) if n.name == NETWORK_NAME]
+    if not found:
+        return None
+    found.sort(key=lambda n: (_created(n.attrs), str(n.id)))
+    for extra in found[1:]:
+        try:
+            extra.remove()
+        except docker.errors.APIError:
+            continue  # in use (or already gone): its sandboxes keep it until they end
+    try:
+        return client.networks.get(str(found[0].id))
+    except docker.errors.NotFound:
+        return None
+
+
+def _created(attrs: Mapping[str, Any]) -> tuple[str, str]:
+    """The engine's creation time as a sortable key (it trims trailing zeros off fractions)."""
+    match = re.match(r"(.*?T\d\d:\d\d:\d\d)(?:\.(\d+))?", str(attrs.get("Created", "")))
+    if match is None:
+        return (str(attrs.get("Created", "")), "")
+    return (match[1], (match[2] or "").ljust(9, "0"))
 
 
 # -- the firewall ------------------------------------------------------------------------------

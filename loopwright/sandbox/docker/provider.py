@@ -21,7 +21,6 @@ from loopwright.sandbox.docker.container import DockerSandbox
 from loopwright.sandbox.docker.engine import (
     BUILD_HINT,
     HOME,
-    NETWORK_NAME,
     OWNER_LABEL,
     POOL_LABEL,
     PROVIDER_LABEL,
@@ -161,6 +160,8 @@ class DockerProvider:
                 labels=labels,
             )
         )
+        # By id: a name the engine holds twice would make the container's start fail.
+        network_mode = str(sandbox_network(self._client).id) if network else "none"
         host_config = api.create_host_config(
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -179,10 +180,8 @@ class DockerProvider:
                 ),
             },
             mounts=[docker.types.Mount(WORKSPACE, volume, type="volume")],
-            network_mode=NETWORK_NAME if network else "none",
+            network_mode=network_mode,
         )
-        if network:
-            sandbox_network(self._client)
         try:
             created = self._engine(
                 lambda: api.create_container(
