@@ -511,8 +511,22 @@ def test_doctor_reports_every_check_with_a_fix_for_failures(settings: Settings) 
 def test_reap_abandoned_removes_sandboxes_of_killed_processes_only(
     settings: Settings, tree: Path, client: docker.DockerClient
 ) -> None:
+    """Another test's provider on the same engine may reap the dead owner's sandbox first
+    (every provider reaps abandoned ones at start-up); the scenario is then run again, and
+    this provider's own reap must remove one within a few tries."""
+    outcomes = []
+    for _ in range(3):
+        outcomes.append(_kill_an_owner_and_reap(settings, tree, client))
+        if outcomes[-1]:
+            break
+    assert outcomes[-1], f"another process reaped first on every try: {outcomes}"
+
+
+def _kill_an_owner_and_reap(settings: Settings, tree: Path, client: docker.DockerClient) -> bool:
+    """A child process makes a sandbox and is SIGKILLed; a live provider reaps right after.
+
+    Returns whether that reap removed the child's sandbox (it is gone either way)."""
     import signal
-    import subprocess
     import sys
 
     child_code = (
@@ -528,27 +542,33 @@ def test_reap_abandoned_removes_sandboxes_of_killed_processes_only(
     child = subprocess.Popen(
         [sys.executable, "-c", child_code, str(tree)], stdout=subprocess.PIPE, text=True
     )
-    assert child.stdout is not None
-    abandoned_id = child.stdout.readline().strip()
-    assert abandoned_id
-    # While its owner lives, even a reap that knows of no active mission leaves it alone.
-    bystander = DockerProvider(settings, client=client)
-    assert abandoned_id not in bystander.reap_orphans(set())
-    assert abandoned_id not in bystander.reap_abandoned()
-    bystander.close()
-    child.send_signal(signal.SIGKILL)
-    child.wait(timeout=10)
     survivor = DockerProvider(settings, client=client)
-    live = survivor.create(f"test-live-owner-{uuid.uuid4().hex[:8]}", tree, network=False)
+    live = None
     try:
+        assert child.stdout is not None
+        abandoned_id = child.stdout.readline().strip()
+        assert abandoned_id
+        # While its owner lives, even a reap that knows of no active mission leaves it alone.
+        bystander = DockerProvider(settings, client=client)
+        try:
+            assert abandoned_id not in bystander.reap_orphans(set())
+            assert abandoned_id not in bystander.reap_abandoned()
+        finally:
+            bystander.close()
+        live = survivor.create(f"test-live-owner-{uuid.uuid4().hex[:8]}", tree, network=False)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
         removed = survivor.reap_abandoned()
-        assert abandoned_id in removed
         assert live.container_id not in removed
         with pytest.raises(docker.errors.NotFound):
             client.api.inspect_container(abandoned_id)
         assert run(live, "echo alive").strip() == "alive"
+        return abandoned_id in removed
     finally:
-        live.close()
+        child.kill()
+        child.wait(timeout=10)
+        if live is not None:
+            live.close()
         survivor.close()
 
 
