@@ -2319,16 +2319,26 @@ def test_repository_tests_that_daemonize_leave_no_survivor(
     example_repo, scripted, run_cli, sandbox_kind
 ):
     """SECURITY 42: the repository's conftest forks, calls setsid, forks again and closes
-    its descriptors (a classic daemon) each time the tests run; none outlives the run."""
+    its descriptors (a classic daemon) each time the tests run; none outlives the run.
+
+    The daemon waits for the test run that started it to exit, then a second more, so a
+    slow run cannot make it write its marker while it was still allowed to live."""
     marker = contain_marker()
     conftest = (
         "import os, time\n"
         f"open('{marker}.control', 'w').write('control')\n"
+        "run_pid = os.getpid()\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
         "        os.chdir('/')\n"
         "        os.closerange(0, 3)\n"
+        "        while True:\n"
+        "            try:\n"
+        "                os.kill(run_pid, 0)\n"
+        "            except OSError:\n"
+        "                break\n"
+        "            time.sleep(0.05)\n"
         "        time.sleep(1)\n"
         f"        open('{marker}', 'w').write('survived')\n"
         "    os._exit(0)\n"
