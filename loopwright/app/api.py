@@ -3,16 +3,14 @@ may see them: the dashboard token, its session cookie, or a GitHub sign-in sessi
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
-import json
 import secrets
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from itsdangerous import BadData, Serializer, URLSafeSerializer, base64_encode
 from litestar import Request, get
 from litestar.connection import ASGIConnection
 from litestar.di import NamedDependency
@@ -42,23 +40,29 @@ MAX_COOKIE_BYTES = 3500
 """Above this a GitHub session's repository list stays on the server (browsers stop at ~4 KB)."""
 
 
+def _dashboard_signer(token: str) -> URLSafeSerializer:
+    return URLSafeSerializer(token, salt="loopwright-session")
+
+
 def session_value(token: str, expires: int) -> str:
-    """A cookie that proves the dashboard token was given, without containing it.
+    """A cookie that proves the dashboard token was given, without containing it: its expiry,
+    signed with a key derived from the token.
 
     Changing LOOPWRIGHT_DASHBOARD_TOKEN invalidates every session.
     """
-    mac = hmac.new(token.encode(), f"loopwright-session:{expires}".encode(), hashlib.sha256)
-    return f"{expires}.{mac.hexdigest()}"
+    return _dashboard_signer(token).dumps({"exp": expires})
 
 
 def valid_session(token: str, value: str, now: float | None = None) -> bool:
-    expires_text, _, _mac = value.partition(".")
-    if not expires_text.isdigit():
+    """True for an unexpired session cookie signed with this token."""
+    try:
+        payload = _dashboard_signer(token).loads(value)
+    except BadData:
         return False
-    expires = int(expires_text)
-    if expires < (time.time() if now is None else now):
+    expires = payload.get("exp") if isinstance(payload, dict) else None
+    if not isinstance(expires, int):
         return False
-    return hmac.compare_digest(session_value(token, expires).encode(), value.encode())
+    return expires >= (time.time() if now is None else now)
 
 
 @dataclass(frozen=True)
@@ -104,15 +108,20 @@ class GitHubSessions:
         return found[1]
 
 
-def _github_key(settings: Settings) -> bytes:
-    """The GitHub session signing key, derived from the client secret: rotating the secret
+class _PlainURLSafeSerializer(URLSafeSerializer):
+    """URL-safe and signed, never compressed: a cookie's size then follows the length of
+    its repository list, so `MAX_COOKIE_BYTES` decides predictably when the list moves to
+    the server. (Reading still accepts either form.)"""
+
+    def dump_payload(self, obj: Any) -> bytes:
+        return base64_encode(Serializer.dump_payload(self, obj))
+
+
+def _github_signer(settings: Settings) -> URLSafeSerializer:
+    """Signs GitHub sessions with a key derived from the client secret: rotating the secret
     signs everyone out."""
     secret = settings.github.client_secret or ""
-    return hmac.new(secret.encode(), b"loopwright-github-session", hashlib.sha256).digest()
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+    return _PlainURLSafeSerializer(secret, salt="loopwright-github-session")
 
 
 def github_session_value(
@@ -120,25 +129,20 @@ def github_session_value(
 ) -> str:
     """The signed cookie of a GitHub sign-in: login, expiry and the readable repositories
     (or, for a long list, the id of the server-side entry holding it). Never a token."""
+    signer = _github_signer(settings)
     names = sorted({r.lower(): r for r in repos}.values(), key=str.lower)
-    payload: dict[str, Any] = {"login": login, "exp": expires, "repos": names}
-    body = _b64(json.dumps(payload, separators=(",", ":")).encode())
-    if len(body) > MAX_COOKIE_BYTES:
-        payload = {"login": login, "exp": expires, "sid": sessions.put(tuple(names), expires)}
-        body = _b64(json.dumps(payload, separators=(",", ":")).encode())
-    mac = hmac.new(_github_key(settings), body.encode(), hashlib.sha256).hexdigest()
-    return f"{body}.{mac}"
+    value = signer.dumps({"login": login, "exp": expires, "repos": names})
+    if len(value) > MAX_COOKIE_BYTES:
+        sid = sessions.put(tuple(names), expires)
+        value = signer.dumps({"login": login, "exp": expires, "sid": sid})
+    return value
 
 
 def github_viewer(settings: Settings, sessions: GitHubSessions, value: str) -> Viewer | None:
     """The viewer a GitHub session cookie stands for; None if forged, edited or expired."""
-    body, _, mac = value.rpartition(".")
-    expected = hmac.new(_github_key(settings), body.encode(), hashlib.sha256).hexdigest()
-    if not body or not hmac.compare_digest(expected.encode(), mac.encode()):
-        return None
     try:
-        payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-    except ValueError:
+        payload = _github_signer(settings).loads(value)
+    except BadData:
         return None
     if not isinstance(payload, dict) or not isinstance(payload.get("exp"), int):
         return None

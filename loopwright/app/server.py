@@ -122,7 +122,7 @@ def create_app(
 
     `channels` defaults to the in-memory backend (one process); for several processes pass
     `ChannelsPlugin(backend=RedisChannelsPubSubBackend(redis=...),
-    arbitrary_channels_allowed=True, subscriber_class=LiveSubscriber)`.
+    arbitrary_channels_allowed=True)`.
 
     `write_spacer` replaces the one-second spacing of GitHub writes (for a test GitHub).
     """

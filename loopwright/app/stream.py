@@ -69,31 +69,54 @@ class StreamTiming:
 
 
 class _Timeout:
-    """What `LiveSubscriber.next` returns when nothing arrived in time."""
+    """What `LiveFeed.next` returns when nothing arrived in time."""
 
 
 TIMEOUT = _Timeout()
 
 
-class LiveSubscriber(Subscriber):
-    """A subscriber that can wait for its next message with a timeout, without a task."""
+class LiveFeed:
+    """One channels subscription that can be waited on with a timeout.
+
+    Litestar's public way to read a `Subscriber` is `iter_events()`, which blocks; cancelling
+    a wait on it would end the generator. So one task forwards its events into a queue of
+    our own, which can be waited on with a timeout and drained, and which ends with None once
+    the plugin lets the subscriber go (on unsubscribe it ends `iter_events()`).
+    """
+
+    def __init__(self, subscriber: Subscriber) -> None:
+        self.subscriber = subscriber
+        self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._pump = asyncio.get_running_loop().create_task(self._forward())
+
+    async def _forward(self) -> None:
+        try:
+            async for item in self.subscriber.iter_events():
+                self._inbox.put_nowait(item)
+        finally:
+            self._inbox.put_nowait(None)
+
+    @property
+    def released(self) -> bool:
+        """True once the plugin no longer feeds this subscriber."""
+        return self._pump.done()
 
     async def next(self, timeout: float) -> bytes | _Timeout | None:
         """The next message, None once unsubscribed, or TIMEOUT."""
         with anyio.move_on_after(max(timeout, 0.0)):
-            item = await self._queue.get()
-            self._queue.task_done()
-            return item
+            return await self._inbox.get()
         return TIMEOUT
 
     def drain(self) -> bool:
         """Drop every message waiting now; False if one of them was the end of the stream."""
-        while not self._queue.empty():
-            item = self._queue.get_nowait()
-            self._queue.task_done()
-            if item is None:
+        while not self._inbox.empty():
+            if self._inbox.get_nowait() is None:
                 return False
         return True
+
+    async def wait_released(self) -> None:
+        """Wait for the forwarding task to end (after the plugin's unsubscribe)."""
+        await asyncio.wait({self._pump})
 
 
 class LiveHub:
@@ -101,11 +124,10 @@ class LiveHub:
 
     def __init__(self, plugin: ChannelsPlugin | None = None) -> None:
         self.channels = plugin or ChannelsPlugin(
-            backend=MemoryChannelsBackend(),
-            arbitrary_channels_allowed=True,
-            subscriber_class=LiveSubscriber,
+            backend=MemoryChannelsBackend(), arbitrary_channels_allowed=True
         )
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._feeds: set[LiveFeed] = set()
         self.streams_open = 0
         """Mission and list streams being served right now (for tests and /healthz-style
         checks: a closed tab must bring it back down)."""
@@ -150,18 +172,22 @@ class LiveHub:
         return sink
 
     def subscriber_count(self) -> int:
-        """Subscribers across all channels (a subscriber on two channels counts twice)."""
-        return sum(len(subs) for subs in self.channels._channels.values())
+        """Subscriptions the channels plugin still feeds: one per open stream, gone once the
+        plugin has let the subscriber go."""
+        self._feeds = {feed for feed in self._feeds if not feed.released}
+        return len(self._feeds)
 
-    async def subscribe(self, channel: str) -> LiveSubscriber:
-        subscriber = await self.channels.subscribe(channel)
-        assert isinstance(subscriber, LiveSubscriber)
-        return subscriber
+    async def subscribe(self, channel: str) -> LiveFeed:
+        feed = LiveFeed(await self.channels.subscribe(channel))
+        self._feeds.add(feed)
+        return feed
 
-    async def unsubscribe(self, subscriber: Subscriber) -> None:
+    async def unsubscribe(self, feed: LiveFeed) -> None:
         # Shielded: this runs while the disconnected response's scope is being cancelled.
         with anyio.CancelScope(shield=True):
-            await self.channels.unsubscribe(subscriber)
+            await self.channels.unsubscribe(feed.subscriber)
+            await feed.wait_released()
+            self._feeds.discard(feed)
 
 
 def sse_event(event: dict[str, Any]) -> ServerSentEventMessage:
@@ -201,7 +227,7 @@ async def mission_events(
 ) -> AsyncIterator[ServerSentEventMessage]:
     """Every event of the mission with a sequence number above `after`, exactly once, in
     order; live until the mission ends (then an `end` message) or `max_stream_s` passes."""
-    subscriber = await hub.subscribe(mission_channel(mission_id))
+    feed = await hub.subscribe(mission_channel(mission_id))
     hub.streams_open += 1
     try:
         yield ServerSentEventMessage(comment="loopwright", retry=timing.retry_ms, data=None)
@@ -219,7 +245,7 @@ async def mission_events(
             return
         wait = timing.poll_s
         while time.monotonic() - started < timing.max_stream_s:
-            item = await subscriber.next(min(wait, timing.ping_s))
+            item = await feed.next(min(wait, timing.ping_s))
             if item is None:
                 return  # unsubscribed: the server is shutting down
             if isinstance(item, _Timeout):
@@ -255,7 +281,7 @@ async def mission_events(
             wait = 0.2 if event.get("type") in ENDING_EVENTS else timing.poll_s
     finally:
         hub.streams_open -= 1
-        await hub.unsubscribe(subscriber)
+        await hub.unsubscribe(feed)
 
 
 async def _finished(store: Store, mission_id: str) -> bool:
@@ -280,7 +306,7 @@ async def mission_list(
     Woken by any mission's summary events and, for changes that are not events (queued,
     claimed, finished), by polling the store every `poll_s`.
     """
-    subscriber = await hub.subscribe(MISSIONS_CHANNEL)
+    feed = await hub.subscribe(MISSIONS_CHANNEL)
     hub.streams_open += 1
     try:
         yield ServerSentEventMessage(comment="loopwright", retry=timing.retry_ms, data=None)
@@ -299,17 +325,17 @@ async def mission_list(
             elif time.monotonic() - last_sent >= timing.ping_s:
                 last_sent = time.monotonic()
                 yield ServerSentEventMessage(comment="ping", data=None)
-            item = await subscriber.next(timing.poll_s)
+            item = await feed.next(timing.poll_s)
             if item is None:
                 return
             if not isinstance(item, _Timeout):
                 # Coalesce a burst of notifications into one read.
                 await anyio.sleep(timing.list_min_interval_s)
-                if not subscriber.drain():
+                if not feed.drain():
                     return
     finally:
         hub.streams_open -= 1
-        await hub.unsubscribe(subscriber)
+        await hub.unsubscribe(feed)
 
 
 def _after(request: Request[Any, Any, Any], after: int | None) -> int:

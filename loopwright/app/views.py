@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
 
-import httpx
+from githubkit import GitHub, OAuthAppAuthStrategy
+from githubkit import Response as GitHubResponse
+from githubkit.exception import AuthExpiredError, GitHubException, RequestFailed
+from githubkit.versions.latest.models import Repository
 from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import Cookie, ResponseHeader
 from litestar.di import NamedDependency
@@ -337,6 +340,10 @@ class SignInFailed(Exception):
     """GitHub refused the sign-in or could not be reached; the message is shown to the user."""
 
 
+class _ListingEnded(Exception):
+    """Raised from a page of `/user/repos` that must be the last one read."""
+
+
 def _callback_url(request: Request[Any, Any, Any], settings: Settings) -> str:
     base = settings.github.public_url or str(request.base_url).rstrip("/")
     return f"{base}/auth/github/callback"
@@ -458,47 +465,67 @@ async def github_identity(
     gh = settings.github
     api = gh.api_url.rstrip("/")
     try:
-        async with httpx.AsyncClient(timeout=GITHUB_TIMEOUT_S) as client:
-            answer = await client.post(
-                f"{gh.web_url}/login/oauth/access_token",
-                data={
-                    "client_id": gh.client_id or "",
-                    "client_secret": gh.client_secret or "",
-                    "code": code,
-                    "redirect_uri": redirect_uri,
-                },
-                headers={"Accept": "application/json"},
+        # githubkit's web flow: the App (client ID and secret) trades the code for a user
+        # token at `login/oauth/access_token` on its base URL's host, which is github.com for
+        # api.github.com, so the web host is its base URL here. The exchange opens and
+        # closes the client itself.
+        app = GitHub(
+            OAuthAppAuthStrategy(gh.client_id or "", gh.client_secret or ""),
+            base_url=gh.web_url,
+            timeout=GITHUB_TIMEOUT_S,
+        )
+        user_token = await app.auth.as_web_user(code, redirect_uri).async_exchange_token(app)
+    except (AuthExpiredError, RequestFailed) as exc:
+        # GitHub answers a refused code with 200 and an `error` field, which githubkit
+        # raises with the answer attached; other refusals are HTTP errors.
+        detail = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], dict) else {}
+        reason = detail.get("error") or (
+            exc.response.status_code if isinstance(exc, RequestFailed) else None
+        )
+        raise SignInFailed(
+            f"GitHub did not accept the sign-in ({reason or 'no token'}); "
+            "if it repeats, check LOOPWRIGHT_GITHUB_CLIENT_ID and "
+            "LOOPWRIGHT_GITHUB_CLIENT_SECRET against the App's settings page."
+        ) from None
+    except (GitHubException, ValueError) as exc:
+        raise SignInFailed(
+            f"GitHub could not be asked who you are ({type(exc).__name__}); try again."
+        ) from None
+
+    pages = 0
+    stop_at: int | None = None
+    repos: list[str] = []
+
+    def names(page: GitHubResponse[list[Repository]]) -> list[str]:
+        """One page's repository names. Past `MAX_REPO_PAGES`, or when the next link leaves
+        the configured API (the token goes nowhere else), this page is the last read."""
+        nonlocal pages, stop_at
+        if stop_at is not None:
+            raise _ListingEnded  # only an empty last page gets here
+        pages += 1
+        found = [repo.full_name for repo in page.parsed_data]
+        following = page.raw_response.links.get("next", {}).get("url")
+        if pages >= MAX_REPO_PAGES or (following and not following.startswith(f"{api}/")):
+            stop_at = len(repos) + len(found)
+            if not found:
+                raise _ListingEnded
+        return found
+
+    try:
+        async with GitHub(user_token, base_url=api, timeout=GITHUB_TIMEOUT_S) as user:
+            login = (await user.rest.users.async_get_authenticated()).parsed_data.login
+            listing = user.rest.paginate(
+                user.rest.repos.async_list_for_authenticated_user, map_func=names, per_page=100
             )
-            body = answer.json() if answer.status_code == 200 else {}
-            token = body.get("access_token") if isinstance(body, dict) else None
-            if not isinstance(token, str) or not token:
-                reason = body.get("error") if isinstance(body, dict) else None
-                raise SignInFailed(
-                    f"GitHub did not accept the sign-in ({reason or answer.status_code}); "
-                    "if it repeats, check LOOPWRIGHT_GITHUB_CLIENT_ID and "
-                    "LOOPWRIGHT_GITHUB_CLIENT_SECRET against the App's settings page."
-                )
-            headers = {
-                "Authorization": f"Bearer {token}",
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": "2022-11-28",
-            }
-            user = await client.get(f"{api}/user", headers=headers)
-            user.raise_for_status()
-            login = str(user.json()["login"])
-            repos: list[str] = []
-            url: str | None = f"{api}/user/repos?per_page=100"
-            for _ in range(MAX_REPO_PAGES):
-                if url is None:
-                    break
-                page = await client.get(url, headers=headers)
-                page.raise_for_status()
-                repos.extend(str(r["full_name"]) for r in page.json())
-                url = page.links.get("next", {}).get("url")
-                # The token goes only to the configured API.
-                if url is not None and not url.startswith(f"{api}/"):
-                    url = None
-    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            try:
+                async for name in listing:
+                    repos.append(name)
+                    # The paginator asks for the next page only once this one is used up.
+                    if stop_at is not None and len(repos) >= stop_at:
+                        break
+            except _ListingEnded:
+                pass
+    except (GitHubException, ValueError, KeyError, TypeError) as exc:
         raise SignInFailed(
             f"GitHub could not be asked who you are ({type(exc).__name__}); try again."
         ) from None

@@ -102,6 +102,43 @@ def _retry_policy(clock: Callable[[], float]) -> Callable[[GitHubException, int]
     return decide
 
 
+def github_client(
+    auth: Any,
+    api_url: str,
+    *,
+    log: structlog.stdlib.BoundLogger,
+    clock: Callable[[], float] = time.time,
+    spacer: WriteSpacer | None = None,
+    cache: MemCacheStrategy | None = None,
+) -> GitHub[Any]:
+    """A githubkit client for `api_url` with GitHub's retry rules, spaced writes and every
+    request logged. `cache` holds githubkit's tokens (App JWTs, installation tokens); its
+    default is process-wide and keyed by app id, so an App passes its own."""
+
+    def on_request(request: httpx.Request) -> None:
+        log.info("github.request", method=request.method, path=request.url.path)
+
+    def on_response(response: httpx.Response) -> None:
+        log.info(
+            "github.response",
+            method=response.request.method,
+            path=response.request.url.path,
+            status=response.status_code,
+            remaining=response.headers.get("x-ratelimit-remaining"),
+        )
+
+    return GitHub(
+        auth,
+        base_url=api_url.rstrip("/"),
+        auto_retry=_retry_policy(clock),
+        throttler=_SpacedWrites(spacer or WriteSpacer()),
+        http_cache=False,
+        cache_strategy=cache or MemCacheStrategy(),
+        event_hooks={"request": [on_request], "response": [on_response]},
+        user_agent="loopwright",
+    )
+
+
 class GitHubApp:
     """Authenticates as the App and hands out per-mission repository sessions."""
 
@@ -124,27 +161,8 @@ class GitHubApp:
         self._cache = MemCacheStrategy()
 
     def _client(self, auth: Any, log: structlog.stdlib.BoundLogger) -> GitHub[Any]:
-        def on_request(request: httpx.Request) -> None:
-            log.info("github.request", method=request.method, path=request.url.path)
-
-        def on_response(response: httpx.Response) -> None:
-            log.info(
-                "github.response",
-                method=response.request.method,
-                path=response.request.url.path,
-                status=response.status_code,
-                remaining=response.headers.get("x-ratelimit-remaining"),
-            )
-
-        return GitHub(
-            auth,
-            base_url=self.api_url,
-            auto_retry=_retry_policy(self._clock),
-            throttler=_SpacedWrites(self._spacer),
-            http_cache=False,
-            cache_strategy=self._cache,
-            event_hooks={"request": [on_request], "response": [on_response]},
-            user_agent="loopwright",
+        return github_client(
+            auth, self.api_url, log=log, clock=self._clock, spacer=self._spacer, cache=self._cache
         )
 
     def session(
@@ -191,7 +209,7 @@ def token_session(
     same retry, spacing and logging as the App's sessions."""
     log = log or structlog.get_logger("loopwright.github").bind(repo=repo)
     owner, _, name = repo.partition("/")
-    client = GitHubApp(0, "", api_url, clock=clock)._client(TokenAuthStrategy(token), log)
+    client = github_client(TokenAuthStrategy(token), api_url, log=log, clock=clock)
     return RepoSession(client, owner, name, token)
 
 

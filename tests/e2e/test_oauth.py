@@ -16,7 +16,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
+from itsdangerous import URLSafeSerializer
 
+from loopwright.app import views
 from loopwright.app.api import GITHUB_COOKIE, GitHubSessions, github_session_value
 from loopwright.app.server import create_app, serve_in_thread
 from loopwright.config import Settings
@@ -105,8 +107,9 @@ def first_list(client: httpx.Client) -> list[dict[str, Any]]:
 
 
 def cookie_payload(value: str) -> dict[str, Any]:
-    body = value.rpartition(".")[0]
-    payload: dict[str, Any] = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    """What the cookie carries, read without checking its signature (as anyone could)."""
+    _, payload = URLSafeSerializer("").loads_unsafe(value)
+    assert isinstance(payload, dict)
     return payload
 
 
@@ -145,7 +148,9 @@ def test_a_github_user_sees_only_missions_of_repositories_they_can_read(oauth_se
     assert server.web.issued and all(token not in cookie for token in server.web.issued)
     [repos_call] = server.github.requests_for("repos/list-for-authenticated-user")
     assert repos_call.query["per_page"] == ["100"]
-    assert repos_call.headers["authorization"].startswith("Bearer ghu_")
+    # The user's token (GitHub takes either scheme), not the App's or an installation's.
+    scheme, _, credential = repos_call.headers["authorization"].partition(" ")
+    assert scheme.lower() in ("token", "bearer") and credential.startswith("ghu_")
 
 
 def test_a_wrong_or_missing_state_is_rejected_before_the_code_is_used(oauth_server):
@@ -239,6 +244,22 @@ def test_a_long_repository_list_stays_on_the_server(oauth_server):
     assert [m["id"] for m in client.get("/api/missions").json()] == [deep]
     # 230 repositories at 100 a page: three pages, following the Link header.
     assert len(server.github.requests_for("repos/list-for-authenticated-user")) == 3
+
+
+def test_sign_in_reads_at_most_max_repo_pages(oauth_server, monkeypatch):
+    server = oauth_server
+    monkeypatch.setattr(views, "MAX_REPO_PAGES", 2)
+    names = [f"acme/service-{n:03d}" for n in range(230)]
+    for name in names:
+        server.github.add_repo(name)
+        server.github.set_permission(name, "carol", "triage")
+    # GitHub lists by name here: the first 200 are read, the last 30 are not.
+    early = create_mission(server.store, repo=names[0], sha="d4d4d4d4")
+    late = create_mission(server.store, repo=names[-1], sha="e5e5e5e5")
+    client = server.sign_in("carol")
+    assert len(server.github.requests_for("repos/list-for-authenticated-user")) == 2
+    assert [m["id"] for m in client.get("/api/missions").json()] == [early]
+    assert client.get(f"/missions/{late}").status_code in (403, 404)
 
 
 def test_without_a_client_id_github_sign_in_is_off(live_server):

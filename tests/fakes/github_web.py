@@ -3,7 +3,8 @@
 `GET /login/oauth/authorize` plays a user who approves at once: it redirects back to
 `redirect_uri` with a one-time `code` and the caller's `state`. `POST
 /login/oauth/access_token` trades that code (with the client ID and secret) for a user token
-that a `FakeGitHub` accepts for `/user` and `/user/repos`. These are web pages, not REST
+that a `FakeGitHub` accepts for `/user` and `/user/repos`; like GitHub it takes the
+parameters form-encoded or as JSON. These are web pages, not REST
 operations, so they live here rather than in the OpenAPI-checked fake. Anything else, and any
 request that breaks the flow's rules, is recorded in `rejected`.
 """
@@ -149,6 +150,18 @@ class FakeGitHubWeb:
                     # GitHub would answer form-encoded; the server must ask for JSON.
                     web._reject("access_token: without Accept: application/json")
                     return self._answer(406, {}, {"error": "not_acceptable"})
-                self._answer(*web.access_token(parse_qs(raw)))
+                # GitHub takes the parameters form-encoded or as a JSON object.
+                if "application/json" in (self.headers.get("Content-Type") or ""):
+                    try:
+                        fields = json.loads(raw)
+                    except ValueError:
+                        fields = None
+                    if not isinstance(fields, dict):
+                        web._reject("access_token: a JSON body that is not an object")
+                        return self._answer(400, {}, {"error": "Problems parsing JSON"})
+                    form = {str(k): [str(v)] for k, v in fields.items()}
+                else:
+                    form = parse_qs(raw)
+                self._answer(*web.access_token(form))
 
         return Handler

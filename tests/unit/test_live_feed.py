@@ -1,0 +1,102 @@
+"""LiveFeed over a real Litestar ChannelsPlugin: timeouts, order, draining, release."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any
+
+from loopwright.app.stream import TIMEOUT, LiveHub
+
+
+def run(coro: Coroutine[Any, Any, None]) -> None:
+    """Run on a fresh loop in its own thread (a test before may have left a loop running
+    in this one)."""
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(coro)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "the scenario hung"
+    if failure:
+        raise failure[0]
+
+
+async def _published(hub: LiveHub, data: bytes, channel: str) -> None:
+    await hub.channels.wait_published(data, channel)
+
+
+def test_next_times_out_then_delivers_in_order() -> None:
+    async def scenario() -> None:
+        hub = LiveHub()
+        async with hub.channels:
+            feed = await hub.subscribe("c")
+            assert await feed.next(0.05) is TIMEOUT
+            # A timed-out wait must not lose the subscription: later messages still arrive.
+            for n in range(3):
+                await _published(hub, f"m{n}".encode(), "c")
+            got = [await feed.next(1.0) for _ in range(3)]
+            assert got == [b"m0", b"m1", b"m2"]
+            assert await feed.next(0.05) is TIMEOUT
+            await hub.unsubscribe(feed)
+
+    run(scenario())
+
+
+def test_other_channels_do_not_arrive() -> None:
+    async def scenario() -> None:
+        hub = LiveHub()
+        async with hub.channels:
+            feed = await hub.subscribe("mine")
+            await _published(hub, b"elsewhere", "theirs")
+            assert await feed.next(0.1) is TIMEOUT
+            await hub.unsubscribe(feed)
+
+    run(scenario())
+
+
+def test_drain_drops_waiting_messages() -> None:
+    async def scenario() -> None:
+        hub = LiveHub()
+        async with hub.channels:
+            feed = await hub.subscribe("c")
+            for n in range(5):
+                await _published(hub, str(n).encode(), "c")
+            await asyncio.sleep(0.1)
+            assert feed.drain() is True
+            assert await feed.next(0.05) is TIMEOUT
+            await _published(hub, b"after", "c")
+            assert await feed.next(1.0) == b"after"
+            await hub.unsubscribe(feed)
+
+    run(scenario())
+
+
+def test_unsubscribe_ends_the_feed_and_the_count() -> None:
+    async def scenario() -> None:
+        hub = LiveHub()
+        async with hub.channels:
+            one = await hub.subscribe("c")
+            two = await hub.subscribe("d")
+            assert hub.subscriber_count() == 2
+            # Unsubscribing through the plugin alone (not the hub) also releases the feed.
+            await hub.channels.unsubscribe(two.subscriber)
+            assert await two.next(1.0) is None
+            assert two.released
+            assert hub.subscriber_count() == 1
+            await _published(hub, b"x", "c")
+            await asyncio.sleep(0.05)
+            await hub.unsubscribe(one)
+            assert one.released
+            # The end shows up after what was already waiting, and drain reports it.
+            assert one.drain() is False
+            assert hub.subscriber_count() == 0
+
+    run(scenario())
