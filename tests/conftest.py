@@ -29,6 +29,12 @@ KEPT_SETTINGS = ("LOOPWRIGHT_SANDBOX_IMAGE",)
 """Settings a test run takes from its own environment (an image built under another tag)."""
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` run first: a parallel run's workers then spend those minutes
+    beside the rest of the suite instead of after it."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def git(*args: str, cwd: Path) -> str:
     return subprocess.run(
         ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args],

@@ -56,6 +56,7 @@ def on_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@pytest.mark.slow
 def test_twenty_triggers_run_at_most_the_configured_sandboxes_and_all_finish(tmp_path, on_path):
     env = {"LOOPWRIGHT_MAX_CONCURRENT_MISSIONS": str(LIMIT), "LOOPWRIGHT_MAX_ATTEMPTS": "100"}
     with app_world(tmp_path, GIVES_UP, env=env, serve=False) as world:

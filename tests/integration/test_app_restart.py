@@ -42,6 +42,7 @@ def _comment(world: World) -> dict[str, object]:
     return payload
 
 
+@pytest.mark.slow
 def test_queued_mission_survives_sigkill_right_after_the_answer(tmp_path):
     with app_world(
         tmp_path, SLOW_FIRST, serve=False, env={"LOOPWRIGHT_MAX_CONCURRENT_MISSIONS": "1"}

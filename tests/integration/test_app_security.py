@@ -537,6 +537,7 @@ def _fix_pulls(world: World) -> list[dict[str, Any]]:
     return [p for p in world.github.pulls(REPO) if p["head"]["ref"] == "loopwright/fix-1"]
 
 
+@pytest.mark.slow
 def test_rerun_updates_the_same_pr_and_a_closed_pr_is_reopened_only_by_a_comment(tmp_path):
     with app_world(tmp_path, CORRECT * 4, env={"LOOPWRIGHT_MAX_ATTEMPTS": "10"}) as world:
         comment_ids = iter(range(9001, 9100))

@@ -33,7 +33,11 @@ TINY_TASK = {
 STATUSES = {"verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error"}
 MAX_STEPS = 2
 
-pytestmark = [pytest.mark.timeout(2400), pytest.mark.xdist_group("real-model")]
+pytestmark = [
+    pytest.mark.timeout(2400),
+    pytest.mark.xdist_group("real-model"),
+    pytest.mark.slow,
+]
 
 
 def unavailable(why: str) -> None:
