@@ -11,7 +11,7 @@ diff --git a/invoice/totals.py b/invoice/totals.py
 index 3b18e51..a8c1f2e 100644
 --- a/invoice/totals.py
 +++ b/invoice/totals.py
-@@ -10,4 +10,4 @@ def line_total(line):
+@@ -10,3 +10,3 @@ def line_total(line):
      doc = \"\"\"first line
 -    old\"\"\"
 +    new\"\"\"
