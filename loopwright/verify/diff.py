@@ -1,7 +1,9 @@
 """Git-format (or plain) unified diffs, split into files and hunks.
 
-Paths keep git's C quoting rules (`"a/\\303\\251.py"` is `a/é.py`), and a removed line
-`-- x` (shown as `--- x`) is told from the next file's header by counting hunk lines.
+Parsing is `unidiff`'s; paths keep git's C quoting rules (`"a/\\303\\251.py"` is
+`a/é.py`), read here from the raw headers. A removed line `-- x` (shown as `--- x`) is told
+from the next file's header by counting hunk lines, so a hunk whose counts are wrong is an
+error, never a guess.
 """
 
 from __future__ import annotations
@@ -9,6 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
+
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchedFile, PatchSet
 
 FileStatus = Literal["added", "deleted", "renamed", "modified"]
 
@@ -48,109 +53,120 @@ class FilePatch:
         return tuple(dict.fromkeys(p for p in (self.old_path, self.new_path) if p))
 
 
-_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+class PatchError(ValueError):
+    """The text is not a well-formed unified diff, or its headers disagree about a file."""
 
 
 def parse_patch(patch: str) -> list[FilePatch]:
-    """Split a git-format (or plain) unified diff into its files and hunks."""
-    lines = [line.removesuffix("\r") for line in patch.split("\n")]
-    files: list[FilePatch] = []
-    builder: _FileBuilder | None = None
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("diff --git "):
-            if builder:
-                files.append(builder.build())
-            builder = _FileBuilder()
-            builder.old_path, builder.new_path = _git_header_paths(line[len("diff --git ") :])
-        elif line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            if builder is None or builder.hunks or builder.saw_markers:
-                if builder:
-                    files.append(builder.build())
-                builder = _FileBuilder()
-            builder.old_path = _marker_path(line[4:])
-            builder.new_path = _marker_path(lines[i + 1][4:])
-            builder.saw_markers = True
-            if builder.old_path is None:
-                builder.status = "added"
-            elif builder.new_path is None:
-                builder.status = "deleted"
-            i += 1
-        elif line.startswith("@@") and builder is not None:
-            i = _read_hunk(lines, i, builder)
-            continue
-        elif builder is not None:
-            _read_extended_header(line, builder)
-        i += 1
-    if builder:
-        files.append(builder.build())
+    """Split a git-format (or plain) unified diff into its files and hunks.
+
+    Raises `PatchError` for a malformed diff (a hunk whose lines do not match its header's
+    counts) and for one whose headers disagree about which file a section changes: this
+    parse decides which files a patch touches, so a name git would see is never dropped.
+    """
+    text = "\n".join(line.removesuffix("\r") for line in patch.split("\n"))
+    try:
+        parsed = PatchSet(text)
+    except UnidiffParseError as exc:
+        raise PatchError(f"malformed diff: {exc}") from None
+    files = [_file_patch(patched) for patched in parsed]
+    _check_headers(text, parsed, files)
     return files
 
 
-class _FileBuilder:
-    def __init__(self) -> None:
-        self.old_path: str | None = None
-        self.new_path: str | None = None
-        self.status: FileStatus = "modified"
-        self.hunks: list[Hunk] = []
-        self.binary = False
-        self.saw_markers = False
+def _file_patch(patched: PatchedFile) -> FilePatch:
+    old: str | None = None
+    new: str | None = None
+    status: FileStatus = "modified"
+    binary = patched.is_binary_file
+    header = [line.rstrip("\n") for line in patched.patch_info or ()]
+    for line in header:
+        if line.startswith("diff --git "):
+            old, new = _git_header_paths(line[len("diff --git ") :])
+        elif line.startswith("new file mode"):
+            status = "added"
+        elif line.startswith("deleted file mode"):
+            status = "deleted"
+        elif line.startswith(("rename from ", "copy from ")):
+            old = _unquote(line.split(" ", 2)[2])
+            status = "renamed" if line.startswith("rename") else "added"
+        elif line.startswith(("rename to ", "copy to ")):
+            new = _unquote(line.split(" ", 2)[2])
+        elif line.startswith("Binary files ") or line == "GIT binary patch":
+            binary = True
+    if patched.source_file is not None and patched.target_file is not None and patched:
+        marked_old = _marker_path(patched.source_file)
+        marked_new = _marker_path(patched.target_file)
+        old = marked_old if marked_old is not None else old
+        new = marked_new if marked_new is not None else new
+        if marked_old is None:
+            status = "added"
+        elif marked_new is None:
+            status = "deleted"
+    hunks = tuple(
+        Hunk(
+            hunk.source_start,
+            hunk.target_start,
+            tuple(
+                (line.line_type, line.value.removesuffix("\n"))
+                for line in hunk
+                if line.line_type in (" ", "-", "+")
+            ),
+        )
+        for hunk in patched
+    )
+    return FilePatch(
+        None if status == "added" else old,
+        None if status == "deleted" else new,
+        status,
+        hunks,
+        binary,
+    )
 
-    def build(self) -> FilePatch:
-        old = None if self.status == "added" else self.old_path
-        new = None if self.status == "deleted" else self.new_path
-        return FilePatch(old, new, self.status, tuple(self.hunks), self.binary)
+
+_HEADER_PREFIXES = (
+    "diff --git ",
+    "--- ",
+    "+++ ",
+    "rename from ",
+    "rename to ",
+    "copy to ",
+)
+"""Lines that name a file the patch changes (a copy's source is only read)."""
 
 
-def _read_extended_header(line: str, builder: _FileBuilder) -> None:
-    if line.startswith("new file mode"):
-        builder.status = "added"
-    elif line.startswith("deleted file mode"):
-        builder.status = "deleted"
-    elif line.startswith(("rename from ", "copy from ")):
-        builder.old_path = _unquote(line.split(" ", 2)[2])
-        builder.status = "renamed" if line.startswith("rename") else "added"
-    elif line.startswith(("rename to ", "copy to ")):
-        builder.new_path = _unquote(line.split(" ", 2)[2])
-    elif line.startswith("Binary files ") or line == "GIT binary patch":
-        builder.binary = True
+def _check_headers(text: str, parsed: PatchSet, files: list[FilePatch]) -> None:
+    """Every file a header line names is one `files` lists.
 
-
-def _read_hunk(lines: list[str], i: int, builder: _FileBuilder) -> int:
-    """Read the hunk starting at `lines[i]`; return the index after it.
-
-    Counting lines against the header is what tells a removed line `-- x` (shown as `--- x`)
-    from the next file's header.
+    Lines inside hunks are content, whatever they look like; every other line that starts
+    like a file header (`diff --git`, `---`, `+++`, rename and copy lines) is read here
+    with git's rules. A name the parse did not list (`unidiff` believes the `diff --git`
+    line over a `---` line naming another file, say) is an error, never dropped.
     """
-    match = _HUNK_HEADER.match(lines[i])
-    if not match:
-        return i + 1
-    old_left = int(match.group(2) or "1")
-    new_left = int(match.group(4) or "1")
-    body: list[tuple[str, str]] = []
-    i += 1
-    while i < len(lines) and (old_left > 0 or new_left > 0):
-        line = lines[i]
-        op, text = (line[:1] or " "), line[1:]
-        if op == "\\":  # "\ No newline at end of file"
-            i += 1
+    in_hunks = {line.diff_line_no for patched in parsed for hunk in patched for line in hunk}
+    lines = text.split("\n")
+    # A copy's source is named by its `diff --git` line but only read, never changed.
+    listed = {path for f in files for path in f.paths} | {
+        _unquote(line.split(" ", 2)[2])
+        for number, line in enumerate(lines, start=1)
+        if number not in in_hunks and line.startswith("copy from ")
+    }
+    for number, line in enumerate(lines, start=1):
+        if number in in_hunks or not line.startswith(_HEADER_PREFIXES):
             continue
-        if op == "-":
-            old_left -= 1
-        elif op == "+":
-            new_left -= 1
-        elif op == " ":
-            old_left -= 1
-            new_left -= 1
+        if line.startswith("diff --git "):
+            old, new = _git_header_paths(line[len("diff --git ") :])
+            names = [old, new] if old is not None or new is not None else [line]
+        elif line.startswith(("--- ", "+++ ")):
+            names = [_marker_path(line[4:])]
         else:
-            break
-        body.append((op, text))
-        i += 1
-    while i < len(lines) and lines[i].startswith("\\"):
-        i += 1
-    builder.hunks.append(Hunk(int(match.group(1)), int(match.group(3)), tuple(body)))
-    return i
+            names = [_unquote(line.split(" ", 2)[2])]
+        missing = [name for name in names if name is not None and name not in listed]
+        if missing:
+            raise PatchError(
+                f"the diff's line {number} names {missing[0]!r}, which its other headers "
+                f"do not: {line!r}"
+            )
 
 
 def _git_header_paths(rest: str) -> tuple[str | None, str | None]:

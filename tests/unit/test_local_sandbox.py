@@ -130,7 +130,9 @@ def test_timeout_kills_the_whole_process_tree(sandbox: LocalSandbox) -> None:
     result = sandbox.exec(command, timeout_s=1)
     elapsed = time.monotonic() - started
     assert result.timed_out and result.exit_code == 124 and not result.ok
-    assert elapsed < 1 + 2
+    # The timeout really firing is the behaviour, so this stays a real bound, generous
+    # enough for a loaded machine: without the kill the command would sleep for days.
+    assert elapsed < 1 + 10
     time.sleep(0.2)
     assert _survivors(f"sleep {marker}") == ""
 

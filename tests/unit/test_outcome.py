@@ -5,7 +5,7 @@ from loopwright.missions.result import diffstat, outcome_block
 PATCH = """diff --git a/invoice/totals.py b/invoice/totals.py
 --- a/invoice/totals.py
 +++ b/invoice/totals.py
-@@ -1,3 +1,3 @@
+@@ -1,2 +1,2 @@
  def f():
 -    return 1
 +    return 2
