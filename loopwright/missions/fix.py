@@ -1,8 +1,7 @@
 """One fix mission from start to verdict: prepare → plan → loop → verify → deliver.
 
-This module sequences the stages and owns cleanup; each stage's logic lives in its own
-module (sandbox, agent, verify). Whatever happens, the sandboxes are removed and the
-mission ends with a status and a message rather than a traceback.
+This module supplies a fix's stages; `missions.base` runs them and owns cleanup, and each
+stage's logic lives in its own module (sandbox, agent, verify).
 
 Verification judges the patch with the repository's ORIGINAL tests and test configuration:
 the sandbox starts from the base tree, setup runs on the base tree's inputs with the setup
@@ -16,31 +15,26 @@ merged, the suite would be red).
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shlex
 import shutil
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, get_args
 
-from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation
 from loopwright.agent.localize import Reader, source_excerpts
 from loopwright.agent.loop import AgentLoop, LoopResult, leave_loop_stage
-from loopwright.agent.model import Model, ModelError, Sampling
+from loopwright.agent.model import Model, Sampling
 from loopwright.agent.prompts import SYSTEM, change_task, fix_task
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
-from loopwright.cancellation import Cancellation, Cancelled
+from loopwright.cancellation import Cancellation
 from loopwright.clip import truncate_middle
 from loopwright.config import (
-    ConfigError,
     NetworkMode,
     RepoConfig,
     Settings,
@@ -49,8 +43,21 @@ from loopwright.config import (
 )
 from loopwright.events import EventBus, PhaseName
 from loopwright.instructions import RepoInstructions, read_tree_instructions
+from loopwright.missions.base import (
+    Mission,
+    MissionFailed,
+    Status,
+    account,
+    timed_phase,
+)
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS, is_protected
-from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError, SandboxProvider
+from loopwright.sandbox.base import (
+    ExecResult,
+    FileToolError,
+    Sandbox,
+    SandboxError,
+    SandboxProvider,
+)
 from loopwright.sandbox.workspace import (
     WorkspaceError,
     apply_patch,
@@ -63,7 +70,7 @@ from loopwright.sandbox.workspace import (
     without_credentials,
 )
 from loopwright.verify.compare import Verdict, compare
-from loopwright.verify.detect import DetectionError, TestPlan, detect_tests
+from loopwright.verify.detect import TestPlan, detect_tests
 from loopwright.verify.diff import parse_patch
 from loopwright.verify.findings import Finding
 from loopwright.verify.reach import reach_findings
@@ -85,13 +92,9 @@ from loopwright.verify.testfiles import (
 from loopwright.verify.verdict import Facts, flaky_tests, judge
 from loopwright.verify.web import BOOT_TIMEOUT_S, WebCheck, find_app, screenshot_app
 
-Status = Literal[
-    "verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error", "cancelled"
-]
 PHASES: tuple[PhaseName, ...] = get_args(PhaseName)
 """The timed phases of a fix mission, in the order they run."""
 FLAKY_RERUNS = 3
-SETUP_TIMEOUT_S = 900.0
 
 
 @dataclass
@@ -167,125 +170,7 @@ Action open a pull request (or commit, or comment) here; without one the CLI app
 patch to the user's working tree."""
 
 
-class MissionSandboxes:
-    """The sandboxes one mission opened; closed together, whatever happened.
-
-    A cancellation closes them from the thread that cancels (ending any command running in
-    them), and a sandbox opened after that is closed at once.
-    """
-
-    def __init__(
-        self,
-        provider: SandboxProvider,
-        mission_id: str,
-        cancellation: Cancellation | None = None,
-    ) -> None:
-        self._provider = provider
-        self._mission_id = mission_id
-        self._cancellation = cancellation or Cancellation()
-        self._lock = threading.Lock()
-        self.opened: list[Sandbox] = []
-
-    def open(self, tree: Path, *, network: bool) -> Sandbox:
-        self._cancellation.check()
-        # Every sandbox of a mission carries the mission's id, so reaping finds them all.
-        sandbox = self._provider.create(self._mission_id, tree, network=network)
-        with self._lock:
-            self.opened.append(sandbox)
-        if self._cancellation.cancelled:
-            self._close(sandbox)
-            self._cancellation.check()
-        return sandbox
-
-    def close_all(self, events: EventBus) -> None:
-        with self._lock:
-            opened, self.opened = list(self.opened), []
-        errors = [error for sandbox in opened if (error := self._close(sandbox))]
-        if errors:
-            events.emit("error", message="sandbox cleanup failed: " + "; ".join(errors))
-
-    @staticmethod
-    def _close(sandbox: Sandbox) -> str:
-        try:
-            sandbox.close()
-        except SandboxError as exc:
-            return str(exc)
-        return ""
-
-
-class _Concludable(Protocol):
-    usage: dict[str, dict[str, Any]]
-    cost_usd: float
-    steps: int
-    elapsed_s: float
-    patch: str
-
-    def to_dict(self) -> dict[str, Any]: ...
-
-
-def account(result: _Concludable, *, budget: Budget, elapsed_s: float) -> None:
-    """The model usage, cost and effort so far, into the result."""
-    result.usage = budget.report()
-    result.cost_usd = round(budget.cost_usd, 6)
-    result.steps = budget.steps
-    result.elapsed_s = round(elapsed_s, 3)
-
-
-def conclude(
-    result: _Concludable,
-    *,
-    budget: Budget,
-    elapsed_s: float,
-    workdir: Path,
-    sandboxes: MissionSandboxes,
-    events: EventBus,
-) -> None:
-    """The end of every mission: sandboxes closed, usage accounted, the result and patch
-    saved next to the mission, the working trees removed."""
-    sandboxes.close_all(events)
-    account(result, budget=budget, elapsed_s=elapsed_s)
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "result.json").write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
-    if result.patch:
-        (workdir / "patch.diff").write_text(result.patch, encoding="utf-8")
-    shutil.rmtree(workdir / "trees", ignore_errors=True)
-
-
-@contextlib.contextmanager
-def timed_phase(events: EventBus, name: PhaseName) -> Iterator[None]:
-    """Time one step of a mission that can take over a second; when it ends (or fails), emit
-    a `phase` event with its wall time, in the stage it belongs to."""
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        events.emit("phase", name=name, duration_s=round(time.monotonic() - started, 3))
-
-
-def announce_done(result: Any, events: EventBus, **extra: Any) -> None:
-    """The last event of every mission: its outcome, cost and effort."""
-    events.emit(
-        "done",
-        status=result.status,
-        message=result.message,
-        summary=result.summary,
-        cost_usd=result.cost_usd,
-        steps=result.steps,
-        elapsed_s=result.elapsed_s,
-        final_tier=result.final_tier,
-        **extra,
-    )
-
-
-class MissionFailed(Exception):
-    """Ends a mission early with a status other than verified; carries the message."""
-
-    def __init__(self, status: Status, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class FixMission:
+class FixMission(Mission[MissionResult]):
     """Runs one fix mission against a sandbox provider and a model."""
 
     def __init__(
@@ -300,76 +185,35 @@ class FixMission:
         deliver: Deliverer | None = None,
         cancellation: Cancellation | None = None,
     ) -> None:
+        super().__init__(
+            MissionResult(request.mission_id, "error"),
+            settings=settings,
+            provider=provider,
+            model=model,
+            events=events,
+            clock=clock,
+            cancellation=cancellation,
+        )
         self.request = request
         self.deliverer = deliver
-        self.cancellation = cancellation or Cancellation()
-        self.settings = settings
-        self.provider = provider
-        self.model = model
-        self.events = events
-        self.clock = clock
-        self.workdir = settings.data_dir / "missions" / request.mission_id
-        self.budget = Budget(settings, clock=clock)
-        self.result = MissionResult(request.mission_id, "error")
-        self.sandboxes = MissionSandboxes(provider, request.mission_id, self.cancellation)
-        self.started = clock()
         self.instructions = request.instructions
         self._guard: TestEditGuard | None = None
 
     # -- the stages --------------------------------------------------------------------
 
-    def run(self) -> MissionResult:
-        started = self.started = self.clock()
-        # Removing the sandboxes ends whatever command runs in them; the stage that ran it
-        # then fails, and the failure is reported as the cancellation it is.
-        self.cancellation.on_cancel(lambda: self.sandboxes.close_all(self.events))
+    def stages(self) -> None:
         check = self.cancellation.check
-        try:
-            check()
-            base, repo, plan = self._prepare_tree()
-            check()
-            before = self._reproduce(base, plan, repo)
-            check()
-            summary, patch = self._fix(plan, before, repo)
-            self.result.summary, self.result.patch = summary, patch
-            check()
-            self._verify(base, plan, repo, before, patch)
-            check()
-            self._deliver(patch)
-        except Cancelled:
-            self._cancelled()
-        except MissionFailed as stop:
-            if self.cancellation.cancelled:
-                self._cancelled()
-            else:
-                self.result.status = stop.status
-                self.result.message = str(stop)
-        except (ModelError, SandboxError, WorkspaceError, ConfigError, DetectionError) as exc:
-            if self.cancellation.cancelled:
-                self._cancelled()
-            else:
-                self.result.status = "error"
-                self.result.message = str(exc)
-                self.events.emit("error", message=str(exc), kind=type(exc).__name__)
-        finally:
-            conclude(
-                self.result,
-                budget=self.budget,
-                elapsed_s=self.clock() - started,
-                workdir=self.workdir,
-                sandboxes=self.sandboxes,
-                events=self.events,
-            )
-        announce_done(self.result, self.events)
-        return self.result
-
-    def _cancelled(self) -> None:
-        summary = self.cancellation.summary or "Cancelled."
-        self.result.status = "cancelled"
-        self.result.message = summary
-        self.result.summary = summary
-        if self.events.stage is not None:
-            self.events.leave(self.events.stage, "cancelled", reason=summary)
+        check()
+        base, repo, plan = self._prepare_tree()
+        check()
+        before = self._reproduce(base, plan, repo)
+        check()
+        summary, patch = self._fix(plan, before, repo)
+        self.result.summary, self.result.patch = summary, patch
+        check()
+        self._verify(base, plan, repo, before, patch)
+        check()
+        self._deliver(patch)
 
     def _prepare_tree(self) -> tuple[Path, RepoConfig, TestPlan]:
         self.events.enter("prepare", source=without_credentials(self.request.source))
@@ -426,15 +270,9 @@ class FixMission:
                 prepare_sandbox_repo(sandbox, timeout_s=60)
         if plan.setup:
             with timed_phase(self.events, "setup"):
-                result = sandbox.exec(
-                    plan.setup, timeout_s=max(SETUP_TIMEOUT_S, self.settings.command_timeout_s)
-                )
+                result = self.run_setup(sandbox, plan.setup)
             if not result.ok:
-                raise MissionFailed(
-                    "error",
-                    f"environment problem: the setup command `{plan.setup}` failed "
-                    f"(exit {result.exit_code}):\n{truncate_middle(result.output, 3000)}",
-                )
+                raise setup_failed(plan.setup, result)
         if network == "setup":
             sandbox.set_network(False)
         return sandbox
@@ -592,17 +430,13 @@ class FixMission:
             before.result.output,
             in_task=not (before.result.ok and not before.report.failing()),
         )
-        loop = AgentLoop(
+        loop = self.agent_loop(
+            toolbox,
+            conversation,
             settings=settings,
-            model=self.model,
-            toolbox=toolbox,
-            conversation=conversation,
-            budget=self.budget,
-            events=self.events,
-            cancellation=self.cancellation,
             step_limit=step_limit,
             sampling=sampling,
-            manage_stages=stages,
+            stages=stages,
         )
         return loop, toolbox
 
@@ -683,14 +517,10 @@ class FixMission:
                 sandbox = self.sandboxes.open(base, network=network != "none")
                 write_into_sandbox(sandbox, patched, dependency, base=base, timeout_s=timeout)
             with timed_phase(self.events, "verify_setup"):
-                setup = sandbox.exec(plan.setup, timeout_s=max(SETUP_TIMEOUT_S, timeout))
+                setup = self.run_setup(sandbox, plan.setup)
             phases.append(setup_phase(plan.setup, network, dependency, exit_code=setup.exit_code))
             if not setup.ok and not dependency:
-                raise MissionFailed(
-                    "error",
-                    f"environment problem: the setup command `{plan.setup}` failed "
-                    f"(exit {setup.exit_code}):\n{truncate_middle(setup.output, 3000)}",
-                )
+                raise setup_failed(plan.setup, setup)
             if not setup.ok:
                 reasons.append(
                     f"the setup command `{plan.setup}` failed (exit {setup.exit_code}) on the "
@@ -801,7 +631,14 @@ class FixMission:
             "applied", {"path": str(target), "files": files[-1:] if files else []}
         )
 
-    # -- housekeeping ------------------------------------------------------------------
+
+def setup_failed(command: str, result: ExecResult) -> MissionFailed:
+    """The setup command failed on the base tree's inputs: the environment, not the fix."""
+    return MissionFailed(
+        "error",
+        f"environment problem: the setup command `{command}` failed "
+        f"(exit {result.exit_code}):\n{truncate_middle(result.output, 3000)}",
+    )
 
 
 def _evidence(
