@@ -26,13 +26,8 @@ from loopwright.clip import truncate_middle
 from loopwright.config import ConfigError, Settings, effective_network, load_repo_config
 from loopwright.events import EventBus
 from loopwright.missions.base import Mission, MissionFailed, Status
-from loopwright.missions.fix import (
-    changed_files,
-    read_text,
-    setup_phase,
-    tree_files,
-    write_into_sandbox,
-)
+from loopwright.missions.trees import changed_files, read_text, tree_files, write_into_sandbox
+from loopwright.missions.verification import setup_phase
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.sandbox.base import SandboxProvider
 from loopwright.sandbox.workspace import (
