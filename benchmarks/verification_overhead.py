@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loopwright.config import Settings
-from loopwright.missions.fix import plan_verification, write_into_tree
+from loopwright.missions.trees import write_into_tree
+from loopwright.missions.verification import plan_verification
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.sandbox.base import Sandbox
 from loopwright.sandbox.docker.engine import connect

@@ -16,7 +16,7 @@ from loopwright.action.plan import EXIT_FAILED, EXIT_OK, ActionEnv
 from loopwright.events import Event
 from loopwright.github import render
 from loopwright.github.delivery import Delivered
-from loopwright.missions.fix import MissionResult
+from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
 
 

@@ -44,8 +44,10 @@ from loopwright.github.triggers import (
     authorize,
 )
 from loopwright.instructions import RepoInstructions
-from loopwright.missions.fix import DeliveryOutcome, FixMission, FixRequest, MissionResult
+from loopwright.missions.delivery import DeliveryOutcome
+from loopwright.missions.fix import FixMission, FixRequest
 from loopwright.missions.progress import ProgressPrinter
+from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxError, SandboxProvider

@@ -28,7 +28,8 @@ from loopwright.github.iterate import foreign_commits, mission_guidance, someone
 from loopwright.github.service import Conclusion, GitHubApp, GitHubError, RepoSession
 from loopwright.github.tracking import Outcome, Tracking, TrackingComment
 from loopwright.github.triggers import NeedsPermission, Reply, TriggerContext, authorize
-from loopwright.missions.fix import FixMission, FixRequest, MissionResult
+from loopwright.missions.fix import FixMission, FixRequest
+from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor, redacted_result
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxProvider

@@ -23,7 +23,8 @@ from loopwright.github.gitops import (
 )
 from loopwright.github.iterate import iteration_note
 from loopwright.github.service import GitHubError, RepoSession
-from loopwright.missions.fix import DeliveryOutcome, MissionResult
+from loopwright.missions.delivery import DeliveryOutcome
+from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.sandbox.workspace import WorkspaceError

@@ -18,30 +18,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation
-from loopwright.agent.loop import AgentLoop
-from loopwright.agent.model import Model, ModelError
+from loopwright.agent.model import Model
 from loopwright.agent.prompts import BUILD_SYSTEM, build_task
 from loopwright.agent.tools import Toolbox
 from loopwright.clip import truncate_middle
 from loopwright.config import ConfigError, Settings, effective_network, load_repo_config
 from loopwright.events import EventBus
-from loopwright.missions.fix import (
-    SETUP_TIMEOUT_S,
-    MissionFailed,
-    MissionSandboxes,
-    Status,
-    announce_done,
-    changed_files,
-    conclude,
-    read_text,
-    setup_phase,
-    tree_files,
-    write_into_sandbox,
-)
+from loopwright.missions.base import Mission, MissionFailed, Status
+from loopwright.missions.trees import changed_files, read_text, tree_files, write_into_sandbox
+from loopwright.missions.verification import setup_phase
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
-from loopwright.sandbox.base import SandboxError, SandboxProvider
+from loopwright.sandbox.base import SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,
     apply_patch,
@@ -179,7 +167,7 @@ class BuildResult:
         return asdict(self)
 
 
-class BuildMission:
+class BuildMission(Mission[BuildResult]):
     """Runs one build: prepare an empty repository → plan → loop → verify → deliver."""
 
     def __init__(
@@ -192,42 +180,24 @@ class BuildMission:
         events: EventBus,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(
+            BuildResult(request.mission_id, "error"),
+            settings=settings,
+            provider=provider,
+            model=model,
+            events=events,
+            clock=clock,
+        )
         self.request = request
-        self.settings = settings
-        self.provider = provider
-        self.model = model
-        self.events = events
-        self.clock = clock
-        self.workdir = settings.data_dir / "missions" / request.mission_id
-        self.budget = Budget(settings, clock=clock)
-        self.result = BuildResult(request.mission_id, "error")
-        self.sandboxes = MissionSandboxes(provider, request.mission_id)
 
-    def run(self) -> BuildResult:
-        started = self.clock()
-        try:
-            base = self._prepare()
-            patch = self._build(base)
-            tree, verified = self._verify(base, patch)
-            self._deliver(tree, verified)
-        except MissionFailed as stop:
-            self.result.status = stop.status
-            self.result.message = str(stop)
-        except (ModelError, SandboxError, WorkspaceError) as exc:
-            self.result.status = "error"
-            self.result.message = str(exc)
-            self.events.emit("error", message=str(exc), kind=type(exc).__name__)
-        finally:
-            conclude(
-                self.result,
-                budget=self.budget,
-                elapsed_s=self.clock() - started,
-                workdir=self.workdir,
-                sandboxes=self.sandboxes,
-                events=self.events,
-            )
-        announce_done(self.result, self.events, out=self.result.out)
-        return self.result
+    def stages(self) -> None:
+        base = self._prepare()
+        patch = self._build(base)
+        tree, verified = self._verify(base, patch)
+        self._deliver(tree, verified)
+
+    def done_fields(self) -> dict[str, Any]:
+        return {"out": self.result.out}
 
     def _prepare(self) -> Path:
         self.events.enter("prepare", mode="build", lang=self.request.lang, spec=self.request.title)
@@ -252,14 +222,7 @@ class BuildMission:
             task=build_task(self.request.spec, self.request.lang),
             context_tokens=self.settings.context_tokens,
         )
-        loop = AgentLoop(
-            settings=self.settings,
-            model=self.model,
-            toolbox=toolbox,
-            conversation=conversation,
-            budget=self.budget,
-            events=self.events,
-        )
+        loop = self.agent_loop(toolbox, conversation)
         outcome = loop.run()
         self.result.final_tier = loop.escalation.current
         patch = export_patch(sandbox, timeout_s=120, base=base)
@@ -311,7 +274,7 @@ class BuildMission:
         evidence["phases"] = []
         if plan.setup:
             write_into_sandbox(sandbox, tree, dependency, base=base, timeout_s=timeout)
-            setup = sandbox.exec(plan.setup, timeout_s=max(SETUP_TIMEOUT_S, timeout))
+            setup = self.run_setup(sandbox, plan.setup)
             phase = setup_phase(plan.setup, network, [], exit_code=setup.exit_code)
             phase["tree"] = "the app's dependency and setup inputs only: " + ", ".join(
                 f.path for f in dependency

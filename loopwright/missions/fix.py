@@ -1,8 +1,7 @@
 """One fix mission from start to verdict: prepare → plan → loop → verify → deliver.
 
-This module sequences the stages and owns cleanup; each stage's logic lives in its own
-module (sandbox, agent, verify). Whatever happens, the sandboxes are removed and the
-mission ends with a status and a message rather than a traceback.
+This module supplies a fix's stages; `missions.base` runs them and owns cleanup, and each
+stage's logic lives in its own module (sandbox, agent, verify).
 
 Verification judges the patch with the repository's ORIGINAL tests and test configuration:
 the sandbox starts from the base tree, setup runs on the base tree's inputs with the setup
@@ -16,32 +15,23 @@ merged, the suite would be red).
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import shlex
-import shutil
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, get_args
 
-from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation
 from loopwright.agent.localize import Reader, source_excerpts
 from loopwright.agent.loop import AgentLoop, LoopResult, leave_loop_stage
-from loopwright.agent.model import Model, ModelError, Sampling
+from loopwright.agent.model import Model, Sampling
 from loopwright.agent.prompts import SYSTEM, change_task, fix_task
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
-from loopwright.cancellation import Cancellation, Cancelled
+from loopwright.cancellation import Cancellation
 from loopwright.clip import truncate_middle
 from loopwright.config import (
-    ConfigError,
-    NetworkMode,
     RepoConfig,
     Settings,
     effective_network,
@@ -49,10 +39,37 @@ from loopwright.config import (
 )
 from loopwright.events import EventBus, PhaseName
 from loopwright.instructions import RepoInstructions, read_tree_instructions
-from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS, is_protected
-from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError, SandboxProvider
+from loopwright.missions.base import (
+    Mission,
+    MissionFailed,
+    account,
+    timed_phase,
+)
+from loopwright.missions.delivery import Deliverer, apply_locally
+from loopwright.missions.reproduction import Flaky, reproduce
+from loopwright.missions.result import MissionResult
+from loopwright.missions.trees import (
+    read_text,
+    restore_base,
+    tree_files,
+    write_into_sandbox,
+    write_into_tree,
+)
+from loopwright.missions.verification import (
+    plan_verification,
+    run_new_tests,
+    setup_phase,
+    verification_evidence,
+)
+from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
+from loopwright.sandbox.base import (
+    ExecResult,
+    FileToolError,
+    Sandbox,
+    SandboxError,
+    SandboxProvider,
+)
 from loopwright.sandbox.workspace import (
-    WorkspaceError,
     apply_patch,
     clone,
     copy_tree,
@@ -62,36 +79,15 @@ from loopwright.sandbox.workspace import (
     snapshot,
     without_credentials,
 )
-from loopwright.verify.compare import Verdict, compare
-from loopwright.verify.detect import DetectionError, TestPlan, detect_tests
-from loopwright.verify.diff import parse_patch
-from loopwright.verify.findings import Finding
-from loopwright.verify.reach import reach_findings
-from loopwright.verify.runner import SuiteRun, environment_problem, run_suite
+from loopwright.verify.compare import compare
+from loopwright.verify.detect import TestPlan, detect_tests
+from loopwright.verify.runner import SuiteRun, run_suite
 from loopwright.verify.tamper import tamper_findings
-from loopwright.verify.testfiles import (
-    ALLOW_TEST_EDITS_HINT,
-    BaseConfig,
-    Routed,
-    classify,
-    is_test_module,
-    new_tests_command,
-    read_base_config,
-    route,
-)
-from loopwright.verify.testfiles import (
-    Status as ChangeStatus,
-)
-from loopwright.verify.verdict import Facts, flaky_tests, judge
+from loopwright.verify.verdict import Facts, judge
 from loopwright.verify.web import BOOT_TIMEOUT_S, WebCheck, find_app, screenshot_app
 
-Status = Literal[
-    "verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error", "cancelled"
-]
 PHASES: tuple[PhaseName, ...] = get_args(PhaseName)
 """The timed phases of a fix mission, in the order they run."""
-FLAKY_RERUNS = 3
-SETUP_TIMEOUT_S = 900.0
 
 
 @dataclass
@@ -122,170 +118,7 @@ class FixRequest:
     for and verification checks that nothing broke, instead of ending `nothing_to_fix`."""
 
 
-@dataclass
-class MissionResult:
-    mission: str
-    status: Status
-    message: str = ""
-    summary: str = ""
-    patch: str = ""
-    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
-    cost_usd: float = 0.0
-    steps: int = 0
-    elapsed_s: float = 0.0
-    final_tier: str | None = None
-    applied: bool = False
-    verification: dict[str, Any] | None = None
-    flaky: dict[str, Any] | None = None
-    screenshot: str | None = None
-    """The PNG of the booted web app, when the repository has a start command."""
-    title: str = ""
-    """The short subject the model gave with `finish` (empty when it gave none)."""
-    plan: list[dict[str, str]] = field(default_factory=list)
-    """The model's latest plan, `{step, status}` items as in the `plan` event."""
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-    """Independent attempts, `{tier, attempt, seed, passed, steps}` (LOOPWRIGHT_ATTEMPTS)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class DeliveryOutcome:
-    """How a mission's deliver stage ended: `status` is the stage event's status
-    (`applied`, `delivered`, `skipped` or `failed`) and `fields` its extra fields; a `note`
-    is appended to the result's message."""
-
-    status: str
-    fields: dict[str, Any] = field(default_factory=dict)
-    note: str = ""
-
-
-Deliverer = Callable[[MissionResult], DeliveryOutcome]
-"""Delivers a verified result inside the mission's one deliver stage: the App and the
-Action open a pull request (or commit, or comment) here; without one the CLI applies the
-patch to the user's working tree."""
-
-
-class MissionSandboxes:
-    """The sandboxes one mission opened; closed together, whatever happened.
-
-    A cancellation closes them from the thread that cancels (ending any command running in
-    them), and a sandbox opened after that is closed at once.
-    """
-
-    def __init__(
-        self,
-        provider: SandboxProvider,
-        mission_id: str,
-        cancellation: Cancellation | None = None,
-    ) -> None:
-        self._provider = provider
-        self._mission_id = mission_id
-        self._cancellation = cancellation or Cancellation()
-        self._lock = threading.Lock()
-        self.opened: list[Sandbox] = []
-
-    def open(self, tree: Path, *, network: bool) -> Sandbox:
-        self._cancellation.check()
-        # Every sandbox of a mission carries the mission's id, so reaping finds them all.
-        sandbox = self._provider.create(self._mission_id, tree, network=network)
-        with self._lock:
-            self.opened.append(sandbox)
-        if self._cancellation.cancelled:
-            self._close(sandbox)
-            self._cancellation.check()
-        return sandbox
-
-    def close_all(self, events: EventBus) -> None:
-        with self._lock:
-            opened, self.opened = list(self.opened), []
-        errors = [error for sandbox in opened if (error := self._close(sandbox))]
-        if errors:
-            events.emit("error", message="sandbox cleanup failed: " + "; ".join(errors))
-
-    @staticmethod
-    def _close(sandbox: Sandbox) -> str:
-        try:
-            sandbox.close()
-        except SandboxError as exc:
-            return str(exc)
-        return ""
-
-
-class _Concludable(Protocol):
-    usage: dict[str, dict[str, Any]]
-    cost_usd: float
-    steps: int
-    elapsed_s: float
-    patch: str
-
-    def to_dict(self) -> dict[str, Any]: ...
-
-
-def account(result: _Concludable, *, budget: Budget, elapsed_s: float) -> None:
-    """The model usage, cost and effort so far, into the result."""
-    result.usage = budget.report()
-    result.cost_usd = round(budget.cost_usd, 6)
-    result.steps = budget.steps
-    result.elapsed_s = round(elapsed_s, 3)
-
-
-def conclude(
-    result: _Concludable,
-    *,
-    budget: Budget,
-    elapsed_s: float,
-    workdir: Path,
-    sandboxes: MissionSandboxes,
-    events: EventBus,
-) -> None:
-    """The end of every mission: sandboxes closed, usage accounted, the result and patch
-    saved next to the mission, the working trees removed."""
-    sandboxes.close_all(events)
-    account(result, budget=budget, elapsed_s=elapsed_s)
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "result.json").write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
-    if result.patch:
-        (workdir / "patch.diff").write_text(result.patch, encoding="utf-8")
-    shutil.rmtree(workdir / "trees", ignore_errors=True)
-
-
-@contextlib.contextmanager
-def timed_phase(events: EventBus, name: PhaseName) -> Iterator[None]:
-    """Time one step of a mission that can take over a second; when it ends (or fails), emit
-    a `phase` event with its wall time, in the stage it belongs to."""
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        events.emit("phase", name=name, duration_s=round(time.monotonic() - started, 3))
-
-
-def announce_done(result: Any, events: EventBus, **extra: Any) -> None:
-    """The last event of every mission: its outcome, cost and effort."""
-    events.emit(
-        "done",
-        status=result.status,
-        message=result.message,
-        summary=result.summary,
-        cost_usd=result.cost_usd,
-        steps=result.steps,
-        elapsed_s=result.elapsed_s,
-        final_tier=result.final_tier,
-        **extra,
-    )
-
-
-class MissionFailed(Exception):
-    """Ends a mission early with a status other than verified; carries the message."""
-
-    def __init__(self, status: Status, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class FixMission:
+class FixMission(Mission[MissionResult]):
     """Runs one fix mission against a sandbox provider and a model."""
 
     def __init__(
@@ -300,76 +133,35 @@ class FixMission:
         deliver: Deliverer | None = None,
         cancellation: Cancellation | None = None,
     ) -> None:
+        super().__init__(
+            MissionResult(request.mission_id, "error"),
+            settings=settings,
+            provider=provider,
+            model=model,
+            events=events,
+            clock=clock,
+            cancellation=cancellation,
+        )
         self.request = request
         self.deliverer = deliver
-        self.cancellation = cancellation or Cancellation()
-        self.settings = settings
-        self.provider = provider
-        self.model = model
-        self.events = events
-        self.clock = clock
-        self.workdir = settings.data_dir / "missions" / request.mission_id
-        self.budget = Budget(settings, clock=clock)
-        self.result = MissionResult(request.mission_id, "error")
-        self.sandboxes = MissionSandboxes(provider, request.mission_id, self.cancellation)
-        self.started = clock()
         self.instructions = request.instructions
         self._guard: TestEditGuard | None = None
 
     # -- the stages --------------------------------------------------------------------
 
-    def run(self) -> MissionResult:
-        started = self.started = self.clock()
-        # Removing the sandboxes ends whatever command runs in them; the stage that ran it
-        # then fails, and the failure is reported as the cancellation it is.
-        self.cancellation.on_cancel(lambda: self.sandboxes.close_all(self.events))
+    def stages(self) -> None:
         check = self.cancellation.check
-        try:
-            check()
-            base, repo, plan = self._prepare_tree()
-            check()
-            before = self._reproduce(base, plan, repo)
-            check()
-            summary, patch = self._fix(plan, before, repo)
-            self.result.summary, self.result.patch = summary, patch
-            check()
-            self._verify(base, plan, repo, before, patch)
-            check()
-            self._deliver(patch)
-        except Cancelled:
-            self._cancelled()
-        except MissionFailed as stop:
-            if self.cancellation.cancelled:
-                self._cancelled()
-            else:
-                self.result.status = stop.status
-                self.result.message = str(stop)
-        except (ModelError, SandboxError, WorkspaceError, ConfigError, DetectionError) as exc:
-            if self.cancellation.cancelled:
-                self._cancelled()
-            else:
-                self.result.status = "error"
-                self.result.message = str(exc)
-                self.events.emit("error", message=str(exc), kind=type(exc).__name__)
-        finally:
-            conclude(
-                self.result,
-                budget=self.budget,
-                elapsed_s=self.clock() - started,
-                workdir=self.workdir,
-                sandboxes=self.sandboxes,
-                events=self.events,
-            )
-        announce_done(self.result, self.events)
-        return self.result
-
-    def _cancelled(self) -> None:
-        summary = self.cancellation.summary or "Cancelled."
-        self.result.status = "cancelled"
-        self.result.message = summary
-        self.result.summary = summary
-        if self.events.stage is not None:
-            self.events.leave(self.events.stage, "cancelled", reason=summary)
+        check()
+        base, repo, plan = self._prepare_tree()
+        check()
+        before = self._reproduce(base, plan, repo)
+        check()
+        summary, patch = self._fix(plan, before, repo)
+        self.result.summary, self.result.patch = summary, patch
+        check()
+        self._verify(base, plan, repo, before, patch)
+        check()
+        self._deliver(patch)
 
     def _prepare_tree(self) -> tuple[Path, RepoConfig, TestPlan]:
         self.events.enter("prepare", source=without_credentials(self.request.source))
@@ -426,15 +218,9 @@ class FixMission:
                 prepare_sandbox_repo(sandbox, timeout_s=60)
         if plan.setup:
             with timed_phase(self.events, "setup"):
-                result = sandbox.exec(
-                    plan.setup, timeout_s=max(SETUP_TIMEOUT_S, self.settings.command_timeout_s)
-                )
+                result = self.run_setup(sandbox, plan.setup)
             if not result.ok:
-                raise MissionFailed(
-                    "error",
-                    f"environment problem: the setup command `{plan.setup}` failed "
-                    f"(exit {result.exit_code}):\n{truncate_middle(result.output, 3000)}",
-                )
+                raise setup_failed(plan.setup, result)
         if network == "setup":
             sandbox.set_network(False)
         return sandbox
@@ -442,50 +228,18 @@ class FixMission:
     def _reproduce(self, base: Path, plan: TestPlan, repo: RepoConfig) -> SuiteRun:
         sandbox = self._open_sandbox(base, plan, repo)
         with timed_phase(self.events, "reproduce"):
-            return self._reproduce_in(sandbox, base, plan)
-
-    def _reproduce_in(self, sandbox: Sandbox, base: Path, plan: TestPlan) -> SuiteRun:
-        """Run the suite on the base tree: it must fail, and fail again on every re-run."""
-        timeout = self.settings.command_timeout_s
-        before = run_suite(sandbox, plan, timeout_s=timeout)
-        problem = environment_problem(before, base)
-        if problem:
-            self.events.leave("prepare", "error", reason=problem)
-            raise MissionFailed("error", f"environment problem: {problem}")
-        failing = sorted(before.report.failing())
-        if before.result.ok and not failing and self._change_requested():
-            self.events.leave("prepare", "passing", tests=len(before.report.results), exit_code=0)
-            return before
-        if before.result.ok and not failing:
-            self.events.leave("prepare", "nothing_to_fix", tests=len(before.report.results))
-            raise MissionFailed("nothing_to_fix", f"`{plan.command}` passes; nothing to fix")
-        pattern: dict[str, list[str]] = {t: [before.report.by_id()[t].outcome] for t in failing}
-        for _ in range(FLAKY_RERUNS):
-            rerun = run_suite(sandbox, plan, timeout_s=timeout)
-            outcomes = rerun.report.by_id()
-            for test_id in failing:
-                pattern[test_id].append(
-                    outcomes[test_id].outcome if test_id in outcomes else "missing"
+            try:
+                return reproduce(
+                    sandbox,
+                    base,
+                    plan,
+                    events=self.events,
+                    timeout_s=self.settings.command_timeout_s,
+                    change_requested=self._change_requested(),
                 )
-            clean = rerun.result.ok and not rerun.report.failing()
-            found = flaky_tests(failing, {t: o[-1] for t, o in pattern.items()}, clean)
-            if found is not None:
-                flaky = list(found)
-                self.result.flaky = {"tests": flaky, "pattern": pattern}
-                self.events.leave("prepare", "flaky", tests=flaky, pattern=pattern)
-                raise MissionFailed(
-                    "flaky",
-                    f"{', '.join(flaky) or f'`{plan.command}`'} failed, then passed on a "
-                    "re-run without any change: a flaky test, not a bug to fix",
-                )
-        self.events.leave(
-            "prepare",
-            "reproduced",
-            failing=failing,
-            exit_code=before.result.exit_code,
-            pattern=pattern,
-        )
-        return before
+            except Flaky as flaky:
+                self.result.flaky = flaky.evidence
+                raise
 
     def _change_requested(self) -> bool:
         return self.request.change_requested and bool((self.request.guidance or "").strip())
@@ -592,17 +346,13 @@ class FixMission:
             before.result.output,
             in_task=not (before.result.ok and not before.report.failing()),
         )
-        loop = AgentLoop(
+        loop = self.agent_loop(
+            toolbox,
+            conversation,
             settings=settings,
-            model=self.model,
-            toolbox=toolbox,
-            conversation=conversation,
-            budget=self.budget,
-            events=self.events,
-            cancellation=self.cancellation,
             step_limit=step_limit,
             sampling=sampling,
-            manage_stages=stages,
+            stages=stages,
         )
         return loop, toolbox
 
@@ -683,14 +433,10 @@ class FixMission:
                 sandbox = self.sandboxes.open(base, network=network != "none")
                 write_into_sandbox(sandbox, patched, dependency, base=base, timeout_s=timeout)
             with timed_phase(self.events, "verify_setup"):
-                setup = sandbox.exec(plan.setup, timeout_s=max(SETUP_TIMEOUT_S, timeout))
+                setup = self.run_setup(sandbox, plan.setup)
             phases.append(setup_phase(plan.setup, network, dependency, exit_code=setup.exit_code))
             if not setup.ok and not dependency:
-                raise MissionFailed(
-                    "error",
-                    f"environment problem: the setup command `{plan.setup}` failed "
-                    f"(exit {setup.exit_code}):\n{truncate_middle(setup.output, 3000)}",
-                )
+                raise setup_failed(plan.setup, setup)
             if not setup.ok:
                 reasons.append(
                     f"the setup command `{plan.setup}` failed (exit {setup.exit_code}) on the "
@@ -737,7 +483,9 @@ class FixMission:
             )
         )
         reasons, verified = list(judged.reasons), judged.verified
-        evidence = _evidence(plan, before, after, verdict, findings, reasons, verified, web)
+        evidence = verification_evidence(
+            plan, before, after, verdict, findings, reasons, verified, web
+        )
         evidence.update(layout.evidence(network, phases, new_tests))
         self.result.verification = evidence
         self.events.emit("verification", **evidence)
@@ -772,294 +520,26 @@ class FixMission:
             with timed_phase(self.events, "deliver"):
                 outcome = self.deliverer(self.result)
         else:
-            outcome = self._apply_locally(patch)
+            outcome = apply_locally(
+                self.request.source,
+                patch,
+                dry_run=self.request.dry_run,
+                saved=self.workdir / "patch.diff",
+                events=self.events,
+            )
+            self.result.applied = outcome.status == "applied"
         if outcome.note:
             self.result.message += f"; {outcome.note}"
         self.events.leave("deliver", outcome.status, **outcome.fields)
 
-    def _apply_locally(self, patch: str) -> DeliveryOutcome:
-        source = self.request.source
-        if self.request.dry_run or is_git_url(source):
-            why = "dry run" if self.request.dry_run else "the source is a URL"
-            saved = self.workdir / "patch.diff"
-            return DeliveryOutcome("skipped", {"reason": f"{why}: the patch is saved as {saved}"})
-        target = Path(source).expanduser().resolve()
-        try:
-            with timed_phase(self.events, "deliver"):
-                stat = apply_patch(target, patch)
-        except WorkspaceError as exc:
-            # Verified but not applicable (the working tree changed meanwhile): keep the
-            # patch in the result and leave the working tree exactly as it was.
-            return DeliveryOutcome(
-                "failed",
-                {"reason": str(exc)},
-                note=f"the patch could not be applied to {target}: {exc}",
-            )
-        self.result.applied = True
-        files = stat.strip().splitlines()
-        return DeliveryOutcome(
-            "applied", {"path": str(target), "files": files[-1:] if files else []}
-        )
 
-    # -- housekeeping ------------------------------------------------------------------
-
-
-def _evidence(
-    plan: TestPlan,
-    before: SuiteRun,
-    after: SuiteRun,
-    verdict: Verdict,
-    findings: list[Finding],
-    reasons: list[str],
-    verified: bool,
-    web: WebCheck | None = None,
-) -> dict[str, Any]:
-    return {
-        "verified": verified,
-        "reasons": reasons,
-        "rows": [asdict(row) for row in verdict.rows],
-        "tamper": [asdict(f) for f in findings],
-        "commands": [
-            {"phase": "before", "command": plan.command, "exit_code": before.result.exit_code},
-            {"phase": "after", "command": plan.command, "exit_code": after.result.exit_code},
-        ],
-        "report_source": {"before": before.report.source, "after": after.report.source},
-        "basis": verdict.basis,
-        "after_output": truncate_middle(after.result.output, 4_000),
-        "web": web.to_dict() if web is not None else None,
-    }
-
-
-# -- the verification tree -----------------------------------------------------------------
-
-NEW_TESTS_BLOCK = True
-"""A failing new test file blocks the verdict: once merged, the suite would be red."""
-
-
-@dataclass
-class VerificationLayout:
-    """Where each file the patch changed goes in verification, and what that finds."""
-
-    routed: list[Routed]
-    findings: list[Finding]
-    base_config: BaseConfig
-
-    def phase(self, phase: str) -> list[Routed]:
-        return [r for r in self.routed if r.phase == phase]
-
-    def evidence(
-        self, network: NetworkMode, phases: list[dict[str, Any]], new_tests: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        return {
-            "network": network,
-            "phases": phases,
-            "tree": {
-                phase: [r.path for r in self.phase(phase)]
-                for phase in ("main", "dependency", "new_tests", "base")
-            },
-            "dependency_changes": [r.path for r in self.routed if r.change.dependency],
-            "new_tests": new_tests,
-        }
-
-
-def plan_verification(
-    base: Path,
-    patched: Path,
-    patch: str,
-    plan: TestPlan,
-    *,
-    allow_test_edits: Sequence[str],
-    allow_dependency_changes: bool,
-    tamper: Sequence[Finding] = (),
-) -> VerificationLayout:
-    """Route every file of `patch` (see `testfiles.route`) and collect the findings: test
-    and test-configuration changes withheld, dependency changes not allowed, product code
-    that reaches into the test run."""
-    known = tree_files(base)
-    config = read_base_config(
-        known,
-        lambda rel: read_text(base, rel),
-        test_command=plan.command,
-        setup_command=plan.setup,
-        test_script=plan.script,
+def setup_failed(command: str, result: ExecResult) -> MissionFailed:
+    """The setup command failed on the base tree's inputs: the environment, not the fix."""
+    return MissionFailed(
+        "error",
+        f"environment problem: the setup command `{command}` failed "
+        f"(exit {result.exit_code}):\n{truncate_middle(result.output, 3000)}",
     )
-    named = {f.path for f in tamper}
-    routed: list[Routed] = []
-    findings: list[Finding] = []
-    for path, status in changed_files(patch):
-        old, new = read_text(base, path), read_text(patched, path)
-        change = classify(path, old, new, config)
-        allowed = is_protected(path, allow_test_edits)
-        where = route(
-            path,
-            status,
-            change,
-            test_edit_allowed=allowed,
-            dependency_allowed=allow_dependency_changes,
-        )
-        routed.append(where)
-        if where.phase == "base" and change.test_config:
-            findings.append(
-                Finding(
-                    path,
-                    "test_config",
-                    f"the patch changes test configuration ({'; '.join(change.test_config)}); "
-                    "verification ran the tests with the base version instead "
-                    + ALLOW_TEST_EDITS_HINT,
-                )
-            )
-        elif where.phase == "base" and path not in named:
-            findings.append(
-                Finding(
-                    path,
-                    "changed_test_file",
-                    f"the patch {'deletes' if status == 'deleted' else 'changes'} the test "
-                    f"file {path}; verification ran the original tests instead "
-                    + ALLOW_TEST_EDITS_HINT,
-                )
-            )
-        if change.dependency and not allow_dependency_changes:
-            findings.append(
-                Finding(
-                    path,
-                    "dependency_change",
-                    f"the patch changes a dependency or setup input "
-                    f"({'; '.join(change.dependency)}); verification installed from the base "
-                    "version, so the change is untested (set "
-                    "LOOPWRIGHT_ALLOW_DEPENDENCY_CHANGES=1 to install from the patched inputs)",
-                )
-            )
-        if not change.touches_tests:
-            for reach in reach_findings(path, old, new):
-                findings.append(
-                    Finding(
-                        path,
-                        "reach",
-                        f"line {reach.line}: {reach.detail}; product code may not reach into "
-                        "the test run",
-                    )
-                )
-    return VerificationLayout(routed, findings, config)
-
-
-def changed_files(patch: str) -> list[tuple[str, ChangeStatus]]:
-    """Each path `patch` touches, with how (a rename is a deletion plus an addition)."""
-    out: list[tuple[str, ChangeStatus]] = []
-    for file in parse_patch(patch):
-        if file.status == "renamed" and file.old_path and file.new_path:
-            out += [(file.old_path, "deleted"), (file.new_path, "added")]
-        elif file.path:
-            status: ChangeStatus = "modified" if file.status == "renamed" else file.status
-            out.append((file.path, status))
-    return list(dict.fromkeys(out))
-
-
-def tree_files(root: Path) -> list[str]:
-    """Every file under `root` outside `.git`, relative and slash-separated."""
-    found: list[str] = []
-    for directory, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        rel = Path(directory).relative_to(root)
-        found += [(rel / name).as_posix() for name in files]
-    return found
-
-
-def read_text(root: Path, rel: str) -> str | None:
-    """The text of a regular file under `root` (never through a symlink), or None."""
-    path = root / rel
-    try:
-        if path.is_symlink() or not path.is_file():
-            return None
-        return path.read_text(encoding="utf-8", errors="replace")
-    except (OSError, ValueError):  # a name too long, a NUL byte: no such base file
-        return None
-
-
-def write_into_sandbox(
-    sandbox: Sandbox,
-    patched: Path,
-    files: Sequence[Routed],
-    *,
-    base: Path,
-    timeout_s: float,
-) -> None:
-    """Give the sandbox (a copy of `base`) the patched version of `files`, written, linked
-    or removed through the Sandbox protocol: no patch tool runs in the tree. A regular file
-    is one write; a shell round trip is spent only on removals, links and new modes."""
-    before: list[str] = []
-    after: list[str] = []
-    removed: list[str] = []
-    executable: list[str] = []
-    writes: list[str] = []
-    for routed in files:
-        path = routed.path
-        source, old = patched / path, base / path
-        if routed.status == "deleted" or source.is_symlink() or old.is_symlink():
-            removed.append(path)
-        if source.is_symlink():
-            parent = shlex.quote(os.path.dirname(path) or ".")
-            before.append(
-                f"mkdir -p -- {parent} && ln -s -- {shlex.quote(os.readlink(source))} "
-                f"{shlex.quote(path)}"
-            )
-        elif routed.status != "deleted" and source.is_file():
-            writes.append(path)
-            old_mode = old.stat().st_mode if old.is_file() and not old.is_symlink() else 0
-            if source.stat().st_mode & 0o111 and not old_mode & 0o111:
-                executable.append(path)
-    if removed:
-        before.insert(0, f"rm -f -- {shlex.join(removed)}")
-    if executable:
-        after.append(f"chmod +x -- {shlex.join(executable)}")
-    _sandbox_steps(sandbox, before, timeout_s=timeout_s)
-    for path in writes:
-        sandbox.write_file(path, (patched / path).read_bytes())
-    _sandbox_steps(sandbox, after, timeout_s=timeout_s)
-
-
-def write_into_tree(tree: Path, patched: Path, files: Sequence[Routed]) -> None:
-    """Give a host copy of the base tree the patched version of `files` (plain file
-    operations: nothing in either tree runs)."""
-    for routed in files:
-        source, target = patched / routed.path, tree / routed.path
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-        if routed.status == "deleted" or not (source.is_symlink() or source.is_file()):
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            os.symlink(os.readlink(source), target)
-        else:
-            shutil.copy2(source, target)
-
-
-def restore_base(sandbox: Sandbox, base: Path, patch: str, *, timeout_s: float) -> None:
-    """Put every path `patch` changed back to its version in `base` (removing what the
-    patch added), so the next independent attempt starts from the reproduction's tree."""
-    paths = sorted({path for path, _status in changed_files(patch)})
-    if not paths:
-        return
-    steps = [f"rm -rf -- {shlex.join(paths)}"]
-    links: list[str] = []
-    executable: list[str] = []
-    writes: list[str] = []
-    for path in paths:
-        original = base / path
-        if original.is_symlink():
-            parent = shlex.quote(os.path.dirname(path) or ".")
-            links.append(
-                f"mkdir -p -- {parent} && ln -s -- {shlex.quote(os.readlink(original))} "
-                f"{shlex.quote(path)}"
-            )
-        elif original.is_file():
-            writes.append(path)
-            if original.stat().st_mode & 0o111:
-                executable.append(path)
-    _sandbox_steps(sandbox, steps + links, timeout_s=timeout_s)
-    for path in writes:
-        sandbox.write_file(path, (base / path).read_bytes())
-    if executable:
-        _sandbox_steps(sandbox, [f"chmod +x -- {shlex.join(executable)}"], timeout_s=timeout_s)
 
 
 def _reader(sandbox: Sandbox) -> Reader:
@@ -1073,99 +553,3 @@ def _reader(sandbox: Sandbox) -> Reader:
             return None
 
     return read
-
-
-def _sandbox_steps(sandbox: Sandbox, steps: list[str], *, timeout_s: float) -> None:
-    if not steps:
-        return
-    result = sandbox.exec(" && ".join(steps), timeout_s=timeout_s)
-    if not result.ok:
-        raise SandboxError(f"could not prepare the verification tree: {result.output.strip()}")
-
-
-def setup_phase(
-    command: str, network: NetworkMode, dependency: Sequence[Routed], *, exit_code: int
-) -> dict[str, Any]:
-    """What the setup phase ran, on which tree, with which network."""
-    tree = "the base tree"
-    if dependency:
-        tree += " plus the patch's dependency changes (" + ", ".join(r.path for r in dependency)
-        tree += "), allowed by LOOPWRIGHT_ALLOW_DEPENDENCY_CHANGES"
-    return {
-        "phase": "setup",
-        "command": command,
-        "tree": tree,
-        "network": "none" if network == "none" else "setup",
-        "exit_code": exit_code,
-    }
-
-
-def run_new_tests(
-    sandbox: Sandbox,
-    base: Path,
-    patched: Path,
-    plan: TestPlan,
-    layout: VerificationLayout,
-    *,
-    timeout_s: float,
-    events: EventBus | None = None,
-) -> dict[str, Any] | None:
-    """Run the test files the patch adds in a process of their own, after the original
-    tests, and report them (None when the patch adds none); `events` gets the phase's time."""
-    added = layout.phase("new_tests")
-    modules = [r.path for r in added if is_test_module(r.path)]
-    if not modules:
-        return None
-    if events is None:
-        return _run_new_tests(sandbox, base, patched, plan, added, modules, layout, timeout_s)
-    with timed_phase(events, "new_tests"):
-        return _run_new_tests(sandbox, base, patched, plan, added, modules, layout, timeout_s)
-
-
-def _run_new_tests(
-    sandbox: Sandbox,
-    base: Path,
-    patched: Path,
-    plan: TestPlan,
-    added: list[Routed],
-    modules: list[str],
-    layout: VerificationLayout,
-    timeout_s: float,
-) -> dict[str, Any]:
-    write_into_sandbox(sandbox, patched, added, base=base, timeout_s=timeout_s)
-    command = new_tests_command(
-        plan.command, plan.runner, modules, sorted(layout.base_config.preload_paths)
-    )
-    if command is None:
-        return {
-            "files": modules,
-            "command": None,
-            "passed": None,
-            "reason": f"the new test files were not run: the {plan.runner} runner cannot be "
-            "pointed at single files",
-        }
-    if plan.runner == "pytest":
-        new_plan = replace(plan, command=command)
-    else:
-        new_plan = replace(plan, command=command, runner="node", report="node-junit", script=None)
-    run = run_suite(sandbox, new_plan, timeout_s=timeout_s)
-    failing = sorted(run.report.failing())
-    ran = bool(run.report.results) if run.report.source != "exit-code" else True
-    passed = run.result.ok and not failing and ran
-    if passed:
-        reason = ""
-    elif failing:
-        reason = f"the new tests fail: {', '.join(failing)}"
-    else:
-        reason = f"the new test files {', '.join(modules)} fail (exit {run.result.exit_code})"
-    return {
-        "files": modules,
-        "command": command,
-        "exit_code": run.result.exit_code,
-        "report_source": run.report.source,
-        "rows": [{"id": r.id, "outcome": r.outcome} for r in run.report.results],
-        "passed": passed,
-        "blocks": NEW_TESTS_BLOCK,
-        "reason": reason,
-        "output": truncate_middle(run.result.output, 2_000),
-    }

@@ -17,7 +17,7 @@ from typing import Any
 from loopwright.agent.call_summary import describe_call
 from loopwright.app.stream import LiveHub
 from loopwright.events import EventBus
-from loopwright.missions.fix import MissionResult
+from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.store.repository import Store

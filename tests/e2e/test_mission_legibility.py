@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from loopwright.missions.fix import MissionResult
+from loopwright.missions.result import MissionResult
 from tests.e2e.conftest import screenshot_path
 from tests.e2e.scripted_mission import Player, create_mission
 from tests.scenarios import FIX_NEW

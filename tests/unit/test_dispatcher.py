@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.missions.fix import MissionResult
+from loopwright.missions.result import MissionResult
 from loopwright.request import MissionRequest
 from loopwright.store import InProcessQueue, MissionQueue, Store, migrate
 

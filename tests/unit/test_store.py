@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from loopwright.config import ConfigError, Settings
 from loopwright.events import EventBus, EventList
-from loopwright.missions.fix import MissionResult
+from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.store import (
