@@ -19,7 +19,7 @@ from urllib.parse import urlencode, urlsplit
 from githubkit import GitHub, OAuthAppAuthStrategy
 from githubkit import Response as GitHubResponse
 from githubkit.exception import AuthExpiredError, GitHubException, RequestFailed
-from githubkit.versions.latest.models import Repository
+from githubkit_schemas.latest.models import Repository
 from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import Cookie, ResponseHeader
 from litestar.di import NamedDependency
