@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import ctypes
 import os
 import queue
 import re
@@ -29,19 +28,18 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO
 
 from loopwright.config import SandboxLimits
 from loopwright.sandbox.base import (
-    SANDBOX_UID,
     ExecResult,
     FileToolError,
     OutputCallback,
     RawCallback,
     SandboxError,
 )
+from loopwright.sandbox.isolation import LAUNCHER, Isolation, choose_isolation, make_undumpable
 from loopwright.sandbox.output import CappedOutput
 from loopwright.sandbox.paths import normalize_relative, resolve_inside
 
@@ -51,239 +49,6 @@ _DRAIN_GRACE_S = 1.0
 """After the command ends, how long to wait for output still in flight before returning."""
 _STOP_GRACE_S = 5.0
 """How long a launcher told to stop gets to kill its command's processes."""
-PR_SET_DUMPABLE = 4
-TOOLCHAIN = ("bash", "sh", "python3", "python", "node", "npm", "npx", "git", "go", "java")
-"""Programs a command is likely to need; the sandbox user must reach those on PATH."""
-
-RunAs = Literal["user", "nocaps", "same"]
-
-# The launcher every command runs under (`python -I -S -c`, argv: run-as mode, uid, gid,
-# the program's absolute path, then the command's argv). It is a child subreaper, so
-# whatever the command starts stays its descendant even after a double fork or `setsid`, and
-# it is non-dumpable, so a command
-# of the same user cannot ptrace it. When the command's main process ends, or the launcher
-# gets SIGTERM (the timeout), it kills every descendant, reaps them, and exits with the
-# command's status (128+N for signal N). When the command runs as capability-less root, the
-# launcher moves to the sandbox uid keeping only CAP_KILL, so the command cannot kill it.
-_LAUNCHER = r"""
-import ctypes, os, signal, sys, time
-
-libc = ctypes.CDLL(None, use_errno=True)
-libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
-libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: Loopwright gone, stop too
-mode, uid, gid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-program, argv = sys.argv[4], sys.argv[5:]
-me = os.getpid()
-
-
-class Stop(Exception):
-    pass
-
-
-def stop(signum, frame):
-    raise Stop
-
-
-def drop():
-    if mode == "user":
-        os.setgroups([])
-        os.setresgid(gid, gid, gid)
-        os.setresuid(uid, uid, uid)
-    elif mode == "nocaps":
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            last = int(f.read())
-        for cap in range(last + 1):
-            libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
-        header = (ctypes.c_uint32 * 2)(0x20080522, 0)
-        if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
-            raise OSError(ctypes.get_errno(), "capset failed")
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-        raise OSError(ctypes.get_errno(), "no_new_privs failed")
-
-
-def ppid_of(pid):
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def kill_descendants():
-    for _ in range(2000):
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            return  # no child left, so no descendant either
-        parents = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                parent = ppid_of(name)
-                if parent is not None:
-                    parents[int(name)] = parent
-        tree = {me}
-        grew = True
-        while grew:
-            grew = False
-            for pid, parent in parents.items():
-                if parent in tree and pid not in tree:
-                    tree.add(pid)
-                    grew = True
-        tree.discard(me)
-        pinned = []
-        for pid in tree:
-            try:
-                fd = os.pidfd_open(pid)
-            except OSError:
-                continue
-            # The pidfd pins the process: it is still ours if its parent is.
-            if ppid_of(pid) in tree or ppid_of(pid) == me:
-                pinned.append(fd)
-            else:
-                os.close(fd)
-        # Freeze them all first, so none runs again to see another die (a shell whose
-        # `sleep` is killed would go on to its next command).
-        for sig in (signal.SIGSTOP, signal.SIGKILL):
-            for fd in pinned:
-                try:
-                    signal.pidfd_send_signal(fd, sig)
-                except OSError:
-                    pass
-        for fd in pinned:
-            os.close(fd)
-        time.sleep(0.002)
-
-
-def guard():
-    # Another uid than the command's, with only CAP_KILL: beyond the reach of its signals.
-    libc.prctl(8, 1, 0, 0, 0)  # PR_SET_KEEPCAPS
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-    kill = 1 << 5  # CAP_KILL
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
-    if libc.capset(header, (ctypes.c_uint32 * 6)(kill, kill, 0, 0, 0, 0)) != 0:
-        raise OSError(ctypes.get_errno(), "capset failed")
-    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE (setuid reset both of these)
-    libc.prctl(1, signal.SIGTERM, 0, 0, 0)
-
-
-signal.signal(signal.SIGTERM, stop)
-signal.signal(signal.SIGHUP, stop)
-if os.getppid() == 1:
-    sys.exit(125)
-ready_r, ready_w = os.pipe()
-child = os.fork()
-if child == 0:
-    try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
-        os.close(ready_w)
-        if os.read(ready_r, 1) != b"1":
-            os._exit(125)
-        os.close(ready_r)
-        drop()
-        os.execv(program, argv)  # an absolute path: no PATH search after the drop
-    except BaseException as exc:
-        os.write(2, f"[sandbox] could not start the command: {exc}\n".encode())
-    os._exit(126)
-code = 125
-try:
-    # Whatever happens from here on (a stop at any moment included), the descendants die.
-    os.close(ready_r)
-    if mode == "nocaps":
-        guard()
-    os.write(ready_w, b"1")
-    os.close(ready_w)
-    while True:
-        pid, status = os.waitpid(-1, 0)
-        if pid == child:
-            code = os.waitstatus_to_exitcode(status)
-            code = 128 - code if code < 0 else code
-            break
-except (Stop, ChildProcessError):
-    pass
-except BaseException as exc:
-    os.write(2, f"[sandbox] the command launcher failed: {exc}\n".encode())
-    code = 126
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-signal.signal(signal.SIGHUP, signal.SIG_IGN)
-kill_descendants()
-os._exit(code)
-"""
-
-
-@dataclass(frozen=True)
-class Isolation:
-    """Who the local sandbox's commands run as, and why."""
-
-    run_as: RunAs
-    uid: int
-    gid: int
-    note: str
-    """Empty when commands run as the unprivileged sandbox user or Loopwright is not root."""
-
-
-def make_undumpable() -> bool:
-    """Make this process non-dumpable: a command of the same user can no longer read its
-    /proc environ, mem or fds, nor ptrace it. False where the platform has no prctl."""
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return int(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
-
-
-def reachable_by(path: Path, uid: int, gid: int, *, execute: bool) -> bool:
-    """Whether `uid`/`gid` (no supplementary groups) can reach `path` following symlinks:
-    search permission on every directory on the way, and execute (or read) on the end."""
-    try:
-        real = Path(os.path.realpath(path))
-        end_need = 5 if execute else 4  # read and execute: scripts are read by their interpreter
-        for index, part in enumerate([real, *real.parents]):
-            info = part.stat()
-            need = end_need if index == 0 and not stat.S_ISDIR(info.st_mode) else 1
-            if info.st_uid == uid:
-                bits = (info.st_mode >> 6) & 7
-            elif info.st_gid == gid:
-                bits = (info.st_mode >> 3) & 7
-            else:
-                bits = info.st_mode & 7
-            if not bits & need:
-                return False
-    except OSError:
-        return False
-    return True
-
-
-def choose_isolation(path: str, base_dir: Path | None) -> Isolation:
-    """Commands run as uid 10001 when Loopwright is root and that user can reach the
-    sandbox directory and the toolchain on PATH; as capability-less root when it cannot."""
-    uid = gid = SANDBOX_UID
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return Isolation("same", os.getuid(), os.getgid(), "")
-    where = base_dir if base_dir is not None else Path(tempfile.gettempdir())
-    while not where.exists() and where != where.parent:
-        where = where.parent  # created later with the default mode, searchable by all
-    blocked: list[str] = []
-    if not reachable_by(where, uid, gid, execute=True):
-        blocked.append(str(where))
-    for name in TOOLCHAIN:
-        found = shutil.which(name, path=path)
-        if found and not reachable_by(Path(found), uid, gid, execute=True):
-            real = os.path.realpath(found)
-            blocked.append(found if real == found else f"{found} (-> {real})")
-    if not blocked:
-        return Isolation("user", uid, gid, "")
-    # uid and gid are the launcher's own here (see `_LAUNCHER`); the command stays root.
-    return Isolation(
-        "nocaps",
-        uid,
-        gid,
-        f"[sandbox] local commands run as root without capabilities, not as the unprivileged "
-        f"uid {uid}: it cannot reach {', '.join(blocked)}. Make those world-readable, run "
-        "Loopwright as an unprivileged user, or use the Docker sandbox.",
-    )
 
 
 class LocalProvider:
@@ -400,10 +165,10 @@ class LocalSandbox:
         self._commands_lock = threading.Lock()
 
     def _launch(self, argv: list[str]) -> list[str]:
-        """`argv` under the launcher (see `_LAUNCHER`), as the user `isolation` names."""
+        """`argv` under the launcher (see `scripts/launcher.py`), as the user `isolation` names."""
         iso = self.isolation
         program = shutil.which(argv[0], path=self._env.get("PATH")) or argv[0]
-        launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, iso.run_as]
+        launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER, iso.run_as]
         return [*launcher, str(iso.uid), str(iso.gid), program, *argv]
 
     def exec(
