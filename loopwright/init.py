@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from loopwright.config import REPO_CONFIG_FILES, RepoConfig, parse_repo_config
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
+from loopwright.repo_config import REPO_CONFIG_FILES, RepoConfig, parse_repo_config
 from loopwright.verify.detect import DetectionError, TestPlan, detect_tests
 
 CONFIG_PATH = ".github/loopwright.yml"

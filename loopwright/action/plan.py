@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopwright.config import RepoConfig
 from loopwright.github.delivery import DeliveryMode
 from loopwright.github.triggers import (
     CommandComment,
@@ -21,6 +20,7 @@ from loopwright.github.triggers import (
     TriggerContext,
     decide,
 )
+from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -28,7 +28,7 @@ from loopwright.action.plan import (
     plan_event,
 )
 from loopwright.action.report import Outcome, StageGroups, _save_artifacts, report
-from loopwright.config import ConfigError, RepoConfig, Settings, load_repo_config
+from loopwright.config import ConfigError, Settings
 from loopwright.events import EventBus, EventSink, NdjsonWriter
 from loopwright.github import render
 from loopwright.github.delivery import GitHubDelivery
@@ -49,6 +49,7 @@ from loopwright.missions.fix import FixMission, FixRequest
 from loopwright.missions.progress import ProgressPrinter
 from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
+from loopwright.repo_config import RepoConfig, load_repo_config
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.factory import get_provider, sandbox_config

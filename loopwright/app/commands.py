@@ -16,12 +16,13 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from loopwright.config import ConfigError, RepoConfig, Settings, effective_network
+from loopwright.config import ConfigError, Settings, effective_network
 from loopwright.github import render
 from loopwright.github.service import GitHubApp, RepoSession
 from loopwright.github.triggers import WRITE_PERMISSIONS, Command, CommandComment
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.redaction import Redactor
+from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest
 from loopwright.store.models import ACTIVE_STATUSES, Mission
 from loopwright.store.repository import Store

@@ -19,7 +19,7 @@ import structlog
 from loopwright.agent.model import Model
 from loopwright.app.commands import NON_WRITER_REPLY_WINDOW_S
 from loopwright.cancellation import Cancellation
-from loopwright.config import ConfigError, RepoConfig, Settings
+from loopwright.config import ConfigError, Settings
 from loopwright.events import EventBus, EventSink
 from loopwright.github import render
 from loopwright.github.delivery import Delivered, GitHubDelivery
@@ -31,6 +31,7 @@ from loopwright.github.triggers import NeedsPermission, Reply, TriggerContext, a
 from loopwright.missions.fix import FixMission, FixRequest
 from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor, redacted_result
+from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxProvider
 from loopwright.store.repository import Store

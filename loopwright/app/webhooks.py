@@ -31,7 +31,6 @@ from loopwright.app.commands import CommentCommands, retry_request
 from loopwright.app.metrics import Metrics
 from loopwright.app.params import header_token, json_problem
 from loopwright.app.runtime import Runtime
-from loopwright.config import RepoConfig
 from loopwright.github.triggers import (
     CommandComment,
     Ignore,
@@ -40,6 +39,7 @@ from loopwright.github.triggers import (
     TriggerContext,
     decide,
 )
+from loopwright.repo_config import RepoConfig
 from loopwright.store.repository import Store
 
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024

@@ -24,10 +24,10 @@ from githubkit.exception import GitHubException, RequestFailed
 from githubkit.retry import RetryOption
 from githubkit.throttling import BaseThrottler
 
-from loopwright.config import REPO_CONFIG_FILES, RepoConfig, parse_repo_config
 from loopwright.github.gitops import BOT_EMAIL, MISSION_TRAILER
 from loopwright.github.ratelimit import WriteSpacer, wait_before_retry
 from loopwright.instructions import RepoInstructions, first_instructions
+from loopwright.repo_config import REPO_CONFIG_FILES, RepoConfig, parse_repo_config
 
 # What one fix mission needs, and nothing more (SECURITY #14).
 MISSION_PERMISSIONS = {

@@ -33,9 +33,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar
 
-from loopwright.config import RepoConfig
 from loopwright.github import render
 from loopwright.redaction import Redactor
+from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest, ReviewComment, Trigger
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")

@@ -23,12 +23,13 @@ from loopwright.agent.model import Model
 from loopwright.agent.prompts import BUILD_SYSTEM, build_task
 from loopwright.agent.tools import Toolbox
 from loopwright.clip import truncate_middle
-from loopwright.config import ConfigError, Settings, effective_network, load_repo_config
+from loopwright.config import ConfigError, Settings, effective_network
 from loopwright.events import EventBus
 from loopwright.missions.base import Mission, MissionFailed, Status
 from loopwright.missions.trees import changed_files, read_text, tree_files, write_into_sandbox
 from loopwright.missions.verification import setup_phase
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
+from loopwright.repo_config import load_repo_config
 from loopwright.sandbox.base import SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,

@@ -31,12 +31,7 @@ from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
 from loopwright.cancellation import Cancellation
 from loopwright.clip import truncate_middle
-from loopwright.config import (
-    RepoConfig,
-    Settings,
-    effective_network,
-    load_repo_config,
-)
+from loopwright.config import Settings, effective_network
 from loopwright.events import EventBus, PhaseName
 from loopwright.instructions import RepoInstructions, read_tree_instructions
 from loopwright.missions.base import (
@@ -62,6 +57,7 @@ from loopwright.missions.verification import (
     verification_evidence,
 )
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
+from loopwright.repo_config import RepoConfig, load_repo_config
 from loopwright.sandbox.base import (
     ExecResult,
     FileToolError,

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from loopwright.clip import truncate_middle
-from loopwright.config import AppConfig, RepoConfig
 from loopwright.events import EventBus
+from loopwright.repo_config import AppConfig, RepoConfig
 from loopwright.sandbox.base import FileToolError, Sandbox
 
 CHROMIUM = "/usr/bin/chromium"

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from loopwright.cli.main import main
-from loopwright.config import RepoConfig, load_repo_config, parse_repo_config
 from loopwright.init import CONFIG_PATH, WORKFLOW_PATH, commented_defaults
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
+from loopwright.repo_config import RepoConfig, load_repo_config, parse_repo_config
 from loopwright.verify.detect import detect_tests
 from tests.conftest import EXAMPLES, ROOT, clean_cli_env, copy_example, init_repo
 from tests.workflow_lint import actionlint

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from loopwright.config import RepoConfig
 from loopwright.github.gitops import BOT_EMAIL, MISSION_TRAILER
 from loopwright.github.iterate import (
     foreign_commits,
@@ -29,6 +28,7 @@ from loopwright.github.triggers import (
     decide,
 )
 from loopwright.redaction import Redactor
+from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest, ReviewComment
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "webhooks"

@@ -1,6 +1,7 @@
 import pytest
 
-from loopwright.config import ConfigError, Settings, parse_repo_config
+from loopwright.config import ConfigError, Settings
+from loopwright.repo_config import parse_repo_config
 
 
 def test_defaults_are_three_nemotron_tiers_cheapest_first():

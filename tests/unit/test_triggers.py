@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from loopwright.config import RepoConfig
 from loopwright.github.triggers import (
     CI_EVENTS,
     Command,
@@ -26,6 +25,7 @@ from loopwright.github.triggers import (
     parse_command,
     parse_comment_command,
 )
+from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest
 
 ROOT = Path(__file__).resolve().parents[2]
