@@ -18,8 +18,9 @@ from loopwright.agent.call_summary import describe_call
 from loopwright.agent.context import Conversation
 from loopwright.agent.escalation import EscalationPolicy, Signal
 from loopwright.agent.failures import failing_tests
-from loopwright.agent.model import Model, ModelRetry, Sampling, ToolCall
+from loopwright.agent.model import Model, ModelRetry, Sampling
 from loopwright.agent.prompts import NO_TOOL_CALL, PLAN_ONLY
+from loopwright.agent.replies import ToolCall
 from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome
 from loopwright.cancellation import Cancellation
 from loopwright.clip import truncate_middle

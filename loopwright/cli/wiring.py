@@ -185,7 +185,8 @@ def mission_wiring(
 
     Raises `SandboxError` when the sandbox backend is unavailable.
     """
-    from loopwright.agent.model import OpenAIModel, Recorder
+    from loopwright.agent.model import OpenAIModel
+    from loopwright.agent.recording import Recorder
 
     error_kind = FirstErrorKind()
     sinks: list[EventSink] = [terminal_sink(args), error_kind]

@@ -21,7 +21,8 @@ import pytest
 from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation
 from loopwright.agent.loop import AgentLoop, LoopResult
-from loopwright.agent.model import Model, ModelReply, RetryListener, Sampling, ToolCall, Usage
+from loopwright.agent.model import Model, RetryListener, Sampling
+from loopwright.agent.replies import ModelReply, ToolCall, Usage
 from loopwright.agent.tools import Toolbox
 from loopwright.cancellation import Cancellation, Cancelled
 from loopwright.config import Settings, Tier

@@ -14,14 +14,9 @@ from typing import Any
 
 import pytest
 
-from loopwright.agent.model import (
-    ModelError,
-    ModelReply,
-    OpenAIModel,
-    Recorder,
-    ToolCall,
-    Usage,
-)
+from loopwright.agent.model import ModelError, OpenAIModel
+from loopwright.agent.recording import Recorder
+from loopwright.agent.replies import ModelReply, ToolCall, Usage
 from loopwright.agent.scripted import (
     ScriptedModelServer,
     ScriptStep,

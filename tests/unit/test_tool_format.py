@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loopwright.agent.model import OpenAIModel, json_tool_messages
+from loopwright.agent.json_tools import json_tool_messages
+from loopwright.agent.model import OpenAIModel
 from loopwright.agent.scripted import ScriptedModelServer, parse_steps
 from loopwright.agent.tools import TOOL_SPECS
 from loopwright.config import Settings, Tier
