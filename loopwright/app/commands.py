@@ -18,8 +18,9 @@ import structlog
 
 from loopwright.config import ConfigError, Settings, effective_network
 from loopwright.github import render
+from loopwright.github.command_text import Command
 from loopwright.github.service import GitHubApp, RepoSession
-from loopwright.github.triggers import WRITE_PERMISSIONS, Command, CommandComment
+from loopwright.github.triggers import WRITE_PERMISSIONS, CommandComment
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.redaction import Redactor
 from loopwright.repo_config import RepoConfig

@@ -27,18 +27,16 @@ redeliver lost webhooks and bookkeeping built from them would drift.
 
 from __future__ import annotations
 
-import difflib
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 from loopwright.github import render
+from loopwright.github.command_text import Command, parse_command, parse_comment_command
 from loopwright.redaction import Redactor
 from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest, ReviewComment, Trigger
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 FAILING_CONCLUSIONS = frozenset({"failure", "timed_out"})
 WRITE_PERMISSIONS = frozenset({"write", "maintain", "admin"})
 CI_EVENTS: dict[str, Trigger] = {
@@ -84,24 +82,6 @@ class Reply:
     issue_number: int
     refused: bool = False
     """The reply turns the request down (stored as `refused`, not `ignored`)."""
-
-
-CommandName = Literal["fix", "help", "cancel", "retry", "unknown"]
-COMMANDS: tuple[CommandName, ...] = ("fix", "help", "cancel", "retry")
-
-
-@dataclass(frozen=True)
-class Command:
-    """A `/loopwright <name>` command as a reader sees it in a comment.
-
-    `argument` is what follows the name (for `fix`, the guidance: the rest of the line and
-    the lines after it up to a blank line; for the others, the rest of the line). An
-    unknown name is kept in `argument` with the nearest known command in `suggestion`.
-    """
-
-    name: CommandName
-    argument: str = ""
-    suggestion: str | None = None
 
 
 @dataclass(frozen=True)
@@ -246,65 +226,6 @@ def authorize(
         head_repo=head_repo,
         iterate=own_branch,
     )
-
-
-def parse_comment_command(body: str) -> Command | None:
-    """The first `/loopwright` command in a comment, or None.
-
-    Visible only where `parse_command` sees `/loopwright fix`: at the start of a line, not
-    quoted, not in code or an HTML comment. `/loopwright` alone, or with a word that is no
-    command, is `unknown` (with the nearest command, when one is close).
-    """
-    if not isinstance(body, str):
-        return None
-    lines = _visible_lines(body)
-    for index, (line, visible) in enumerate(lines):
-        if not visible:
-            continue
-        match = _ANY_COMMAND.match(line)
-        if match is None:
-            continue
-        word = (match.group("name") or "").lower()
-        rest = match.group("rest").strip()
-        if word == "fix":
-            guidance = [rest]
-            for following, shown in lines[index + 1 :]:
-                if not shown or not following.strip():
-                    break
-                guidance.append(following.strip())
-            return Command("fix", "\n".join(g for g in guidance if g))
-        if word in ("help", "cancel", "retry"):
-            return Command(word, rest)  # type: ignore[arg-type]
-        nearest = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6) if word else []
-        typed = " ".join(p for p in (match.group("name") or "", rest) if p)
-        return Command("unknown", typed, nearest[0] if nearest else None)
-    return None
-
-
-def parse_command(body: str) -> str | None:
-    """The guidance of the first `/loopwright fix` command in a comment, or None.
-
-    The command counts only where a reader sees it as typed: at the start of a line (up
-    to three spaces of indentation; four make a Markdown code block), not in a `>` quote,
-    a fenced code block or an HTML comment. The rest of its line and the lines after it,
-    up to a blank line, are the guidance ("" when there is none).
-    """
-    if not isinstance(body, str):
-        return None
-    lines = _visible_lines(body)
-    for index, (line, visible) in enumerate(lines):
-        if not visible:
-            continue
-        match = _COMMAND.match(line)
-        if match is None:
-            continue
-        guidance = [match.group("rest").strip()]
-        for following, shown in lines[index + 1 :]:
-            if not shown or not following.strip():
-                break
-            guidance.append(following.strip())
-        return "\n".join(g for g in guidance if g)
-    return None
 
 
 # -- CI events -----------------------------------------------------------------------------
@@ -600,52 +521,6 @@ def _bot_reason(who: Mapping[str, Any], ctx: TriggerContext, label: str) -> str 
     if is_bot and login.lower() not in {b.lower() for b in ctx.allowed_bots}:
         return f"{label} {login} is a bot"
     return None
-
-
-_COMMAND = re.compile(r" {0,3}/loopwright[ \t]+fix(?P<rest>(?:[ \t].*)?)$", re.IGNORECASE)
-_ANY_COMMAND = re.compile(
-    r" {0,3}/loopwright(?:[ \t]+(?P<name>[^\s]+))?(?P<rest>(?:[ \t].*)?)$", re.IGNORECASE
-)
-_FENCE = re.compile(r" {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-_QUOTE = re.compile(r" {0,3}>")
-
-
-def _visible_lines(body: str) -> list[tuple[str, bool]]:
-    """Each line of `body` with whether a reader sees it as ordinary text.
-
-    HTML comments are blanked out first (keeping their line breaks, so a command hidden in
-    one never lands at the start of a visible line); fenced code blocks and `>` quotes are
-    marked invisible. A fence closes only with the same character, at least as long.
-    """
-    body = _HTML_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n") + "\u0000", body)
-    result: list[tuple[str, bool]] = []
-    fence: str | None = None
-    # Only CR/LF break lines in GitHub's Markdown; str.splitlines would also split at
-    # U+2028, U+0085 and friends, which a reader sees inside the same (quoted) line.
-    for raw in _LINE_BREAK.split(body):
-        hidden_comment = "\u0000" in raw
-        line = raw.replace("\u0000", "")
-        opened = _FENCE.match(line)
-        if fence is not None:
-            if (
-                opened
-                and opened.group("fence")[0] == fence[0]
-                and len(opened.group("fence")) >= len(fence)
-                and not opened.group("info").strip()
-            ):
-                fence = None
-            result.append((line, False))
-            continue
-        if opened and not (opened.group("fence")[0] == "`" and "`" in opened.group("info")):
-            fence = opened.group("fence")
-            result.append((line, False))
-            continue
-        visible = not _QUOTE.match(line) and not (hidden_comment and line.strip() == "")
-        result.append((line, visible))
-    return result
-
-
-_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 
 
 # -- payload access ------------------------------------------------------------------------

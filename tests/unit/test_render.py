@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from loopwright.github.command_text import parse_command
 from loopwright.github.render import (
     CHECK_TEXT_LIMIT,
     CHECK_TITLE_LIMIT,
@@ -28,7 +29,6 @@ from loopwright.github.render import (
     refusal_comment,
     truncate,
 )
-from loopwright.github.triggers import parse_command
 from loopwright.redaction import MASK, Redactor
 
 MISSION_URL = "https://loopwright.example/missions/a1b2c3d4e5f6"

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from loopwright.github.command_text import Command, parse_command, parse_comment_command
 from loopwright.github.triggers import (
     CI_EVENTS,
-    Command,
     CommandComment,
     Ignore,
     NeedsPermission,
@@ -22,8 +22,6 @@ from loopwright.github.triggers import (
     TriggerContext,
     authorize,
     decide,
-    parse_command,
-    parse_comment_command,
 )
 from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest
