@@ -50,12 +50,7 @@ def parse_comment_command(body: str) -> Command | None:
         word = (match.group("name") or "").lower()
         rest = match.group("rest").strip()
         if word == "fix":
-            guidance = [rest]
-            for following, shown in lines[index + 1 :]:
-                if not shown or not following.strip():
-                    break
-                guidance.append(following.strip())
-            return Command("fix", "\n".join(g for g in guidance if g))
+            return Command("fix", _guidance(rest, lines[index + 1 :]))
         if word in ("help", "cancel", "retry"):
             return Command(word, rest)  # type: ignore[arg-type]
         nearest = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6) if word else []
@@ -81,13 +76,18 @@ def parse_command(body: str) -> str | None:
         match = _COMMAND.match(line)
         if match is None:
             continue
-        guidance = [match.group("rest").strip()]
-        for following, shown in lines[index + 1 :]:
-            if not shown or not following.strip():
-                break
-            guidance.append(following.strip())
-        return "\n".join(g for g in guidance if g)
+        return _guidance(match.group("rest").strip(), lines[index + 1 :])
     return None
+
+
+def _guidance(first: str, following: list[tuple[str, bool]]) -> str:
+    """The rest of the command's line and the visible lines after it, up to a blank line."""
+    guidance = [first]
+    for line, shown in following:
+        if not shown or not line.strip():
+            break
+        guidance.append(line.strip())
+    return "\n".join(g for g in guidance if g)
 
 
 _COMMAND = re.compile(r" {0,3}/loopwright[ \t]+fix(?P<rest>(?:[ \t].*)?)$", re.IGNORECASE)
