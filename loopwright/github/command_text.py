@@ -38,25 +38,19 @@ def parse_comment_command(body: str) -> Command | None:
     quoted, not in code or an HTML comment. `/loopwright` alone, or with a word that is no
     command, is `unknown` (with the nearest command, when one is close).
     """
-    if not isinstance(body, str):
+    found = _first_match(body, _ANY_COMMAND)
+    if found is None:
         return None
-    lines = _visible_lines(body)
-    for index, (line, visible) in enumerate(lines):
-        if not visible:
-            continue
-        match = _ANY_COMMAND.match(line)
-        if match is None:
-            continue
-        word = (match.group("name") or "").lower()
-        rest = match.group("rest").strip()
-        if word == "fix":
-            return Command("fix", _guidance(rest, lines[index + 1 :]))
-        if word in ("help", "cancel", "retry"):
-            return Command(word, rest)  # type: ignore[arg-type]
-        nearest = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6) if word else []
-        typed = " ".join(p for p in (match.group("name") or "", rest) if p)
-        return Command("unknown", typed, nearest[0] if nearest else None)
-    return None
+    match, after = found
+    word = (match.group("name") or "").lower()
+    rest = match.group("rest").strip()
+    if word == "fix":
+        return Command("fix", _guidance(rest, after))
+    if word in ("help", "cancel", "retry"):
+        return Command(word, rest)  # type: ignore[arg-type]
+    nearest = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6) if word else []
+    typed = " ".join(p for p in (match.group("name") or "", rest) if p)
+    return Command("unknown", typed, nearest[0] if nearest else None)
 
 
 def parse_command(body: str) -> str | None:
@@ -67,16 +61,22 @@ def parse_command(body: str) -> str | None:
     a fenced code block or an HTML comment. The rest of its line and the lines after it,
     up to a blank line, are the guidance ("" when there is none).
     """
+    found = _first_match(body, _COMMAND)
+    return None if found is None else _guidance(found[0].group("rest").strip(), found[1])
+
+
+def _first_match(
+    body: str, pattern: re.Pattern[str]
+) -> tuple[re.Match[str], list[tuple[str, bool]]] | None:
+    """The first visible line `pattern` matches, with the lines after it; None for none (or
+    for a body that is not text)."""
     if not isinstance(body, str):
         return None
     lines = _visible_lines(body)
     for index, (line, visible) in enumerate(lines):
-        if not visible:
-            continue
-        match = _COMMAND.match(line)
-        if match is None:
-            continue
-        return _guidance(match.group("rest").strip(), lines[index + 1 :])
+        match = pattern.match(line) if visible else None
+        if match is not None:
+            return match, lines[index + 1 :]
     return None
 
 
