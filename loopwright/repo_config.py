@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from loopwright.config import ConfigError, NetworkMode
+from loopwright.config import ConfigError, NetworkMode, Settings
 
 REPO_CONFIG_FILES = (".loopwright.yml", ".github/loopwright.yml")
 
@@ -44,6 +44,18 @@ class RepoConfig:
     """The repository's wish; it can only narrow the operator's setting (`effective_network`)."""
     app: AppConfig | None = None
     source: str | None = None
+
+    def narrow(self, settings: Settings) -> Settings:
+        """The operator's settings with this repository's wishes applied, which can only
+        narrow them: a lower cost cap, and a subset of the configured tiers (none in common
+        keeps them all)."""
+        if self.max_cost_usd is not None:
+            cap = min(self.max_cost_usd, settings.max_cost_usd or self.max_cost_usd)
+            settings = settings.with_overrides(max_cost_usd=cap)
+        if self.tiers:
+            tiers = tuple(t for t in settings.tiers if t.name in self.tiers)
+            settings = settings.with_overrides(tiers=tiers or None)
+        return settings
 
 
 class _AppFile(BaseModel):

@@ -354,7 +354,7 @@ class ActionRun:
         if self.action.guidance:
             guidance = "\n\n".join(g for g in (self.action.guidance, request.guidance) if g)
             request = replace(request, guidance=guidance)
-        settings = _apply_config(self.settings, config)
+        settings = config.narrow(self.settings)
         if plan.from_workspace:
             if not (self.action.workspace / ".git").exists():
                 raise UsageError(
@@ -457,14 +457,3 @@ class ActionRun:
 def _dry_run(result: MissionResult) -> DeliveryOutcome:
     reason = "dry-run: nothing delivered; the patch is in the artifact directory"
     return DeliveryOutcome("skipped", {"reason": reason}, note=reason)
-
-
-def _apply_config(settings: Settings, config: RepoConfig) -> Settings:
-    """The repository may lower the cost cap and pick tiers, as it can for the App."""
-    if config.max_cost_usd is not None:
-        cap = min(config.max_cost_usd, settings.max_cost_usd or config.max_cost_usd)
-        settings = settings.with_overrides(max_cost_usd=cap)
-    if config.tiers:
-        tiers = tuple(t for t in settings.tiers if t.name in config.tiers)
-        settings = settings.with_overrides(tiers=tiers or None)
-    return settings

@@ -391,13 +391,7 @@ class AppMissionRunner:
         workdir: Path,
         delivery: GitHubDelivery,
     ) -> MissionResult:
-        settings = self.settings
-        if config.max_cost_usd is not None:
-            cap = min(config.max_cost_usd, settings.max_cost_usd or config.max_cost_usd)
-            settings = settings.with_overrides(max_cost_usd=cap)
-        if config.tiers:
-            tiers = tuple(t for t in settings.tiers if t.name in config.tiers)
-            settings = settings.with_overrides(tiers=tiers or None)
+        settings = config.narrow(self.settings)
         # The checkout is the pull request's head; the instructions, like the config, come
         # from the default branch.
         try:
