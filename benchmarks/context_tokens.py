@@ -18,7 +18,8 @@ from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation, estimate_tokens
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.model import OpenAIModel
-from loopwright.agent.scripted import ScriptedModelServer, load_script
+from loopwright.agent.scripted import ScriptedModelServer
+from loopwright.agent.scripted_steps import load_script
 from loopwright.agent.tools import TOOL_SPECS, Toolbox
 from loopwright.config import Settings
 from loopwright.events import EventBus

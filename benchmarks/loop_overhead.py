@@ -20,7 +20,8 @@ from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.model import OpenAIModel
-from loopwright.agent.scripted import ScriptedModelServer, load_script
+from loopwright.agent.scripted import ScriptedModelServer
+from loopwright.agent.scripted_steps import load_script
 from loopwright.agent.tools import Toolbox
 from loopwright.config import Settings
 from loopwright.events import EventBus, EventList

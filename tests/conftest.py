@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from loopwright.agent.scripted import ScriptedModelServer, load_script
+from loopwright.agent.scripted import ScriptedModelServer
+from loopwright.agent.scripted_steps import load_script
 from loopwright.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 def fix_mission_fingerprint(request: FixRequest) -> dict[str, Any] | None:
     """The fingerprint of a fix: what `--record` writes and `--replay` checks."""
-    from loopwright.agent.scripted import fix_fingerprint
+    from loopwright.agent.mission_fingerprint import fix_fingerprint
     from loopwright.sandbox.workspace import (
         WorkspaceError,
         is_git_url,
@@ -116,7 +116,7 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
-    from loopwright.agent.scripted import build_fingerprint
+    from loopwright.agent.mission_fingerprint import build_fingerprint
     from loopwright.missions.build import (
         BuildMission,
         BuildRequest,

@@ -51,11 +51,9 @@ def model_endpoint(
             )
         yield settings
         return
-    from loopwright.agent.scripted import (
-        ScriptedModelServer,
-        fingerprint_mismatch,
-        load_recording,
-    )
+    from loopwright.agent.mission_fingerprint import fingerprint_mismatch
+    from loopwright.agent.scripted import ScriptedModelServer
+    from loopwright.agent.scripted_steps import load_recording
 
     if not args.replay.is_file():
         raise UsageError(f"--replay {args.replay}: no such file")

@@ -31,7 +31,8 @@ import uvicorn
 from litestar import Litestar
 from litestar.testing import TestClient
 
-from loopwright.agent.scripted import ScriptedModelServer, parse_steps
+from loopwright.agent.scripted import ScriptedModelServer
+from loopwright.agent.scripted_steps import parse_steps
 from loopwright.app.server import create_app
 from loopwright.config import Settings
 from tests.conftest import EXAMPLES, VENV_BIN, git

@@ -29,7 +29,8 @@ import pytest
 from loopwright.action.plan import ActionEnv, Refuse, Target, plan_event
 from loopwright.action.report import write_outputs
 from loopwright.action.run import toolchain_env
-from loopwright.agent.scripted import ScriptedModelServer, parse_steps
+from loopwright.agent.scripted import ScriptedModelServer
+from loopwright.agent.scripted_steps import parse_steps
 from loopwright.github.service import GitHubApp
 from loopwright.github.triggers import Ignore
 from tests.conftest import EXAMPLES, ROOT, VENV_BIN, git, step, tool

@@ -20,7 +20,8 @@ from benchmarks.fix_rate import (
     totals,
     tree_patch,
 )
-from loopwright.agent.scripted import ScriptedModelServer, parse_steps
+from loopwright.agent.scripted import ScriptedModelServer
+from loopwright.agent.scripted_steps import parse_steps
 from tests.conftest import step, tool
 
 CODE, TEST = "pager/paginator.py", "tests/test_paginator.py"

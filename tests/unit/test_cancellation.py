@@ -14,7 +14,8 @@ from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.model import OpenAIModel
-from loopwright.agent.scripted import ScriptedModelServer, parse_steps
+from loopwright.agent.scripted import ScriptedModelServer
+from loopwright.agent.scripted_steps import parse_steps
 from loopwright.agent.tools import Toolbox
 from loopwright.cancellation import Cancellation, Cancelled
 from loopwright.config import Settings, Tier

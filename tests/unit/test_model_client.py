@@ -17,13 +17,8 @@ import pytest
 from loopwright.agent.model import ModelError, OpenAIModel
 from loopwright.agent.recording import Recorder
 from loopwright.agent.replies import ModelReply, ToolCall, Usage
-from loopwright.agent.scripted import (
-    ScriptedModelServer,
-    ScriptStep,
-    load_recording,
-    load_script,
-    parse_steps,
-)
+from loopwright.agent.scripted import ScriptedModelServer
+from loopwright.agent.scripted_steps import ScriptStep, load_recording, load_script, parse_steps
 from loopwright.agent.tools import TOOL_SPECS
 from loopwright.config import ConfigError, Settings, Tier
 from loopwright.events import ToolCallEvent, check_event

@@ -14,14 +14,8 @@ from typing import Any
 import openai
 import pytest
 
-from loopwright.agent.scripted import (
-    EXHAUSTED_CONTENT,
-    ScriptedModelServer,
-    ScriptStep,
-    ScriptToolCall,
-    load_script,
-    parse_steps,
-)
+from loopwright.agent.scripted import EXHAUSTED_CONTENT, ScriptedModelServer
+from loopwright.agent.scripted_steps import ScriptStep, ScriptToolCall, load_script, parse_steps
 
 USER = {"role": "user", "content": "fix the failing test"}
 ServerFactory = Callable[..., ScriptedModelServer]

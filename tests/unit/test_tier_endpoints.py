@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from loopwright.agent.model import OpenAIModel
-from loopwright.agent.scripted import ScriptedModelServer, parse_steps
+from loopwright.agent.scripted import ScriptedModelServer
+from loopwright.agent.scripted_steps import parse_steps
 from loopwright.config import ConfigError, Settings
 
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "fix it"}]

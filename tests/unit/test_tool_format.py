@@ -8,7 +8,8 @@ from typing import Any
 
 from loopwright.agent.json_tools import json_tool_messages
 from loopwright.agent.model import OpenAIModel
-from loopwright.agent.scripted import ScriptedModelServer, parse_steps
+from loopwright.agent.scripted import ScriptedModelServer
+from loopwright.agent.scripted_steps import parse_steps
 from loopwright.agent.tools import TOOL_SPECS
 from loopwright.config import Settings, Tier
 
