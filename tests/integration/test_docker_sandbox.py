@@ -26,6 +26,7 @@ from loopwright.sandbox.base import MISSION_LABEL, FileToolError, SandboxError
 docker = pytest.importorskip("docker")
 
 from loopwright.sandbox.docker.container import DockerSandbox  # noqa: E402
+from loopwright.sandbox.docker.engine import POOL_LABEL  # noqa: E402
 from loopwright.sandbox.docker.provider import DockerProvider  # noqa: E402
 from loopwright.sandbox.image import doctor, ensure_image  # noqa: E402
 from tests.unit.test_local_sandbox import SURVIVOR_DELAY_S, SURVIVORS, survivor_tag  # noqa: E402
@@ -179,12 +180,10 @@ def test_output_is_capped_keeping_head_and_tail(sandbox: DockerSandbox) -> None:
 def test_sleep_forever_is_ended_by_the_timeout_with_no_process_left(
     sandbox: DockerSandbox,
 ) -> None:
-    started = time.monotonic()
     result = sandbox.exec(
         "sleep 86401 & (sleep 86402 &) ; setsid sleep 86403 & sleep infinity", timeout_s=2
     )
     assert result.timed_out and result.exit_code == 124
-    assert time.monotonic() - started < 15
     assert "timed out" in result.output
     processes = run(sandbox, "ps -eo args --no-headers")
     assert "8640" not in processes
@@ -457,18 +456,23 @@ def test_reap_orphans_removes_containers_of_missions_no_longer_running(
         crashed.close()
 
 
-def test_warm_pool_acquire_is_fast_and_gives_a_working_sandbox(
+def _pool_containers(client: docker.DockerClient) -> set[str]:
+    listed = client.api.containers(all=True, filters={"label": POOL_LABEL})
+    return {str(c["Id"]) for c in listed}
+
+
+def test_warm_pool_acquire_hands_out_a_pooled_container_that_works(
     settings: Settings, tree: Path, client: docker.DockerClient
 ) -> None:
     pooled = DockerProvider(settings.with_overrides(warm_pool=2), client=client)
     try:
         pooled.fill_pool()
         assert pooled.pool_size == 2
-        started = time.monotonic()
+        waiting = _pool_containers(client)
         box = pooled.create(f"test-warm-{uuid.uuid4().hex[:8]}", tree, network=False)
-        elapsed = time.monotonic() - started
         try:
-            assert elapsed < 0.5
+            # One of the started pool containers, not a cold start.
+            assert box.container_id in waiting
             assert "return a + b" in run(box, "cat src/app.py")
             _no_egress(box)
             pooled.reap_orphans({box.mission_id})  # must keep both the claimed and idle ones
@@ -490,10 +494,11 @@ def test_ensure_image_does_not_rebuild_a_current_image(
     settings: Settings, client: docker.DockerClient
 ) -> None:
     lines: list[str] = []
-    started = time.monotonic()
+    image = client.images.get(settings.sandbox_image).id
     assert ensure_image(client, settings, lines.append) == settings.sandbox_image
-    assert time.monotonic() - started < 5
     assert any("is current" in line for line in lines)
+    assert not any("building" in line for line in lines)
+    assert client.images.get(settings.sandbox_image).id == image
 
 
 def test_doctor_reports_every_check_with_a_fix_for_failures(settings: Settings) -> None:

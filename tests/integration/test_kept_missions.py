@@ -169,11 +169,19 @@ def test_a_build_is_kept_as_a_build(tmp_path, scripted, run_cli, capsys):
 
 
 def test_wait_for_interrupt_returns_on_sigterm():
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM))
-    timer.start()
-    started = time.monotonic()
+    before = signal.getsignal(signal.SIGTERM)
+    sent = threading.Event()
+
+    def terminate_once_it_listens() -> None:
+        while signal.getsignal(signal.SIGTERM) is before:
+            time.sleep(0.01)
+        sent.set()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_once_it_listens, daemon=True).start()
     wait_for_interrupt()
-    assert 0.1 < time.monotonic() - started < 5
+    assert sent.is_set()  # it returned because of the signal, not before it
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler was put back
 
 
 def test_serve_with_half_the_app_settings_is_a_usage_error(tmp_path, monkeypatch, capsys):

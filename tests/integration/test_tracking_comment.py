@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -130,20 +129,18 @@ def test_budget_exceeded_cap_and_non_writer_each_get_the_right_answer(tmp_path):
         "LOOPWRIGHT_MODEL_PRICES": "nano=1000000/1000000",
         "LOOPWRIGHT_MAX_COST_USD": "0.5",
         "LOOPWRIGHT_MAX_ATTEMPTS": "1",
-        # Longer than the mission: every stage change before the end is coalesced away.
-        "LOOPWRIGHT_COMMENT_INTERVAL_S": "60",
+        # Far longer than any mission: every stage change before the end is coalesced away.
+        "LOOPWRIGHT_COMMENT_INTERVAL_S": "86400",
     }
     with app_world(tmp_path, NEVER_FINISHES, env=env) as world:
-        started = time.monotonic()
         answer = world.deliver("issue_comment", world.comment_payload("/loopwright fix"))
         mission = world.wait(answer.json()["mission"])
-        elapsed = time.monotonic() - started
         assert mission["status"] == "budget_exceeded", mission["message"]
         events = world.client.get(f"/api/missions/{mission['id']}/events").json()
         changes = [e for e in events if e["type"] == "stage" and e["status"] != "detected"]
         assert len(changes) >= 4
         edits = _edits(world)
-        assert 1 <= len(edits) <= 1 + int(elapsed // 60)
+        assert len(edits) == 1  # only the final one
         final = _tracking(world, mission)["body"]
         assert final == edits[-1]
         assert "**Outcome:** ⚠️ Budget exceeded; nothing was delivered" in final

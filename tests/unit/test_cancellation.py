@@ -5,7 +5,6 @@ real local sandbox)."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -74,5 +73,4 @@ def test_callbacks_run_once_and_late_ones_at_once() -> None:
     cancellation.on_cancel(lambda: calls.append("late"))
     assert calls == ["early", "late"]
     assert cancellation.summary == "Cancelled by @ann."
-    started = time.monotonic()
-    assert cancellation.wait(5) and time.monotonic() - started < 1
+    assert cancellation.wait(0)  # already set: no waiting needed to see it

@@ -105,9 +105,9 @@ def test_a_very_long_line_is_cut_and_marked():
         "diff --git a/min.js b/min.js\n--- a/min.js\n+++ b/min.js\n@@ -1,2 +1,2 @@\n"
         f" keep();\n-{'a' * 10}\n+{'x = 1;' * 100_000}\n"
     )
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a busy machine cannot fail it
     lines = render_changes(patch)["files"][0]["hunks"][0]["lines"]
-    assert time.perf_counter() - started < 2
+    assert time.process_time() - started < 2
     long = lines[2]
     assert text_of(long).startswith("x = 1;" * 10)
     assert text_of(long).endswith("[line cut at 2000 characters]")
