@@ -266,3 +266,15 @@ def test_without_a_client_id_github_sign_in_is_off(live_server):
     server = live_server(token=TOKEN)
     assert httpx.get(f"{server.url}/auth/github").status_code == 404
     assert "Sign in with GitHub" not in httpx.get(f"{server.url}/login").text
+
+
+def test_a_github_session_cookie_copied_before_logout_is_refused_after_it(oauth_server):
+    """Signing out must end the session, not only ask this browser to forget it: a copy
+    of the cookie (a shared machine, a proxy log, malware) replayed after logout is still a
+    signed, unexpired session that sees the user's repositories for up to 8 hours."""
+    client = oauth_server.sign_in("alice")
+    copied = client.cookies[GITHUB_COOKIE]
+    assert client.post("/logout").status_code == 303
+    replay = httpx.Client(base_url=oauth_server.url, timeout=10)
+    replay.cookies.set(GITHUB_COOKIE, copied)
+    assert replay.get("/api/missions").status_code == 401

@@ -471,3 +471,34 @@ def test_a_followed_rewrite_still_gets_no_token_security_36(
     assert attacker.requests, "the rewrite was not followed"
     assert _authorizations(attacker) == {""}
     assert server.requests == []
+
+
+def test_a_local_export_keeps_carriage_returns_so_the_patch_applies_to_its_base(
+    tmp_path: Path,
+) -> None:
+    """A repository with CRLF line endings: the agent edits one line. The exported patch
+    must carry the file's `\\r` bytes (git writes them), or it no longer matches the base
+    tree it was taken against and cannot be verified or delivered; a lone `\\r` inside a
+    line must not become a line break either (the diff parser then rejects the patch)."""
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "app.py").write_bytes(b"def add(a, b):\r\n    return a - b\r\n")
+    (source / "data.txt").write_bytes(b"x = 1\r  y\nz\n")
+    init_repo(source)
+    base = tmp_path / "base"
+    snapshot(source, base)
+    provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "sandboxes")
+    try:
+        sandbox = provider.create("m1", base, network=False)
+        (sandbox.workspace / "app.py").write_bytes(b"def add(a, b):\r\n    return a + b\r\n")
+        (sandbox.workspace / "data.txt").write_bytes(b"x = 1\r  y\nz = 2\n")
+        patch = export_patch(sandbox, timeout_s=60, base=base)
+    finally:
+        provider.close()
+    assert "+    return a + b\r\n" in patch
+    assert " x = 1\r  y\n" in patch
+    target = tmp_path / "target"
+    snapshot(source, target)
+    apply_patch(target, patch)
+    assert (target / "app.py").read_bytes() == b"def add(a, b):\r\n    return a + b\r\n"
+    assert (target / "data.txt").read_bytes() == b"x = 1\r  y\nz = 2\n"

@@ -146,3 +146,42 @@ def test_every_file_of_a_multi_file_patch_is_listed():
         ".github/workflows/ci.yml",
         "tests/test_a.py",
     ]
+
+
+# The exact text `git diff --cached --binary --no-renames HEAD` writes (the export's
+# command) when a test file in a directory named `x b` is edited: git does not quote a
+# name that holds only spaces, and ends its `---`/`+++` lines with a tab.
+_GIT_SPACE_B_MODIFIED = (
+    "diff --git a/tests/x b/test_y.py b/tests/x b/test_y.py\n"
+    "index 33110c7..06a99d3 100644\n"
+    "--- a/tests/x b/test_y.py\t\n"
+    "+++ b/tests/x b/test_y.py\t\n"
+    "@@ -1,2 +1,2 @@\n"
+    " def test_a():\n"
+    "-    assert 1 == 1\n"
+    "+    pass\n"
+)
+
+
+def test_git_output_for_a_name_holding_space_b_slash_parses():
+    """A path with ` b/` inside (directory `x b`) is one git writes unquoted; the parse of
+    git's own export must list it, not refuse the patch (the refusal is a `ValueError` no
+    mission stage catches, so the mission crashes instead of ending with a verdict)."""
+    (file,) = parse_patch(_GIT_SPACE_B_MODIFIED)
+    assert file.paths == ("tests/x b/test_y.py",)
+    assert file.status == "modified"
+    assert file.hunks[0].removed == ("    assert 1 == 1",)
+
+
+def test_git_output_deleting_a_file_under_a_space_b_directory_parses():
+    (file,) = parse_patch(
+        "diff --git a/tests/x b/test_e.py b/tests/x b/test_e.py\n"
+        "deleted file mode 100644\n"
+        "index 33110c7..0000000\n"
+        "--- a/tests/x b/test_e.py\t\n"
+        "+++ /dev/null\n"
+        "@@ -1,2 +0,0 @@\n"
+        "-def test_a():\n"
+        "-    assert 1 == 1\n"
+    )
+    assert (file.old_path, file.status) == ("tests/x b/test_e.py", "deleted")
