@@ -191,16 +191,22 @@ def run(
     home = Path(tempfile.mkdtemp(prefix="loopwright-git-home-"))
     try:
         _refuse_home_inside(home, [cwd, *_paths_in(args)])
-        return subprocess.run(
-            command(args, remote=remote, token=token),
+        # Bytes in and out, decoded here: text mode would translate newlines, and a patch
+        # that loses its carriage returns no longer applies to a CRLF file.
+        argv = command(args, remote=remote, token=token)
+        proc = subprocess.run(
+            argv,
             cwd=cwd,
             env=environment(home, token=token),
-            input=input,
+            input=None if input is None else input.encode("utf-8", "surrogateescape"),
             capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="surrogateescape",
             check=False,
+        )
+        return subprocess.CompletedProcess(
+            argv,
+            proc.returncode,
+            proc.stdout.decode("utf-8", "surrogateescape"),
+            proc.stderr.decode("utf-8", "surrogateescape"),
         )
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -227,16 +227,6 @@ def _export_on_host(work_tree: Path, base: Path) -> str:
         )
 
 
-def changed_paths(patch: str) -> list[str]:
-    paths = []
-    for line in patch.splitlines():
-        if line.startswith("diff --git "):
-            parts = line.split(" b/", 1)
-            if len(parts) == 2:
-                paths.append(parts[1])
-    return paths
-
-
 def _names_git_dir(rel: str) -> bool:
     """A path through `.git`, or through a name git treats as one on some file system
     (`.git ` and `.git.`, the short name `git~1`, an NTFS stream `.git::$...`), which git
