@@ -309,6 +309,31 @@ def test_a_setup_network_name_held_twice_is_settled_on_the_oldest(
             client.api.remove_network(str(twin.id))
 
 
+def test_a_network_of_the_setup_name_that_loopwright_did_not_make_is_refused(
+    client: docker.DockerClient,
+) -> None:
+    """Read from networks the engine really made: only the one with ICC off and the label
+    passes; one made another way (ICC on, no label) would let sandboxes reach each other."""
+    from loopwright.sandbox.docker.network import network_problem, sandbox_network
+
+    assert network_problem(sandbox_network(client).attrs) is None
+    name = f"loopwright-test-rogue-{uuid.uuid4().hex[:8]}"
+    rogue = client.networks.create(name, driver="bridge")
+    try:
+        rogue.reload()
+        assert "label" in (network_problem(rogue.attrs) or "")
+        labelled = client.networks.create(
+            name + "-l", driver="bridge", labels={"loopwright.network": "sandbox"}
+        )
+        try:
+            labelled.reload()
+            assert "enable_icc" in (network_problem(labelled.attrs) or "")
+        finally:
+            labelled.remove()
+    finally:
+        rogue.remove()
+
+
 # -- secrets ------------------------------------------------------------------------------
 
 

@@ -44,8 +44,32 @@ def sandbox_network(client: docker.DockerClient) -> Any:
                 ) from failure
     except requests.exceptions.ConnectionError as exc:
         raise engine_error(exc) from exc
+    problem = network_problem(network.attrs)
+    if problem is not None:
+        raise SandboxError(
+            f"the Docker network {NETWORK_NAME} exists but is not the one Loopwright makes "
+            f"({problem}), so sandboxes on it could reach each other or be joined by others; "
+            f"remove it (`docker network rm {NETWORK_NAME}` once no container uses it) and "
+            "Loopwright creates it again"
+        )
     ensure_setup_firewall(network.attrs)
     return network
+
+
+def network_problem(attrs: Mapping[str, Any]) -> str | None:
+    """Why a network of the sandbox network's name is not one Loopwright made, or None.
+
+    A network of that name left by something else (an older setup, another tool on the
+    engine) may let containers talk to each other; sandboxes are never put on it.
+    """
+    if attrs.get("Driver") != "bridge":
+        return f"its driver is {attrs.get('Driver')!r}, not 'bridge'"
+    if (attrs.get("Labels") or {}).get("loopwright.network") != "sandbox":
+        return "it lacks the label loopwright.network=sandbox"
+    options = attrs.get("Options") or {}
+    if options.get("com.docker.network.bridge.enable_icc") != "false":
+        return "traffic between its containers is not turned off (enable_icc)"
+    return None
 
 
 def the_network(client: docker.DockerClient) -> Any:
