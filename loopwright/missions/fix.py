@@ -1,7 +1,8 @@
 """One fix mission from start to verdict: prepare → plan → loop → verify → deliver.
 
 This module supplies a fix's stages; `missions.base` runs them and owns cleanup, and each
-stage's logic lives in its own module (sandbox, agent, verify).
+stage's logic lives in its own module (sandbox, agent, verify; the loop's attempts on the
+model tiers in `missions.attempts`).
 
 Verification judges the patch with the repository's ORIGINAL tests and test configuration:
 the sandbox starts from the base tree, setup runs on the base tree's inputs with the setup
@@ -22,34 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
-from loopwright.agent.context import Conversation
-from loopwright.agent.localize import Reader, source_excerpts
-from loopwright.agent.loop import AgentLoop, LoopResult, leave_loop_stage
-from loopwright.agent.model import Model, Sampling
-from loopwright.agent.prompts import SYSTEM, change_task, fix_task
-from loopwright.agent.testguard import TestEditGuard
-from loopwright.agent.tools import Toolbox
+from loopwright.agent.model import Model
 from loopwright.cancellation import Cancellation
 from loopwright.clip import truncate_middle
 from loopwright.config import Settings, effective_network
 from loopwright.events import EventBus, PhaseName
 from loopwright.instructions import RepoInstructions, read_tree_instructions
-from loopwright.missions.base import (
-    Mission,
-    MissionFailed,
-    account,
-    timed_phase,
-)
+from loopwright.missions.attempts import Attempts, LoopEnd, first_task
+from loopwright.missions.base import Mission, MissionFailed, account, timed_phase
 from loopwright.missions.delivery import Deliverer, apply_locally
 from loopwright.missions.reproduction import Flaky, reproduce
 from loopwright.missions.result import MissionResult
-from loopwright.missions.trees import (
-    read_text,
-    restore_base,
-    tree_files,
-    write_into_sandbox,
-    write_into_tree,
-)
+from loopwright.missions.trees import write_into_sandbox, write_into_tree
 from loopwright.missions.verification import (
     plan_verification,
     run_new_tests,
@@ -58,18 +43,11 @@ from loopwright.missions.verification import (
 )
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.repo_config import RepoConfig, load_repo_config
-from loopwright.sandbox.base import (
-    ExecResult,
-    FileToolError,
-    Sandbox,
-    SandboxError,
-    SandboxProvider,
-)
+from loopwright.sandbox.base import ExecResult, Sandbox, SandboxProvider
 from loopwright.sandbox.workspace import (
     apply_patch,
     clone,
     copy_tree,
-    export_patch,
     is_git_url,
     prepare_sandbox_repo,
     snapshot,
@@ -141,7 +119,6 @@ class FixMission(Mission[MissionResult]):
         self.request = request
         self.deliverer = deliver
         self.instructions = request.instructions
-        self._guard: TestEditGuard | None = None
 
     # -- the stages --------------------------------------------------------------------
 
@@ -241,159 +218,37 @@ class FixMission(Mission[MissionResult]):
         return self.request.change_requested and bool((self.request.guidance or "").strip())
 
     def _fix(self, plan: TestPlan, before: SuiteRun, repo: RepoConfig) -> tuple[str, str]:
-        """The loop, as independent attempts on the tiers LOOPWRIGHT_ATTEMPTS names (in
-        order, cheapest first) and then one escalating loop over the remaining tiers. An
-        attempt counts only when the model finished AND the test command passes in the
-        loop's sandbox; the workspace is put back to the base tree before the next one."""
+        """The loop, as the attempts `missions.attempts` runs in the reproduction's sandbox;
+        the mission adopts the loop they end with."""
         sandbox = self.sandboxes.opened[-1]
-        base = self.workdir / "trees" / "base"
-        task = (
-            change_task(plan.command, self.request.guidance or "", self.instructions)
-            if before.result.ok and not before.report.failing()
-            else fix_task(
-                plan.command,
-                sorted(before.report.failing()),
-                truncate_middle(before.result.output, 6_000),
-                self.request.guidance,
-                self.instructions,
-                source=source_excerpts(before.result.output, _reader(sandbox)),
-            )
-        )
-        tiers = self.settings.tiers
-        first = 0
-        while first < len(tiers) and self.settings.attempts.get(tiers[first].name, 1) > 1:
-            first += 1
-        entered = False
-        for index, tier in enumerate(tiers[:first]):
-            count = self.settings.attempts[tier.name]
-            for number in range(1, count + 1):
-                last = index == len(tiers) - 1 and number == count
-                seed = number
-                self.events.emit(
-                    "attempt", tier=tier.name, attempt=number, attempts=count, seed=seed,
-                    status="started",
-                )  # fmt: skip
-                loop, toolbox = self._loop(
-                    sandbox, plan, repo, task, before,
-                    settings=self.settings.with_overrides(tiers=(tier,)),
-                    step_limit=self.settings.attempt_steps,
-                    sampling=Sampling(self.settings.attempt_temperature, seed),
-                    stages=(not entered, last),
-                )  # fmt: skip
-                entered = True
-                outcome = loop.run()
-                with timed_phase(self.events, "patch_export"):
-                    patch = export_patch(sandbox, timeout_s=120, base=base)
-                passed, why = self._attempt_passed(sandbox, plan, outcome, patch)
-                self.result.attempts.append(
-                    {"tier": tier.name, "attempt": number, "seed": seed, "passed": passed,
-                     "steps": loop.steps_taken}
-                )  # fmt: skip
-                self.events.emit(
-                    "attempt", tier=tier.name, attempt=number, attempts=count, seed=seed,
-                    status="passed" if passed else "failed", steps=loop.steps_taken,
-                    reason=None if passed else why,
-                )  # fmt: skip
-                if passed or last or outcome.outcome == "budget_exceeded":
-                    if not last:
-                        leave_loop_stage(self.events, "finished" if passed else "budget_exceeded")
-                    return self._adopt(loop, toolbox, outcome, patch)
-                restore_base(sandbox, base, patch, timeout_s=self.settings.command_timeout_s)
-        loop, toolbox = self._loop(
-            sandbox, plan, repo, task, before,
-            settings=self.settings.with_overrides(tiers=tiers[first:]),
-            stages=(not entered, True),
-        )  # fmt: skip
-        outcome = loop.run()
-        with timed_phase(self.events, "patch_export"):
-            patch = export_patch(sandbox, timeout_s=120, base=base)
-        return self._adopt(loop, toolbox, outcome, patch)
-
-    def _loop(
-        self,
-        sandbox: Sandbox,
-        plan: TestPlan,
-        repo: RepoConfig,
-        task: str,
-        before: SuiteRun,
-        *,
-        settings: Settings,
-        stages: tuple[bool, bool],
-        step_limit: int | None = None,
-        sampling: Sampling | None = None,
-    ) -> tuple[AgentLoop, Toolbox]:
-        protected = (
-            repo.protected_paths if repo.protected_paths is not None else DEFAULT_PROTECTED_PATHS
-        )
-        toolbox = Toolbox(
+        attempts = Attempts(
             sandbox,
-            command_timeout_s=self.settings.command_timeout_s,
-            protected_paths=protected,
-            test_command=plan.command,
-            test_guard=self._test_guard(plan, repo),
+            self.workdir / "trees" / "base",
+            plan,
+            repo,
+            before,
+            task=first_task(
+                sandbox,
+                plan,
+                before,
+                guidance=self.request.guidance,
+                instructions=self.instructions,
+            ),
+            settings=self.settings,
+            events=self.events,
+            agent_loop=self.agent_loop,
+            records=self.result.attempts,
         )
-        conversation = Conversation(
-            system=SYSTEM, task=task, context_tokens=self.settings.context_tokens
-        )
-        # The fix task quotes the failing run; a change task (the suite passes) does not.
-        conversation.set_latest_test(
-            plan.command,
-            before.result.exit_code,
-            before.result.output,
-            in_task=not (before.result.ok and not before.report.failing()),
-        )
-        loop = self.agent_loop(
-            toolbox,
-            conversation,
-            settings=settings,
-            step_limit=step_limit,
-            sampling=sampling,
-            stages=stages,
-        )
-        return loop, toolbox
+        return self._adopt(attempts.run())
 
-    def _test_guard(self, plan: TestPlan, repo: RepoConfig) -> TestEditGuard:
-        """The tool-side copy of verification's test routing, for the base tree (built once
-        per mission: every loop and attempt starts from the same base)."""
-        if self._guard is None:
-            base = self.workdir / "trees" / "base"
-            self._guard = TestEditGuard.for_tree(
-                tree_files(base),
-                lambda rel: read_text(base, rel),
-                test_command=plan.command,
-                setup_command=plan.setup,
-                test_script=plan.script,
-                allow_test_edits=repo.allow_test_edits,
-            )
-        return self._guard
-
-    def _attempt_passed(
-        self, sandbox: Sandbox, plan: TestPlan, outcome: LoopResult, patch: str
-    ) -> tuple[bool, str]:
-        """Whether an attempt is worth verifying: the model finished with a change and the
-        test command now passes in the loop's sandbox."""
-        if outcome.outcome != "finished":
-            return False, outcome.reason or "the attempt ended without finish"
-        if not patch.strip():
-            return False, "the attempt finished without changing anything"
-        check = run_suite(sandbox, plan, timeout_s=self.settings.command_timeout_s)
-        if check.result.ok and not check.report.failing():
-            return True, ""
-        failing = sorted(check.report.failing())
-        named = f": {', '.join(failing[:5])}" if failing else ""
-        code = check.result.exit_code
-        return False, f"the tests still fail after the attempt (exit {code}){named}"
-
-    def _adopt(
-        self, loop: AgentLoop, toolbox: Toolbox, outcome: LoopResult, patch: str
-    ) -> tuple[str, str]:
-        self.result.final_tier = loop.escalation.current
-        self.result.plan = [{"step": i.step, "status": i.status} for i in toolbox.plan]
-        self.result.title = toolbox.title or ""
-        self.result.patch = patch
-        if outcome.outcome in ("budget_exceeded", "attempt_exhausted"):
-            raise MissionFailed("budget_exceeded", outcome.reason)
-        return outcome.summary, patch
+    def _adopt(self, end: LoopEnd) -> tuple[str, str]:
+        self.result.final_tier = end.loop.escalation.current
+        self.result.plan = [{"step": i.step, "status": i.status} for i in end.toolbox.plan]
+        self.result.title = end.toolbox.title or ""
+        self.result.patch = end.patch
+        if end.outcome.outcome in ("budget_exceeded", "attempt_exhausted"):
+            raise MissionFailed("budget_exceeded", end.outcome.reason)
+        return end.outcome.summary, end.patch
 
     def _verify(
         self, base: Path, plan: TestPlan, repo: RepoConfig, before: SuiteRun, patch: str
@@ -536,16 +391,3 @@ def setup_failed(command: str, result: ExecResult) -> MissionFailed:
         f"environment problem: the setup command `{command}` failed "
         f"(exit {result.exit_code}):\n{truncate_middle(result.output, 3000)}",
     )
-
-
-def _reader(sandbox: Sandbox) -> Reader:
-    """Reads workspace files for the first prompt's source excerpts; a file the sandbox
-    refuses or cannot find is skipped."""
-
-    def read(path: str) -> bytes | None:
-        try:
-            return sandbox.read_file(path)
-        except (FileToolError, SandboxError):
-            return None
-
-    return read
