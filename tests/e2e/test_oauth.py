@@ -18,7 +18,7 @@ import httpx
 import pytest
 from itsdangerous import URLSafeSerializer
 
-from loopwright.app import views
+from loopwright.app import signin
 from loopwright.app.api import GITHUB_COOKIE, GitHubSessions, github_session_value
 from loopwright.app.server import create_app, serve_in_thread
 from loopwright.config import Settings
@@ -248,7 +248,7 @@ def test_a_long_repository_list_stays_on_the_server(oauth_server):
 
 def test_sign_in_reads_at_most_max_repo_pages(oauth_server, monkeypatch):
     server = oauth_server
-    monkeypatch.setattr(views, "MAX_REPO_PAGES", 2)
+    monkeypatch.setattr(signin, "MAX_REPO_PAGES", 2)
     names = [f"acme/service-{n:03d}" for n in range(230)]
     for name in names:
         server.github.add_repo(name)
