@@ -50,19 +50,16 @@ from loopwright.app.hosts import only_hosts
 from loopwright.app.metrics import Metrics, metrics_endpoint
 from loopwright.app.runtime import Runtime, default_model, open_runtime
 from loopwright.app.schema_ui import SCHEMA_PATH, OfflineSwaggerUI
-from loopwright.app.stream import LiveHub, StreamTiming, mission_event_stream, mission_list_stream
-from loopwright.app.views import (
-    SECURITY_HEADERS,
-    costs_page,
+from loopwright.app.signin import (
     github_callback,
     github_sign_in,
     login,
     login_form,
     logout,
-    mission_page,
-    missions_page,
     unauthorized,
 )
+from loopwright.app.stream import LiveHub, StreamTiming, mission_event_stream, mission_list_stream
+from loopwright.app.views import SECURITY_HEADERS, costs_page, mission_page, missions_page
 from loopwright.app.webhooks import MAX_WEBHOOK_BYTES, github_webhook
 from loopwright.config import Settings
 from loopwright.github.ratelimit import WriteSpacer

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -18,7 +20,7 @@ import httpx
 import pytest
 from itsdangerous import URLSafeSerializer
 
-from loopwright.app import views
+from loopwright.app import signin
 from loopwright.app.api import GITHUB_COOKIE, GitHubSessions, github_session_value
 from loopwright.app.server import create_app, serve_in_thread
 from loopwright.config import Settings
@@ -248,7 +250,7 @@ def test_a_long_repository_list_stays_on_the_server(oauth_server):
 
 def test_sign_in_reads_at_most_max_repo_pages(oauth_server, monkeypatch):
     server = oauth_server
-    monkeypatch.setattr(views, "MAX_REPO_PAGES", 2)
+    monkeypatch.setattr(signin, "MAX_REPO_PAGES", 2)
     names = [f"acme/service-{n:03d}" for n in range(230)]
     for name in names:
         server.github.add_repo(name)
@@ -260,6 +262,76 @@ def test_sign_in_reads_at_most_max_repo_pages(oauth_server, monkeypatch):
     assert len(server.github.requests_for("repos/list-for-authenticated-user")) == 2
     assert [m["id"] for m in client.get("/api/missions").json()] == [early]
     assert client.get(f"/missions/{late}").status_code in (403, 404)
+
+
+class Bystander:
+    """An HTTP server on another port, standing in for a host that is not the API: it
+    answers every GET with an empty list and records the path and Authorization header."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str | None]] = []
+        bystander = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                bystander.seen.append((self.path, self.headers.get("Authorization")))
+                body = b"[]"
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def netloc(self) -> str:
+        return f"127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> Bystander:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+OFF_API_LINKS: dict[str, Callable[[FakeGitHub, Bystander], str]] = {
+    "another-host": lambda github, other: f"http://{other.netloc}",
+    # Starts with the API's URL, but the authority goes on: `127.0.0.1:PORT` is userinfo
+    # and the request would go to the other host.
+    "look-alike-prefix": lambda github, other: f"{github.url}@{other.netloc}",
+    "same-server-under-another-name": lambda github, other: github.url.replace(
+        "127.0.0.1", "localhost"
+    ),
+}
+
+
+@pytest.mark.parametrize("link", OFF_API_LINKS.values(), ids=OFF_API_LINKS.keys())
+def test_sign_in_does_not_follow_a_next_link_off_the_api(oauth_server, link):
+    """The user token goes to LOOPWRIGHT_GITHUB_API_URL only: a `Link: rel=next` elsewhere,
+    however close it looks, ends the listing and the first page's repositories are kept."""
+    server = oauth_server
+    names = [f"acme/service-{n:03d}" for n in range(150)]
+    for name in names:
+        server.github.add_repo(name)
+        server.github.set_permission(name, "carol", "triage")
+    first_page = create_mission(server.store, repo=names[0], sha="f6f6f6f6")
+    second_page = create_mission(server.store, repo=names[-1], sha="a7a7a7a7")
+    with Bystander() as other:
+        server.github.link_base = link(server.github, other)
+        client = server.sign_in("carol")
+        assert other.seen == []
+    listed = server.github.requests_for("repos/list-for-authenticated-user")
+    assert len(listed) == 1
+    assert listed[0].headers.get("host", "").startswith("127.0.0.1:")
+    assert [m["id"] for m in client.get("/api/missions").json()] == [first_page]
+    assert client.get(f"/missions/{second_page}").status_code in (403, 404)
 
 
 def test_without_a_client_id_github_sign_in_is_off(live_server):

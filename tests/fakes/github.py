@@ -288,6 +288,9 @@ class FakeGitHub:
         self.validate_responses = validate_responses
         self.description = description or load_description()
         self.html_base = "https://github.com"
+        self.link_base: str | None = None
+        """Where the `Link` headers of list pages point; None: this server. Set it to see that
+        a client does not follow a next link off the API it was configured with."""
         self.requests: list[RecordedRequest] = []
         self.rejected: list[Rejection] = []
         self.tokens: dict[str, IssuedToken] = {}
@@ -2192,13 +2195,14 @@ class FakeGitHub:
         if last > 1:
             op = call.match.operation
             path = op.template.format(**call.match.path_params)
+            base = self.link_base or self.url
             links = []
             if page < last:
-                links.append(f'<{self.url}{path}?per_page={per_page}&page={page + 1}>; rel="next"')
-                links.append(f'<{self.url}{path}?per_page={per_page}&page={last}>; rel="last"')
+                links.append(f'<{base}{path}?per_page={per_page}&page={page + 1}>; rel="next"')
+                links.append(f'<{base}{path}?per_page={per_page}&page={last}>; rel="last"')
             if page > 1:
-                links.append(f'<{self.url}{path}?per_page={per_page}&page={page - 1}>; rel="prev"')
-                links.append(f'<{self.url}{path}?per_page={per_page}&page=1>; rel="first"')
+                links.append(f'<{base}{path}?per_page={per_page}&page={page - 1}>; rel="prev"')
+                links.append(f'<{base}{path}?per_page={per_page}&page=1>; rel="first"')
             headers["Link"] = ", ".join(links)
         return _Reply(200, chunk, headers)
 

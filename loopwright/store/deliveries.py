@@ -1,0 +1,106 @@
+"""Webhook deliveries in the store: each `X-GitHub-Delivery` id once, with what was decided
+about it and, for work, the mission it made or joined."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from loopwright.request import MissionRequest
+from loopwright.store.missions import mission_row
+from loopwright.store.models import Delivery, Mission, utcnow
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What `accept_delivery` did."""
+
+    new_delivery: bool
+    """False: this X-GitHub-Delivery id was seen before and nothing was written."""
+    mission: Mission | None
+    created: bool
+    """True when this delivery created the mission (False: it joined an existing one)."""
+
+
+class DeliveryRecords:
+    """The store's reads and writes of webhook deliveries."""
+
+    _session: sessionmaker[Session]
+
+    def record_delivery(self, delivery_id: str, event: str, action: str | None) -> bool:
+        """Store a delivery; False when this `X-GitHub-Delivery` id was seen before."""
+        try:
+            with self._session.begin() as session:
+                session.add(Delivery(id=delivery_id, event=event, action=action))
+        except IntegrityError:
+            return False
+        return True
+
+    def decide_delivery(
+        self, delivery_id: str, decision: str, mission_id: str | None = None
+    ) -> None:
+        """Record what was done with a delivery (the ignore reason, or the mission it made)."""
+        with self._session.begin() as session:
+            session.execute(
+                update(Delivery)
+                .where(Delivery.id == delivery_id)
+                .values(decision=decision, mission_id=mission_id)
+            )
+
+    def get_delivery(self, delivery_id: str) -> Delivery | None:
+        with self._session() as session:
+            return session.get(Delivery, delivery_id)
+
+    def accept_delivery(
+        self,
+        delivery_id: str,
+        event: str,
+        action: str | None,
+        *,
+        decision: str,
+        request: MissionRequest | None = None,
+    ) -> Accepted:
+        """Record a delivery, what was decided and (for work) its mission, in one transaction.
+
+        The webhook answers right after this, so it is the one durable write on that path:
+        a replayed delivery id changes nothing, and a second delivery about the same
+        failure points at the existing mission.
+        """
+        try:
+            with self._session.begin() as session:
+                delivery = Delivery(id=delivery_id, event=event, action=action, decision=decision)
+                session.add(delivery)
+                session.flush()
+                if request is None:
+                    return Accepted(True, None, False)
+                mission = mission_row(request, None, "queued", None)
+                created = True
+                try:
+                    with session.begin_nested():
+                        session.add(mission)
+                except IntegrityError:
+                    created = False
+                    existing = session.scalars(
+                        select(Mission).where(Mission.dedupe_key == request.dedupe_key)
+                    ).one()
+                    mission = existing
+                    delivery.decision = "duplicate mission"
+                delivery.mission_id = mission.id
+                return Accepted(True, mission, created)
+        except IntegrityError:
+            return Accepted(False, None, False)
+
+    def recent_deliveries(self, decision: str, seconds: float) -> int:
+        """How many deliveries in the last `seconds` were recorded with this decision."""
+        since = utcnow() - datetime.timedelta(seconds=seconds)
+        with self._session() as session:
+            count = session.scalar(
+                select(func.count())
+                .select_from(Delivery)
+                .where(Delivery.decision == decision, Delivery.received_at >= since)
+            )
+        return int(count or 0)

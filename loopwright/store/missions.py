@@ -1,0 +1,325 @@
+"""Missions in the store: created once per dedupe key, claimed by one worker, cancelled,
+finished with their result and per-tier usage.
+
+Every change of status is one conditional UPDATE, so two threads or processes never both
+win the same transition.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal, Protocol
+
+from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from loopwright.request import MissionRequest
+from loopwright.store.models import (
+    ACTIVE_STATUSES,
+    MISSION_STATUSES,
+    Mission,
+    MissionStatus,
+    MissionUsage,
+    utcnow,
+)
+
+INTERRUPTED_MESSAGE = "the server stopped while the mission was running"
+CANCEL_REQUESTED = "cancel requested: "
+"""How a running mission's `message` starts once someone asked to cancel it; the rest is
+the summary the mission ends with. A running mission has no other message."""
+CancelAnswer = Literal["cancelled", "requested", "not_active", "not_found"]
+
+
+class FinishedResult(Protocol):
+    """What `mark_finished` stores of a fix's or a build's result."""
+
+    mission: str
+    status: Any
+    message: str
+    cost_usd: float
+    final_tier: str | None
+    usage: dict[str, dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class MissionNotFound(LookupError):
+    """No mission has this id."""
+
+
+def mission_row(
+    request: MissionRequest, mission_id: str | None, status: MissionStatus, message: str | None
+) -> Mission:
+    now = utcnow()
+    return Mission(
+        id=mission_id or new_mission_id(),
+        status=status,
+        kind=request.kind,
+        trigger=request.trigger,
+        repo=request.repo,
+        head_sha=request.head_sha,
+        pr_number=request.pr_number,
+        dedupe_key=request.dedupe_key,
+        request=request.to_dict(),
+        message=message,
+        cost_usd=0.0,
+        attempts=0,
+        created_at=now,
+        finished_at=None if status in ACTIVE_STATUSES else now,
+    )
+
+
+def new_mission_id() -> str:
+    """Twelve hex digits, like the CLI's mission ids."""
+    return uuid.uuid4().hex[:12]
+
+
+class MissionRecords:
+    """The store's reads and writes of missions."""
+
+    _session: sessionmaker[Session]
+
+    def create_mission(
+        self,
+        request: MissionRequest,
+        mission_id: str | None = None,
+        *,
+        status: MissionStatus = "queued",
+        message: str | None = None,
+    ) -> tuple[Mission, bool]:
+        """Store a mission for `request`, or return the one already stored for its dedupe key.
+
+        The second value is True when this call created the mission. A `refused` mission is
+        stored with its status and message so the refusal is visible and not repeated.
+        """
+        _check_status(status)
+        mission = mission_row(request, mission_id, status, message)
+        try:
+            with self._session.begin() as session:
+                session.add(mission)
+        except IntegrityError:
+            existing = self._by_dedupe_key(request.dedupe_key)
+            if existing is None:
+                raise  # the id collided, not the dedupe key
+            return existing, False
+        return mission, True
+
+    def _by_dedupe_key(self, key: str) -> Mission | None:
+        with self._session() as session:
+            return session.scalars(select(Mission).where(Mission.dedupe_key == key)).one_or_none()
+
+    def get_mission(self, mission_id: str) -> Mission | None:
+        with self._session() as session:
+            return session.get(Mission, mission_id)
+
+    def list_missions(
+        self, status: str | None = None, repo: str | None = None, limit: int = 100
+    ) -> list[Mission]:
+        """Newest first."""
+        query = select(Mission)
+        if status is not None:
+            query = query.where(Mission.status == status)
+        if repo is not None:
+            query = query.where(Mission.repo == repo)
+        query = query.order_by(Mission.created_at.desc(), Mission.id).limit(limit)
+        return self._all(query)
+
+    def count_by_status(self) -> dict[str, int]:
+        """How many missions are stored in each status (statuses with none are absent)."""
+        with self._session() as session:
+            rows = session.execute(
+                select(Mission.status, func.count()).group_by(Mission.status)
+            ).all()
+        return {str(status): int(count) for status, count in rows}
+
+    def missions_for_pull(self, repo: str, number: int, *, limit: int = 20) -> list[Mission]:
+        """The missions of one pull request, newest first."""
+        return self._all(
+            select(Mission)
+            .where(Mission.repo == repo, Mission.pr_number == number)
+            .order_by(Mission.created_at.desc(), Mission.id)
+            .limit(limit)
+        )
+
+    def request_cancel(self, mission_id: str, summary: str) -> CancelAnswer:
+        """Cancel a mission: a queued one ends `cancelled` now (it never starts); a running
+        one gets the request recorded, for its runner to notice (`cancel_requested`) in
+        whichever process runs it. Each step is one conditional UPDATE, so a mission that a
+        worker claims meanwhile is caught as running."""
+        queued = {"status": "cancelled", "message": summary, "finished_at": utcnow()}
+        if self._update_mission(mission_id, queued, "queued"):
+            return "cancelled"
+        with self._session.begin() as session:
+            marked = session.execute(
+                update(Mission)
+                .where(
+                    Mission.id == mission_id,
+                    Mission.status == "running",
+                    Mission.message.is_(None),
+                )
+                .values(message=CANCEL_REQUESTED + summary)
+            )
+            if marked.rowcount == 1:  # type: ignore[attr-defined]
+                return "requested"
+        mission = self.get_mission(mission_id)
+        if mission is None:
+            return "not_found"
+        if mission.status == "running":
+            return "requested"  # already asked
+        return "not_active"
+
+    def cancel_requested(self, mission_id: str) -> str | None:
+        """The summary of a pending cancel request of a running mission, or None."""
+        with self._session() as session:
+            message = session.scalar(
+                select(Mission.message).where(Mission.id == mission_id, Mission.status == "running")
+            )
+        if isinstance(message, str) and message.startswith(CANCEL_REQUESTED):
+            return message[len(CANCEL_REQUESTED) :]
+        return None
+
+    def queued_missions(self) -> list[Mission]:
+        """Oldest first, the order they should run in."""
+        return self._all(
+            select(Mission)
+            .where(Mission.status == "queued")
+            .order_by(Mission.created_at, Mission.id)
+        )
+
+    def attempts_for_head(self, repo: str, head_sha: str) -> int:
+        """Missions for this commit that were not turned away (`refused` or `ignored`), for
+        the attempt cap."""
+        with self._session() as session:
+            count = session.scalar(
+                select(func.count())
+                .select_from(Mission)
+                .where(
+                    Mission.repo == repo,
+                    Mission.head_sha == head_sha,
+                    Mission.status.not_in(("refused", "ignored")),
+                )
+            )
+        return int(count or 0)
+
+    def set_status(
+        self,
+        mission_id: str,
+        status: MissionStatus,
+        *,
+        message: str | None = None,
+        expect: MissionStatus | None = None,
+    ) -> bool:
+        """Move a mission to `status`; with `expect`, only if it is in that status now.
+
+        Returns whether the mission changed. A final status also stamps `finished_at`.
+        """
+        _check_status(status)
+        values: dict[str, Any] = {"status": status}
+        if message is not None:
+            values["message"] = message
+        if status not in ACTIVE_STATUSES:
+            values["finished_at"] = utcnow()
+        return self._update_mission(mission_id, values, expect)
+
+    def mark_running(self, mission_id: str) -> bool:
+        """Claim a queued mission for a worker; False if it is not queued (any more).
+
+        The claim is one conditional UPDATE, so two workers never run the same mission.
+        """
+        values = {
+            "status": "running",
+            "started_at": utcnow(),
+            "attempts": Mission.attempts + 1,
+            "message": None,
+        }
+        return self._update_mission(mission_id, values, "queued")
+
+    def mark_finished(self, result: FinishedResult) -> None:
+        """Store a mission's result, its final status and its per-tier usage."""
+        values: dict[str, Any] = {
+            "status": result.status,
+            "result": result.to_dict(),
+            "message": result.message or None,
+            "cost_usd": result.cost_usd,
+            "finished_at": utcnow(),
+        }
+        if result.final_tier is not None:
+            values["tier_reached"] = result.final_tier
+        with self._session.begin() as session:
+            updated = session.execute(
+                update(Mission).where(Mission.id == result.mission).values(**values)
+            )
+            if updated.rowcount != 1:  # type: ignore[attr-defined]
+                raise MissionNotFound(result.mission)
+            session.execute(delete(MissionUsage).where(MissionUsage.mission_id == result.mission))
+            session.add_all(
+                MissionUsage(
+                    mission_id=result.mission,
+                    tier=tier,
+                    calls=int(usage.get("calls", 0)),
+                    prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                    completion_tokens=int(usage.get("completion_tokens", 0)),
+                    cost_usd=float(usage.get("cost_usd", 0.0)),
+                )
+                for tier, usage in result.usage.items()
+            )
+
+    def update_request(self, mission_id: str, request: MissionRequest) -> None:
+        """Replace a mission's request once admission pinned it (head SHA, branches)."""
+        values = {"request": request.to_dict(), "head_sha": request.head_sha}
+        if not self._update_mission(mission_id, values, None):
+            raise MissionNotFound(mission_id)
+
+    def set_links(
+        self,
+        mission_id: str,
+        *,
+        check_run_id: int | None = None,
+        pr_url: str | None = None,
+        tracking_comment_id: int | None = None,
+    ) -> None:
+        """Remember the check run, pull request and tracking comment a mission reports to."""
+        values: dict[str, Any] = {}
+        if check_run_id is not None:
+            values["check_run_id"] = check_run_id
+        if pr_url is not None:
+            values["pr_url"] = pr_url
+        if tracking_comment_id is not None:
+            values["tracking_comment_id"] = tracking_comment_id
+        if values and not self._update_mission(mission_id, values, None):
+            raise MissionNotFound(mission_id)
+
+    def interrupt_running(self, message: str = INTERRUPTED_MESSAGE) -> list[Mission]:
+        """Mark every `running` mission `interrupted` and return them.
+
+        Call it at start-up, before any worker of this store runs: the caller reaps their
+        containers and completes their check runs. In a multi-process deployment only the
+        process that knows the workers are gone may call it.
+        """
+        with self._session.begin() as session:
+            return list(
+                session.scalars(
+                    update(Mission)
+                    .where(Mission.status == "running")
+                    .values(status="interrupted", message=message, finished_at=utcnow())
+                    .returning(Mission)
+                )
+            )
+
+    def _all(self, query: Select[Mission]) -> list[Mission]:
+        with self._session() as session:
+            return list(session.scalars(query).all())
+
+    def _update_mission(self, mission_id: str, values: dict[str, Any], expect: str | None) -> bool:
+        query = update(Mission).where(Mission.id == mission_id).values(**values)
+        if expect is not None:
+            query = query.where(Mission.status == expect)
+        with self._session.begin() as session:
+            result = session.execute(query)
+            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def _check_status(status: str) -> None:
+    if status not in MISSION_STATUSES:
+        raise ValueError(f"unknown mission status {status!r}; one of {sorted(MISSION_STATUSES)}")
