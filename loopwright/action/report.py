@@ -86,7 +86,9 @@ def _save_artifacts(directory: Path, result: MissionResult, redactor: Redactor) 
         data["screenshot"] = "screenshot.png"
     (directory / "result.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     if result.patch:
-        (directory / "patch.diff").write_text(redactor.text(result.patch), encoding="utf-8")
+        (directory / "patch.diff").write_bytes(
+            redactor.text(result.patch).encode("utf-8", "surrogateescape")
+        )
 
 
 def report(action: ActionEnv, outcome: Outcome, redactor: Redactor) -> None:

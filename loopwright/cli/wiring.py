@@ -268,8 +268,15 @@ def report_result(
     if getattr(args, "show_diff", False) and result.patch:
         # On stdout it can be piped to `git apply`; with --json stdout holds only the object.
         stream = sys.stderr if args.json else sys.stdout
-        shown = terminal_safe(result.patch) if stream.isatty() else result.patch
-        print(shown, end="", file=stream, flush=True)
+        if stream.isatty():
+            # Bytes that are not UTF-8 are shown as escapes, like control characters.
+            shown = terminal_safe(result.patch).encode("utf-8", "backslashreplace").decode()
+            print(shown, end="", file=stream, flush=True)
+        else:
+            # Byte for byte, so the patch still applies to files that are not UTF-8.
+            stream.flush()
+            stream.buffer.write(result.patch.encode("utf-8", "surrogateescape"))
+            stream.buffer.flush()
     if args.json:
         print(json.dumps({**paths.data(result.to_dict()), "exit_code": code}, indent=2), flush=True)
     return code

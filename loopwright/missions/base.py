@@ -131,7 +131,7 @@ def conclude(
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "result.json").write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
     if result.patch:
-        (workdir / "patch.diff").write_text(result.patch, encoding="utf-8")
+        (workdir / "patch.diff").write_bytes(result.patch.encode("utf-8", "surrogateescape"))
     shutil.rmtree(workdir / "trees", ignore_errors=True)
 
 
