@@ -13,8 +13,9 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation
@@ -90,21 +91,26 @@ class MissionSandboxes:
         return ""
 
 
-class Outcome(Protocol):
-    """What every mission's result holds: the verdict, and what it cost."""
+@dataclass
+class Outcome:
+    """What every mission's result holds: the verdict, the change, and what it cost."""
 
     mission: str
     status: Status
-    message: str
-    summary: str
-    patch: str
-    final_tier: str | None
-    usage: dict[str, dict[str, Any]]
-    cost_usd: float
-    steps: int
-    elapsed_s: float
+    message: str = ""
+    summary: str = ""
+    patch: str = ""
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cost_usd: float = 0.0
+    steps: int = 0
+    elapsed_s: float = 0.0
+    final_tier: str | None = None
+    verification: dict[str, Any] | None = None
+    screenshot: str | None = None
+    """The PNG of the booted web app, when there is a start command."""
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def account(result: Outcome, *, budget: Budget, elapsed_s: float) -> None:

@@ -25,7 +25,7 @@ from loopwright.agent.tools import Toolbox
 from loopwright.clip import truncate_middle
 from loopwright.config import ConfigError, Settings, effective_network
 from loopwright.events import EventBus
-from loopwright.missions.base import Mission, MissionFailed, Status
+from loopwright.missions.base import Mission, MissionFailed, Outcome
 from loopwright.missions.trees import changed_files, read_text, tree_files, write_into_sandbox
 from loopwright.missions.verification import setup_phase
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
@@ -145,27 +145,14 @@ class BuildRequest:
 
 
 @dataclass
-class BuildResult:
-    mission: str
-    status: Status
-    message: str = ""
-    summary: str = ""
+class BuildResult(Outcome):
+    """A build's result: the shared outcome, and where the built app is."""
+
     out: str | None = None
     """The directory holding the built app, once written."""
     commit: str | None = None
     report: str | None = None
-    screenshot: str | None = None
     files: list[str] = field(default_factory=list)
-    patch: str = ""
-    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
-    cost_usd: float = 0.0
-    steps: int = 0
-    elapsed_s: float = 0.0
-    final_tier: str | None = None
-    verification: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class BuildMission(Mission[BuildResult]):

@@ -3,11 +3,11 @@ model's summary, a diffstat of the patch and where the patch is saved."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopwright.missions.base import Status
+from loopwright.missions.base import Outcome
 from loopwright.missions.progress import terminal_safe
 from loopwright.verify.diff import parse_patch
 
@@ -16,31 +16,17 @@ STAT_WIDTH = 40
 
 
 @dataclass
-class MissionResult:
-    mission: str
-    status: Status
-    message: str = ""
-    summary: str = ""
-    patch: str = ""
-    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
-    cost_usd: float = 0.0
-    steps: int = 0
-    elapsed_s: float = 0.0
-    final_tier: str | None = None
+class MissionResult(Outcome):
+    """A fix mission's result: the shared outcome, and what only a fix has."""
+
     applied: bool = False
-    verification: dict[str, Any] | None = None
     flaky: dict[str, Any] | None = None
-    screenshot: str | None = None
-    """The PNG of the booted web app, when the repository has a start command."""
     title: str = ""
     """The short subject the model gave with `finish` (empty when it gave none)."""
     plan: list[dict[str, str]] = field(default_factory=list)
     """The model's latest plan, `{step, status}` items as in the `plan` event."""
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """Independent attempts, `{tier, attempt, seed, passed, steps}` (LOOPWRIGHT_ATTEMPTS)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def diffstat(patch: str) -> list[str]:
