@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import structlog
+from sqlalchemy.exc import SQLAlchemyError
 
 from loopwright.agent.model import Model
 from loopwright.app.commands import NON_WRITER_REPLY_WINDOW_S
@@ -49,6 +50,44 @@ CANCEL_POLL_S = 0.5
 """How often a running mission looks in the store for a cancel request."""
 
 
+@contextmanager
+def watch_for_cancel(
+    store: Store, mission_id: str, poll_s: float = CANCEL_POLL_S
+) -> Iterator[Cancellation]:
+    """Poll the store for a cancel request while the mission runs: the request may come from
+    a webhook or the live view of any process sharing the store. A failed poll (the database
+    restarting, a lock) is logged and the next one tried, so a cancel still reaches the
+    mission once the store answers again."""
+    cancellation = Cancellation()
+    stopped = threading.Event()
+    log = structlog.get_logger("loopwright.mission").bind(mission=mission_id)
+
+    def watch() -> None:
+        failing = False
+        while not stopped.wait(poll_s):
+            try:
+                summary = store.cancel_requested(mission_id)
+            except SQLAlchemyError as exc:
+                if not failing:  # once per outage, not every poll
+                    log.warning("cancel_poll_failed", error=f"{type(exc).__name__}: {exc}")
+                failing = True
+                continue
+            if failing:
+                log.info("cancel_poll_recovered")
+                failing = False
+            if summary is not None:
+                cancellation.cancel(summary)
+                return
+
+    watcher = threading.Thread(target=watch, name=f"cancel-watch-{mission_id}", daemon=True)
+    watcher.start()
+    try:
+        yield cancellation
+    finally:
+        stopped.set()
+        watcher.join()
+
+
 class AppMissionRunner:
     """The work function the mission queue calls with a mission id."""
 
@@ -76,27 +115,12 @@ class AppMissionRunner:
 
     @contextmanager
     def _watch_for_cancel(self, mission_id: str) -> Iterator[None]:
-        """Poll the store for a cancel request while the mission runs: the request may come
-        from a webhook or the live view of any process sharing the store."""
-        cancellation = Cancellation()
-        self._cancellations[mission_id] = cancellation
-        stopped = threading.Event()
-
-        def watch() -> None:
-            while not stopped.wait(CANCEL_POLL_S):
-                summary = self.store.cancel_requested(mission_id)
-                if summary is not None:
-                    cancellation.cancel(summary)
-                    return
-
-        watcher = threading.Thread(target=watch, name=f"cancel-watch-{mission_id}", daemon=True)
-        watcher.start()
-        try:
-            yield
-        finally:
-            stopped.set()
-            watcher.join()
-            self._cancellations.pop(mission_id, None)
+        with watch_for_cancel(self.store, mission_id) as cancellation:
+            self._cancellations[mission_id] = cancellation
+            try:
+                yield
+            finally:
+                self._cancellations.pop(mission_id, None)
 
     def _start(self, mission_id: str) -> None:
         mission = self.store.get_mission(mission_id)
