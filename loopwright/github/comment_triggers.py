@@ -34,12 +34,9 @@ from loopwright.github.payload import (
     get_str,
     installation_id,
 )
-from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest, ReviewComment
 
 WRITE_PERMISSIONS = frozenset({"write", "maintain", "admin"})
-
-_PLAIN = Redactor()
 
 
 def authorize(
@@ -81,20 +78,10 @@ def authorize(
             "and comment `/loopwright fix` again if you still want a fix.",
             number,
         )
-    # Only the branches Loopwright names for its fixes are iterated on; another branch a
-    # writer happened to start with the prefix is fixed like any pull request's head.
-    own_branch = head_ref.startswith(f"{ctx.branch_prefix}fix-")
-    if own_branch and head_repo != base_repo:
-        return Reply(
-            f"{render.mention(pending.user)}, the head branch {render.code(head_ref, _PLAIN)} "
-            f"of #{number} lives in {render.code(head_repo or 'a deleted fork', _PLAIN)}, "
-            f"not in {render.code(base_repo, _PLAIN)}: it is not Loopwright's branch, so "
-            "Loopwright adds no commits to it. Rename the branch (Loopwright's branches start "
-            f"with {render.code(ctx.branch_prefix, _PLAIN)}) and comment `/loopwright fix` "
-            "again for a fix offered as a patch.",
-            number,
-            refused=True,
-        )
+    # Only the branches Loopwright names for its fixes, in the base repository, are iterated
+    # on; another branch that starts with the prefix (a writer's, or any fork's: Loopwright
+    # never pushes to a fork) is fixed like any pull request's head.
+    own_branch = head_ref.startswith(f"{ctx.branch_prefix}fix-") and head_repo == base_repo
     used = ctx.attempts.get(head_sha, 0)
     if used >= ctx.max_attempts:
         return Reply(

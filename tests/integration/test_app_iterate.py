@@ -29,7 +29,7 @@ from loopwright.sandbox.factory import get_provider
 from tests.conftest import EXAMPLES, VENV_BIN, git, init_repo, step, tool
 from tests.fakes.git_server import GitServer
 from tests.integration.app_harness import REPO, World, app_world
-from tests.scenarios import FIX_NEW, PLAN, model_env
+from tests.scenarios import CORRECT, FIX_NEW, PLAN, model_env
 
 BRANCH = "loopwright/fix-1"
 ROUNDED = "    discounted = gross - gross * (line.discount_percent / 100)\n"
@@ -218,8 +218,10 @@ def test_a_push_to_the_branch_during_the_mission_is_not_built_over(tmp_path):
         fake.assert_no_rejections()
 
 
-def test_a_loopwright_named_branch_in_a_fork_is_refused(tmp_path):
-    with app_world(tmp_path, LOOK_ONLY) as world:
+def test_a_loopwright_named_branch_in_a_fork_is_fixed_as_a_fork(tmp_path):
+    """A fork's branch is never Loopwright's, whatever it is called and whoever the commits
+    name: nothing is pushed anywhere, and the patch comes as a comment, as for any fork."""
+    with app_world(tmp_path, CORRECT) as world:
         fake = world.github
         fake.add_repo("mallory/invoice", fork_of=REPO, private=False)
         number = len(fake.pulls(REPO)) + 1
@@ -230,12 +232,13 @@ def test_a_loopwright_named_branch_in_a_fork_is_refused(tmp_path):
                              head_repo="mallory/invoice", user="mallory") == number  # fmt: skip
         branches = world.branches()
         mission = ask(world, number, "/loopwright fix go on")
-        assert mission["status"] == "refused", mission
-        (reply,) = [b for b in bodies(world, number) if "not Loopwright's branch" in b]
-        assert "`mallory/invoice`" in reply
+        assert mission["status"] == "verified", mission
+        assert mission["head_sha"] == fork_head
         assert world.branches() == branches
-        assert world.model.requests == []
         assert fake.requests_for("pulls/create") == []
+        assert fake.requests_for("pulls/list-commits") == []  # not iterated on
+        assert any("```diff" in b and "/ 100" in b for b in bodies(world, number))
+        assert not any("not Loopwright's branch" in b for b in bodies(world, number))
         fake.assert_no_rejections()
 
 

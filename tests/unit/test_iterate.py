@@ -147,13 +147,14 @@ def test_command_on_someone_elses_pull_request_does_not_iterate():
 
 
 @pytest.mark.parametrize("head_repo", ["mallory/Hello-World", None], ids=["fork", "deleted-fork"])
-def test_loopwright_named_branch_in_a_fork_is_refused(head_repo: str | None):
-    reply = authorize(pending_review(), "admin", pull(head_repo=head_repo), CTX)
-    assert isinstance(reply, Reply), reply
-    assert reply.issue_number == 2
-    assert reply.refused is True
-    assert "not Loopwright's branch" in reply.body
-    assert "`loopwright/fix-1`" in reply.body
+def test_loopwright_named_branch_in_a_fork_is_fixed_as_a_fork(head_repo: str | None):
+    """A fork's branch is never Loopwright's, whatever its name: nothing is pushed to it,
+    and the fix is offered as for any fork."""
+    request = authorize(pending_review(), "admin", pull(head_repo=head_repo), CTX)
+    assert isinstance(request, MissionRequest), request
+    assert request.iterate is False
+    assert request.fork is True
+    assert request.head_ref == "loopwright/fix-1"
 
 
 def test_non_writer_is_refused_before_anything_about_the_branch():
