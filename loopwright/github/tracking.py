@@ -243,8 +243,10 @@ class TrackingComment:
 
     `sink` is an `EventSink`; it only changes the state and wakes the writer thread, which
     edits the comment at most once every `interval_s` (writes still go through the session's
-    write spacing). `finish` writes the outcome synchronously: the final edit is never
-    dropped. A failed edit is logged, never fatal to the mission.
+    write spacing). `finish` writes the outcome synchronously, after any edit in flight and
+    with no edit after it, so the outcome is what the comment ends with, however long an
+    earlier edit took (a rate-limit retry can take minutes). A failed edit is logged, never
+    fatal to the mission.
     """
 
     def __init__(
@@ -257,6 +259,7 @@ class TrackingComment:
         interval_s: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
         log: Any = None,
+        stop_timeout_s: float = 60.0,
     ) -> None:
         self.session = session
         self.number = number
@@ -275,6 +278,12 @@ class TrackingComment:
         self._written = ""
         self._last_write = float("-inf")
         self._thread: threading.Thread | None = None
+        self._stop_timeout_s = stop_timeout_s
+        """How long `finish` waits for the writer thread to end once the outcome is written."""
+        # Held across rendering and sending an edit, so edits reach GitHub in the order
+        # their bodies were made, and none follows the final one.
+        self._send = threading.Lock()
+        self._final_written = False
 
     def post(self) -> int:
         """Post the comment (raises `GitHubError` when GitHub refuses); its id."""
@@ -314,12 +323,12 @@ class TrackingComment:
                     line.state, line.status = _state_for(outcome.status), outcome.status
             self._closed = True
             self._cond.notify()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
         with _LIVE_LOCK:
             if _LIVE.get(self.state.mission) is self:
                 del _LIVE[self.state.mission]
-        self._write()
+        self._write(final=True)
+        if self._thread is not None:
+            self._thread.join(timeout=self._stop_timeout_s)
 
     def _writer(self) -> None:
         while True:
@@ -336,20 +345,24 @@ class TrackingComment:
                 self._dirty = False
             self._write()
 
-    def _write(self) -> None:
-        with self._cond:
-            body = render_tracking(self.state, self.redactor)
-        if body == self._written or self.comment_id is None:
-            return
-        try:
-            self.session.edit_comment(self.comment_id, body)
-        except GitHubError as exc:
-            self._log.warning("tracking comment not edited", error=str(exc))
-            return
-        finally:
-            self._last_write = self._clock()
-        self._written = body
-        self.edits += 1
+    def _write(self, *, final: bool = False) -> None:
+        with self._send:
+            if self._final_written:
+                return  # the outcome is written: nothing may follow it
+            self._final_written = final
+            with self._cond:
+                body = render_tracking(self.state, self.redactor)
+            if body == self._written or self.comment_id is None:
+                return
+            try:
+                self.session.edit_comment(self.comment_id, body)
+            except GitHubError as exc:
+                self._log.warning("tracking comment not edited", error=str(exc))
+                return
+            finally:
+                self._last_write = self._clock()
+            self._written = body
+            self.edits += 1
 
 
 def note(

@@ -261,6 +261,30 @@ def test_edits_are_coalesced_to_the_interval_and_the_last_state_is_always_writte
     github.assert_no_rejections()
 
 
+def test_the_outcome_is_the_last_edit_even_while_an_earlier_edit_waits_to_retry(fake_session):
+    """An edit held up by a rate limit (GitHub's retry-after) must not land after the
+    outcome and put an older body back, however briefly finish waits for the writer."""
+    github, session, number = fake_session
+    now = [100.0]
+    tracker = TrackingComment(
+        session, number, state(), Redactor(), interval_s=0.05, clock=lambda: now[0],
+        stop_timeout_s=0.01,
+    )  # fmt: skip
+    comment_id = tracker.post()
+    bus = EventBus("a1b2c3d4e5f6", [tracker.sink], Redactor())
+    limit = github.inject_rate_limit("issues/update-comment", kind="retry_after", retry_after=1)
+    bus.enter("prepare")
+    now[0] += 1
+    _wait_for(lambda: limit.hits == 1)  # the writer's edit now waits a second to retry
+    tracker.finish(Outcome("verified", delivered_kind="commit", delivered_reason="pushed"))
+    time.sleep(1.5)  # past the retry: had the held edit been sent after the outcome, it is now
+    edits = [r for r in github.requests_for("issues/update-comment") if r.status == 200]
+    assert "**Outcome:** ✅ verified fix, pushed" in edits[-1].body["body"]
+    (comment,) = [c for c in github.comments("acme/app", number) if c["id"] == comment_id]
+    assert "**Outcome:** ✅ verified fix, pushed" in comment["body"]
+    github.assert_no_rejections()
+
+
 def test_note_adds_a_line_to_a_running_mission_and_to_a_stored_comment(fake_session):
     github, session, number = fake_session
     tracker = TrackingComment(session, number, state(), Redactor(), interval_s=0.01)
