@@ -188,6 +188,20 @@ def test_cancel_with_nothing_running_says_so(tmp_path):
         )
 
 
+def test_cancel_from_the_api_is_refused_when_nobody_can_be_told_apart(tmp_path):
+    """With neither a dashboard token nor GitHub sign-in the live view is open to anyone
+    who reaches it; cancelling is not, and the refusal says what to set."""
+    with app_world(tmp_path, [step(FINISH)]) as world:
+        mission_id = world.deliver("check_run", world.check_run_payload()).json()["mission"]
+        answer = world.client.post(f"/api/missions/{mission_id}/cancel")
+        assert answer.status_code == 403, answer.text
+        assert "LOOPWRIGHT_DASHBOARD_TOKEN" in answer.json()["detail"]
+        assert "/loopwright cancel" in answer.json()["detail"]
+        mission = world.wait(mission_id)
+        assert mission["status"] != "cancelled", mission
+        assert "ancel" not in mission["message"], mission
+
+
 def test_retry_reruns_the_last_mission_within_the_attempt_cap(tmp_path):
     # The first mission stops at a broken config; the maintainer fixes it and retries.
     env = {"LOOPWRIGHT_MAX_ATTEMPTS": "1"}
