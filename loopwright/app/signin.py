@@ -1,13 +1,15 @@
 """Signing in to the live view: the dashboard token's login form, GitHub's OAuth web flow
 (start, callback, the user and repository lookup) and logout.
 
-A session cookie holds only what was checked here (signed, HttpOnly, SameSite=Lax); the
-GitHub user token lives only for the callback and is sent to the configured API alone.
+A session cookie holds only what was checked here and a random session id (signed, HttpOnly,
+SameSite=Lax); logout revokes that id in the store. The GitHub user token lives only for the
+callback and is sent to the configured API alone.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import hmac
 import secrets
 import time
@@ -38,11 +40,14 @@ from loopwright.app.api import (
     SESSION_COOKIE,
     SESSION_MAX_AGE_S,
     GitHubSessions,
+    dashboard_session,
+    github_session,
     github_session_value,
     session_value,
 )
 from loopwright.app.views import SECURITY_HEADERS, page_context
 from loopwright.config import Settings
+from loopwright.store.repository import Store
 
 
 def _safe_next(target: str | None) -> str:
@@ -108,12 +113,37 @@ def login(
     )
 
 
-@post("/logout", sync_to_thread=False, include_in_schema=False)
-def logout() -> Redirect:
+@post("/logout", sync_to_thread=True, include_in_schema=False)
+def logout(
+    request: Request[Any, Any, Any],
+    settings: NamedDependency[Settings],
+    store: NamedDependency[Store],
+) -> Redirect:
+    """End the browser's sessions: their ids are recorded as revoked in the store, so a
+    copy of either cookie is refused from now on by every server process, and the browser
+    is told to forget them. Cookies that are not valid sessions are only cleared."""
+    now = time.time()
+    token = settings.dashboard_token
+    dashboard = request.cookies.get(SESSION_COOKIE)
+    if token is not None and dashboard:
+        signed = dashboard_session(token, dashboard, now)
+        if signed is not None:
+            store.revoke_session(signed.id, _expiry(signed.expires))
+    github = request.cookies.get(GITHUB_COOKIE)
+    if settings.github.oauth_enabled and github:
+        session = github_session(settings, github, now)
+        if session is not None:
+            store.revoke_session(session.id, _expiry(session.expires))
+            sessions: GitHubSessions = request.app.state.github_sessions
+            sessions.drop(session.id)
     response = Redirect("/login", status_code=HTTP_303_SEE_OTHER)
     response.delete_cookie(SESSION_COOKIE, path="/")
     response.delete_cookie(GITHUB_COOKIE, path="/")
     return response
+
+
+def _expiry(epoch: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC)
 
 
 def _secure(request: Request[Any, Any, Any], settings: Settings) -> bool:
