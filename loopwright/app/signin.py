@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
+import httpx
 from githubkit import GitHub, OAuthAppAuthStrategy
-from githubkit import Response as GitHubResponse
 from githubkit.exception import AuthExpiredError, GitHubException, RequestFailed
-from githubkit_schemas.latest.models import Repository
 from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
@@ -162,10 +161,6 @@ GITHUB_TIMEOUT_S = 10.0
 
 class SignInFailed(Exception):
     """GitHub refused the sign-in or could not be reached; the message is shown to the user."""
-
-
-class _ListingEnded(Exception):
-    """Raised from a page of `/user/repos` that must be the last one read."""
 
 
 def _callback_url(request: Request[Any, Any, Any], settings: Settings) -> str:
@@ -316,40 +311,24 @@ async def github_identity(
             f"GitHub could not be asked who you are ({type(exc).__name__}); try again."
         ) from None
 
-    pages = 0
-    stop_at: int | None = None
     repos: list[str] = []
-
-    def names(page: GitHubResponse[list[Repository]]) -> list[str]:
-        """One page's repository names. Past `MAX_REPO_PAGES`, or when the next link leaves
-        the configured API (the token goes nowhere else), this page is the last read."""
-        nonlocal pages, stop_at
-        if stop_at is not None:
-            raise _ListingEnded  # only an empty last page gets here
-        pages += 1
-        found = [repo.full_name for repo in page.parsed_data]
-        following = page.raw_response.links.get("next", {}).get("url")
-        if pages >= MAX_REPO_PAGES or (following and not following.startswith(f"{api}/")):
-            stop_at = len(repos) + len(found)
-            if not found:
-                raise _ListingEnded
-        return found
-
     try:
         async with GitHub(user_token, base_url=api, timeout=GITHUB_TIMEOUT_S) as user:
             login = (await user.rest.users.async_get_authenticated()).parsed_data.login
-            listing = user.rest.paginate(
-                user.rest.repos.async_list_for_authenticated_user, map_func=names, per_page=100
-            )
-            try:
-                async for name in listing:
-                    repos.append(name)
-                    # The paginator asks for the next page only once this one is used up.
-                    if stop_at is not None and len(repos) >= stop_at:
-                        break
-            except _ListingEnded:
-                pass
-    except (GitHubException, ValueError, KeyError, TypeError) as exc:
+            # Page by number on the configured API rather than by following `Link` URLs:
+            # githubkit's paginator parses the next link before handing over the page, so a
+            # link that is not a URL at all would lose a page that was read fine, and the
+            # token must never go to a host the link names. The link only says whether
+            # there is more, and one that leaves the API ends the listing here.
+            for page in range(1, MAX_REPO_PAGES + 1):
+                answer = await user.rest.repos.async_list_for_authenticated_user(
+                    per_page=100, page=page
+                )
+                repos.extend(repo.full_name for repo in answer.parsed_data)
+                following = answer.raw_response.links.get("next", {}).get("url")
+                if not following or not following.startswith(f"{api}/"):
+                    break
+    except (GitHubException, httpx.InvalidURL, ValueError, KeyError, TypeError) as exc:
         raise SignInFailed(
             f"GitHub could not be asked who you are ({type(exc).__name__}); try again."
         ) from None

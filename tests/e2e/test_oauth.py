@@ -326,6 +326,9 @@ OFF_API_LINKS: dict[str, Callable[[FakeGitHub, Bystander], str]] = {
     "same-server-under-another-name": lambda github, other: github.url.replace(
         "127.0.0.1", "localhost"
     ),
+    # Starts with the API's URL, but the port runs on into `PORT.evil`: not a URL httpx
+    # can send at all.
+    "look-alike-port": lambda github, other: f"{github.url}.evil",
 }
 
 
