@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from itsdangerous import BadData, Serializer, URLSafeSerializer, base64_encode
 from litestar import Request, get
 from litestar.connection import ASGIConnection
@@ -40,29 +41,60 @@ MAX_COOKIE_BYTES = 3500
 """Above this a GitHub session's repository list stays on the server (browsers stop at ~4 KB)."""
 
 
+def new_session_id() -> str:
+    """The random id every session cookie carries: what sign-out revokes."""
+    return secrets.token_urlsafe(24)
+
+
+@dataclass(frozen=True)
+class SignedSession:
+    """A session cookie that is signed with the current secret and unexpired; whether it
+    was signed out is the store's to say."""
+
+    id: str
+    expires: int
+
+
+def _signed_session(payload: Any, now: float | None) -> SignedSession | None:
+    """The id and expiry of a verified payload; None when expired or without an id (a
+    cookie from before sessions carried one: its user signs in again)."""
+    if not isinstance(payload, dict):
+        return None
+    expires, session_id = payload.get("exp"), payload.get("sid")
+    if not isinstance(expires, int) or not isinstance(session_id, str) or not session_id:
+        return None
+    if expires < (time.time() if now is None else now):
+        return None
+    return SignedSession(session_id, expires)
+
+
 def _dashboard_signer(token: str) -> URLSafeSerializer:
     return URLSafeSerializer(token, salt="loopwright-session")
 
 
 def session_value(token: str, expires: int) -> str:
-    """A cookie that proves the dashboard token was given, without containing it: its expiry,
-    signed with a key derived from the token.
+    """A cookie that proves the dashboard token was given, without containing it: a new
+    session id and its expiry, signed with a key derived from the token.
 
     Changing LOOPWRIGHT_DASHBOARD_TOKEN invalidates every session.
     """
-    return _dashboard_signer(token).dumps({"exp": expires})
+    return _dashboard_signer(token).dumps({"exp": expires, "sid": new_session_id()})
 
 
-def valid_session(token: str, value: str, now: float | None = None) -> bool:
-    """True for an unexpired session cookie signed with this token."""
+def dashboard_session(token: str, value: str, now: float | None = None) -> SignedSession | None:
+    """The session of a dashboard cookie signed with this token, unexpired and with an id."""
     try:
         payload = _dashboard_signer(token).loads(value)
     except BadData:
-        return False
-    expires = payload.get("exp") if isinstance(payload, dict) else None
-    if not isinstance(expires, int):
-        return False
-    return expires >= (time.time() if now is None else now)
+        return None
+    return _signed_session(payload, now)
+
+
+def valid_session(token: str, value: str, store: Store, now: float | None = None) -> bool:
+    """True for an unexpired dashboard session cookie signed with this token and not signed
+    out (asks the store)."""
+    session = dashboard_session(token, value, now)
+    return session is not None and not store.session_revoked(session.id)
 
 
 @dataclass(frozen=True)
@@ -85,20 +117,18 @@ class Viewer:
 
 
 class GitHubSessions:
-    """Repository lists too long for a cookie, kept in this process by a random session id
+    """Repository lists too long for a cookie, kept in this process under the session's id
     (a restart signs those users out; the short list in the cookie survives restarts)."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, tuple[float, tuple[str, ...]]] = {}
         self._lock = threading.Lock()
 
-    def put(self, repos: tuple[str, ...], expires: float) -> str:
-        session_id = secrets.token_urlsafe(24)
+    def put(self, session_id: str, repos: tuple[str, ...], expires: float) -> None:
         now = time.time()
         with self._lock:
             self._sessions = {k: v for k, v in self._sessions.items() if v[0] > now}
             self._sessions[session_id] = (expires, repos)
-        return session_id
 
     def get(self, session_id: str) -> tuple[str, ...] | None:
         with self._lock:
@@ -106,6 +136,10 @@ class GitHubSessions:
         if found is None or found[0] < time.time():
             return None
         return found[1]
+
+    def drop(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
 
 
 class _PlainURLSafeSerializer(URLSafeSerializer):
@@ -124,83 +158,131 @@ def _github_signer(settings: Settings) -> URLSafeSerializer:
     return _PlainURLSafeSerializer(secret, salt="loopwright-github-session")
 
 
+@dataclass(frozen=True)
+class GitHubSession(SignedSession):
+    """A verified GitHub session cookie: the login and, unless the list is kept on the
+    server (`repos` None), the readable repositories."""
+
+    login: str
+    repos: tuple[str, ...] | None
+
+
 def github_session_value(
     settings: Settings, sessions: GitHubSessions, login: str, repos: list[str], expires: int
 ) -> str:
-    """The signed cookie of a GitHub sign-in: login, expiry and the readable repositories
-    (or, for a long list, the id of the server-side entry holding it). Never a token."""
+    """The signed cookie of a GitHub sign-in: a new session id, login, expiry and the
+    readable repositories (for a long list, kept in `sessions` under the session id
+    instead). Never a token."""
     signer = _github_signer(settings)
+    session_id = new_session_id()
     names = sorted({r.lower(): r for r in repos}.values(), key=str.lower)
-    value = signer.dumps({"login": login, "exp": expires, "repos": names})
+    payload: dict[str, Any] = {"login": login, "exp": expires, "sid": session_id}
+    value = signer.dumps({**payload, "repos": names})
     if len(value) > MAX_COOKIE_BYTES:
-        sid = sessions.put(tuple(names), expires)
-        value = signer.dumps({"login": login, "exp": expires, "sid": sid})
+        sessions.put(session_id, tuple(names), expires)
+        value = signer.dumps(payload)
     return value
 
 
-def github_viewer(settings: Settings, sessions: GitHubSessions, value: str) -> Viewer | None:
-    """The viewer a GitHub session cookie stands for; None if forged, edited or expired."""
+def github_session(
+    settings: Settings, value: str, now: float | None = None
+) -> GitHubSession | None:
+    """The session of a GitHub cookie signed with the current secret, unexpired and with an
+    id; None if forged, edited, expired or from before sessions carried an id."""
     try:
         payload = _github_signer(settings).loads(value)
     except BadData:
         return None
-    if not isinstance(payload, dict) or not isinstance(payload.get("exp"), int):
+    signed = _signed_session(payload, now)
+    if signed is None:
         return None
-    if payload["exp"] < time.time():
-        return None
-    if "sid" in payload:
-        names = sessions.get(str(payload["sid"]))
-        if names is None:
-            return None
-    else:
-        names = tuple(str(r) for r in payload.get("repos") or [])
-    return Viewer(
-        login=str(payload.get("login")), repos=frozenset(n.lower() for n in names), names=names
+    listed = payload.get("repos")
+    return GitHubSession(
+        signed.id,
+        signed.expires,
+        login=str(payload.get("login")),
+        repos=None if listed is None else tuple(str(r) for r in listed or []),
     )
 
 
-def identify(connection: ASGIConnection[Any, Any, Any, Any]) -> Viewer | None:
+def github_viewer(
+    settings: Settings, sessions: GitHubSessions, store: Store, value: str
+) -> Viewer | None:
+    """The viewer a GitHub session cookie stands for; None if forged, edited, expired or
+    signed out (asks the store)."""
+    session = github_session(settings, value)
+    if session is None or store.session_revoked(session.id):
+        return None
+    names = sessions.get(session.id) if session.repos is None else session.repos
+    if names is None:
+        return None
+    return Viewer(login=session.login, repos=frozenset(n.lower() for n in names), names=names)
+
+
+_VIEWER_KEY = "loopwright_viewer"
+"""Where a request keeps its viewer once known: the guard and the `viewer` dependency ask
+the store once per request."""
+
+
+async def identify(connection: ASGIConnection[Any, Any, Any, Any]) -> Viewer | None:
     """The viewer behind a request, or None when it must sign in first.
 
     Open when neither the dashboard token nor GitHub sign-in is configured. The token (as a
     bearer header or its session cookie) sees everything; a GitHub session sees the
-    repositories its user could read when signing in.
+    repositories its user could read when signing in. A session cookie counts only while
+    the store has no sign-out recorded for its id.
     """
+    state = connection.state
+    if _VIEWER_KEY in state:
+        known: Viewer | None = state[_VIEWER_KEY]
+        return known
+    viewer = await _identify(connection)
+    state[_VIEWER_KEY] = viewer
+    return viewer
+
+
+async def _identify(connection: ASGIConnection[Any, Any, Any, Any]) -> Viewer | None:
     settings: Settings = connection.app.state.settings
     token = settings.dashboard_token
     oauth = settings.github.oauth_enabled
     if token is None and not oauth:
         return Viewer()
+    store: Store = connection.app.state.store
     if token is not None:
         header = connection.headers.get("authorization", "")
         given = header[7:] if header.lower().startswith("bearer ") else ""
         if given and hmac.compare_digest(given.encode(), token.encode()):
             return Viewer()
         cookie = connection.cookies.get(SESSION_COOKIE)
-        if cookie and valid_session(token, cookie):
-            return Viewer()
+        if cookie:
+            valid: bool = await anyio.to_thread.run_sync(valid_session, token, cookie, store)
+            if valid:
+                return Viewer()
     if oauth:
         cookie = connection.cookies.get(GITHUB_COOKIE)
         if cookie:
-            return github_viewer(settings, connection.app.state.github_sessions, cookie)
+            sessions: GitHubSessions = connection.app.state.github_sessions
+            return await anyio.to_thread.run_sync(github_viewer, settings, sessions, store, cookie)
     return None
 
 
-def require_token(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+async def require_token(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+) -> None:
     """With LOOPWRIGHT_DASHBOARD_TOKEN or GitHub sign-in configured, every view, stream and
     API call needs the token (as a bearer token or the login form's session cookie) or a
     GitHub session. What a GitHub session may see is decided by each route from `Viewer`."""
-    if identify(connection) is None:
+    if await identify(connection) is None:
         raise NotAuthorizedException(
             "a bearer token (LOOPWRIGHT_DASHBOARD_TOKEN) or a GitHub sign-in is required"
         )
 
 
-def require_full_access(
+async def require_full_access(
     connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
 ) -> None:
     """For views that total every repository (the costs): the dashboard token only."""
-    viewer = identify(connection)
+    viewer = await identify(connection)
     if viewer is None:
         raise NotAuthorizedException("a bearer token (LOOPWRIGHT_DASHBOARD_TOKEN) is required")
     if not viewer.sees_everything:
@@ -210,9 +292,9 @@ def require_full_access(
         )
 
 
-def current_viewer(request: Request[Any, Any, Any]) -> Viewer:
+async def current_viewer(request: Request[Any, Any, Any]) -> Viewer:
     """The `viewer` dependency (routes guarded by `require_token` always have one)."""
-    viewer = identify(request)
+    viewer = await identify(request)
     if viewer is None:
         raise NotAuthorizedException("sign in first")
     return viewer

@@ -185,7 +185,7 @@ def create_app(
         "hub": Provide(_hub, sync_to_thread=False),
         "timing": Provide(_timing, sync_to_thread=False),
         "metrics": Provide(_metrics, sync_to_thread=False),
-        "viewer": Provide(current_viewer, sync_to_thread=False),
+        "viewer": Provide(current_viewer),
     }
     if mode == "app":
         dependencies["runtime"] = Provide(_runtime, sync_to_thread=False)

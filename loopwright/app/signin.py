@@ -1,13 +1,15 @@
 """Signing in to the live view: the dashboard token's login form, GitHub's OAuth web flow
 (start, callback, the user and repository lookup) and logout.
 
-A session cookie holds only what was checked here (signed, HttpOnly, SameSite=Lax); the
-GitHub user token lives only for the callback and is sent to the configured API alone.
+A session cookie holds only what was checked here and a random session id (signed, HttpOnly,
+SameSite=Lax); logout revokes that id in the store. The GitHub user token lives only for the
+callback and is sent to the configured API alone.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import hmac
 import secrets
 import time
@@ -15,10 +17,9 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
+import httpx
 from githubkit import GitHub, OAuthAppAuthStrategy
-from githubkit import Response as GitHubResponse
 from githubkit.exception import AuthExpiredError, GitHubException, RequestFailed
-from githubkit_schemas.latest.models import Repository
 from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
@@ -38,11 +39,14 @@ from loopwright.app.api import (
     SESSION_COOKIE,
     SESSION_MAX_AGE_S,
     GitHubSessions,
+    dashboard_session,
+    github_session,
     github_session_value,
     session_value,
 )
 from loopwright.app.views import SECURITY_HEADERS, page_context
 from loopwright.config import Settings
+from loopwright.store.repository import Store
 
 
 def _safe_next(target: str | None) -> str:
@@ -108,12 +112,37 @@ def login(
     )
 
 
-@post("/logout", sync_to_thread=False, include_in_schema=False)
-def logout() -> Redirect:
+@post("/logout", sync_to_thread=True, include_in_schema=False)
+def logout(
+    request: Request[Any, Any, Any],
+    settings: NamedDependency[Settings],
+    store: NamedDependency[Store],
+) -> Redirect:
+    """End the browser's sessions: their ids are recorded as revoked in the store, so a
+    copy of either cookie is refused from now on by every server process, and the browser
+    is told to forget them. Cookies that are not valid sessions are only cleared."""
+    now = time.time()
+    token = settings.dashboard_token
+    dashboard = request.cookies.get(SESSION_COOKIE)
+    if token is not None and dashboard:
+        signed = dashboard_session(token, dashboard, now)
+        if signed is not None:
+            store.revoke_session(signed.id, _expiry(signed.expires))
+    github = request.cookies.get(GITHUB_COOKIE)
+    if settings.github.oauth_enabled and github:
+        session = github_session(settings, github, now)
+        if session is not None:
+            store.revoke_session(session.id, _expiry(session.expires))
+            sessions: GitHubSessions = request.app.state.github_sessions
+            sessions.drop(session.id)
     response = Redirect("/login", status_code=HTTP_303_SEE_OTHER)
     response.delete_cookie(SESSION_COOKIE, path="/")
     response.delete_cookie(GITHUB_COOKIE, path="/")
     return response
+
+
+def _expiry(epoch: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC)
 
 
 def _secure(request: Request[Any, Any, Any], settings: Settings) -> bool:
@@ -132,10 +161,6 @@ GITHUB_TIMEOUT_S = 10.0
 
 class SignInFailed(Exception):
     """GitHub refused the sign-in or could not be reached; the message is shown to the user."""
-
-
-class _ListingEnded(Exception):
-    """Raised from a page of `/user/repos` that must be the last one read."""
 
 
 def _callback_url(request: Request[Any, Any, Any], settings: Settings) -> str:
@@ -286,40 +311,24 @@ async def github_identity(
             f"GitHub could not be asked who you are ({type(exc).__name__}); try again."
         ) from None
 
-    pages = 0
-    stop_at: int | None = None
     repos: list[str] = []
-
-    def names(page: GitHubResponse[list[Repository]]) -> list[str]:
-        """One page's repository names. Past `MAX_REPO_PAGES`, or when the next link leaves
-        the configured API (the token goes nowhere else), this page is the last read."""
-        nonlocal pages, stop_at
-        if stop_at is not None:
-            raise _ListingEnded  # only an empty last page gets here
-        pages += 1
-        found = [repo.full_name for repo in page.parsed_data]
-        following = page.raw_response.links.get("next", {}).get("url")
-        if pages >= MAX_REPO_PAGES or (following and not following.startswith(f"{api}/")):
-            stop_at = len(repos) + len(found)
-            if not found:
-                raise _ListingEnded
-        return found
-
     try:
         async with GitHub(user_token, base_url=api, timeout=GITHUB_TIMEOUT_S) as user:
             login = (await user.rest.users.async_get_authenticated()).parsed_data.login
-            listing = user.rest.paginate(
-                user.rest.repos.async_list_for_authenticated_user, map_func=names, per_page=100
-            )
-            try:
-                async for name in listing:
-                    repos.append(name)
-                    # The paginator asks for the next page only once this one is used up.
-                    if stop_at is not None and len(repos) >= stop_at:
-                        break
-            except _ListingEnded:
-                pass
-    except (GitHubException, ValueError, KeyError, TypeError) as exc:
+            # Page by number on the configured API rather than by following `Link` URLs:
+            # githubkit's paginator parses the next link before handing over the page, so a
+            # link that is not a URL at all would lose a page that was read fine, and the
+            # token must never go to a host the link names. The link only says whether
+            # there is more, and one that leaves the API ends the listing here.
+            for page in range(1, MAX_REPO_PAGES + 1):
+                answer = await user.rest.repos.async_list_for_authenticated_user(
+                    per_page=100, page=page
+                )
+                repos.extend(repo.full_name for repo in answer.parsed_data)
+                following = answer.raw_response.links.get("next", {}).get("url")
+                if not following or not following.startswith(f"{api}/"):
+                    break
+    except (GitHubException, httpx.InvalidURL, ValueError, KeyError, TypeError) as exc:
         raise SignInFailed(
             f"GitHub could not be asked who you are ({type(exc).__name__}); try again."
         ) from None

@@ -1,4 +1,5 @@
-"""The tables behind the App: missions, webhook deliveries, the event log and per-tier usage.
+"""The tables behind the App: missions, webhook deliveries, the event log, per-tier usage and
+the revoked sign-in sessions.
 
 Plain SQLAlchemy that runs unchanged on SQLite and PostgreSQL: timestamps are aware UTC on
 every dialect, JSON is JSONB on PostgreSQL. The keys are our own (a mission's short hex id,
@@ -206,6 +207,18 @@ class MissionUsage(Base):
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class RevokedSession(Base):
+    """A signed-out session: its cookie is refused until it would have expired anyway, by
+    every server process on this store."""
+
+    __tablename__ = "revoked_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """The random session id the cookie carries."""
+    expires_at: Mapped[datetime.datetime] = mapped_column(index=True)
+    """When the cookie expires; past it the row is of no use and is pruned."""
 
 
 def _iso(value: datetime.datetime | None) -> str | None:

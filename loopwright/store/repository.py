@@ -1,4 +1,5 @@
-"""`Store`: every read and write of missions, deliveries, events and usage goes through here.
+"""`Store`: every read and write of missions, deliveries, events, usage and revoked sign-in
+sessions goes through here.
 
 Sync SQLAlchemy, because missions run on worker threads and the web handlers call it through
 a thread. Whatever must happen once (a delivery, a mission per dedupe key, an event per
@@ -26,6 +27,7 @@ from loopwright.store.missions import (
     MissionRecords,
     new_mission_id,
 )
+from loopwright.store.sessions import SessionRevocations
 
 __all__ = [
     "CANCEL_REQUESTED",
@@ -47,8 +49,9 @@ def open_store(settings: Settings) -> Store:
     return Store(url)
 
 
-class Store(DeliveryRecords, MissionRecords, EventLog, CostView):
-    """The store: deliveries, missions, the event log and the cost view over one engine."""
+class Store(DeliveryRecords, MissionRecords, EventLog, CostView, SessionRevocations):
+    """The store: deliveries, missions, the event log, the cost view and revoked sessions
+    over one engine."""
 
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)

@@ -21,7 +21,12 @@ import pytest
 from itsdangerous import URLSafeSerializer
 
 from loopwright.app import signin
-from loopwright.app.api import GITHUB_COOKIE, GitHubSessions, github_session_value
+from loopwright.app.api import (
+    GITHUB_COOKIE,
+    SESSION_COOKIE,
+    GitHubSessions,
+    github_session_value,
+)
 from loopwright.app.server import create_app, serve_in_thread
 from loopwright.config import Settings
 from loopwright.store.repository import Store
@@ -62,6 +67,18 @@ class OAuthServer:
         assert done.status_code == 303, done.text
         assert done.headers["location"] == next
         return client
+
+    def token_sign_in(self) -> httpx.Client:
+        """A browser that signs in at `/login` with the dashboard token."""
+        client = httpx.Client(base_url=self.url, timeout=10)
+        done = client.post("/login", data={"token": TOKEN, "next": "/"})
+        assert done.status_code == 303, done.text
+        assert SESSION_COOKIE in client.cookies
+        return client
+
+    def revoked(self) -> int:
+        with self.store.engine.connect() as connection:
+            return int(connection.exec_driver_sql("SELECT count(*) FROM revoked_sessions").scalar())
 
 
 @pytest.fixture
@@ -309,6 +326,9 @@ OFF_API_LINKS: dict[str, Callable[[FakeGitHub, Bystander], str]] = {
     "same-server-under-another-name": lambda github, other: github.url.replace(
         "127.0.0.1", "localhost"
     ),
+    # Starts with the API's URL, but the port runs on into `PORT.evil`: not a URL httpx
+    # can send at all.
+    "look-alike-port": lambda github, other: f"{github.url}.evil",
 }
 
 
@@ -350,3 +370,77 @@ def test_a_github_session_cookie_copied_before_logout_is_refused_after_it(oauth_
     replay = httpx.Client(base_url=oauth_server.url, timeout=10)
     replay.cookies.set(GITHUB_COOKIE, copied)
     assert replay.get("/api/missions").status_code == 401
+
+
+def replay(url: str, name: str, value: str) -> httpx.Client:
+    """Another browser (or an attacker) holding a copy of a session cookie."""
+    client = httpx.Client(base_url=url, timeout=10)
+    client.cookies.set(name, value)
+    return client
+
+
+def test_a_dashboard_session_cookie_copied_before_logout_is_refused_after_it(oauth_server):
+    client = oauth_server.token_sign_in()
+    copied = client.cookies[SESSION_COOKIE]
+    assert replay(oauth_server.url, SESSION_COOKIE, copied).get("/api/costs").status_code == 200
+    assert client.post("/logout").status_code == 303
+    assert SESSION_COOKIE not in client.cookies
+    stale = replay(oauth_server.url, SESSION_COOKIE, copied)
+    assert stale.get("/api/missions").status_code == 401
+    assert stale.get("/api/costs").status_code == 401
+    # The bearer token itself is not a session: it still works.
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    assert httpx.get(f"{oauth_server.url}/api/costs", headers=bearer).status_code == 200
+
+
+def test_signing_out_leaves_the_same_users_other_sessions_signed_in(oauth_server):
+    server = oauth_server
+    laptop, phone = server.sign_in("alice"), server.sign_in("alice")
+    assert laptop.cookies[GITHUB_COOKIE] != phone.cookies[GITHUB_COOKIE]
+    desk, kiosk = server.token_sign_in(), server.token_sign_in()
+    assert laptop.post("/logout").status_code == 303
+    assert kiosk.post("/logout").status_code == 303
+    assert server.revoked() == 2
+    assert [m["id"] for m in phone.get("/api/missions").json()] == [server.readable]
+    assert desk.get("/api/costs").status_code == 200
+    assert laptop.get("/api/missions").status_code == 401
+    assert kiosk.get("/api/missions").status_code == 401
+
+
+def test_a_signed_out_session_stays_refused_by_a_restarted_server(oauth_server):
+    """The revocation is in the database, not in the process that handled the logout: a
+    new server over the same store (a restart, or a second server) refuses the copies too,
+    and still accepts a session that was not signed out."""
+    server = oauth_server
+    github = server.sign_in("alice")
+    dashboard = server.token_sign_in()
+    copied = {GITHUB_COOKIE: github.cookies[GITHUB_COOKIE]}
+    copied[SESSION_COOKIE] = dashboard.cookies[SESSION_COOKIE]
+    kept = server.sign_in("alice").cookies[GITHUB_COOKIE]
+    assert github.post("/logout").status_code == 303
+    assert dashboard.post("/logout").status_code == 303
+
+    restarted = create_app(server.settings, mode="local", timing=FAST)
+    with serve_in_thread(restarted) as url:
+        for name, value in copied.items():
+            assert replay(url, name, value).get("/api/missions").status_code == 401, name
+        assert replay(url, GITHUB_COOKIE, kept).get("/api/missions").status_code == 200
+
+
+def test_logout_without_a_valid_session_only_clears_the_cookies(oauth_server):
+    server = oauth_server
+    expired = github_session_value(
+        server.settings, GitHubSessions(), "alice", [READABLE], int(time.time()) - 1
+    )
+    for cookies in (
+        {},
+        {GITHUB_COOKIE: "x.y", SESSION_COOKIE: "garbage"},
+        {GITHUB_COOKIE: expired},
+    ):
+        client = httpx.Client(base_url=server.url, timeout=10, cookies=cookies)
+        answer = client.post("/logout")
+        assert answer.status_code == 303 and answer.headers["location"] == "/login"
+        cleared = answer.headers.get_list("set-cookie")
+        assert any(c.startswith(f"{GITHUB_COOKIE}=") for c in cleared), cookies
+        assert any(c.startswith(f"{SESSION_COOKIE}=") for c in cleared), cookies
+    assert server.revoked() == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from loopwright.store import (
     migrate,
     open_store,
 )
-from loopwright.store.models import Base
+from loopwright.store.models import Base, utcnow
 
 
 def sqlite_url(path: Path) -> str:
@@ -102,9 +103,10 @@ def test_migrations_create_the_schema_on_an_empty_file_and_are_idempotent(tmp_pa
                 "deliveries",
                 "events",
                 "mission_usage",
+                "revoked_sessions",
             }
             version = connection.execute(text("SELECT version_num FROM alembic_version")).all()
-            assert version == [("0002",)]
+            assert version == [("0003",)]
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
             uniques = inspect(connection).get_unique_constraints("missions")
@@ -151,6 +153,42 @@ def test_a_database_from_before_the_tracking_comment_upgrades_and_keeps_its_miss
         assert store.get_mission("m1").to_dict()["tracking_comment_id"] == 9_000_000_001  # type: ignore[union-attr]
 
 
+def test_a_database_from_before_session_revocation_upgrades_and_keeps_its_missions(
+    tmp_path: Path,
+):
+    from alembic import command
+    from alembic.config import Config
+
+    from loopwright.store.engine import MIGRATIONS
+
+    url = sqlite_url(tmp_path / "old.db")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            config = Config()
+            config.set_main_option("script_location", str(MIGRATIONS))
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0002")
+            assert "revoked_sessions" not in inspect(connection).get_table_names()
+            connection.execute(
+                text(
+                    "INSERT INTO missions (id, status, kind, trigger, repo, head_sha, dedupe_key,"
+                    " request, cost_usd, attempts, created_at, tracking_comment_id) VALUES"
+                    " ('m1', 'verified', 'fix', 'cli', 'o/r', 'abc', 'k', '{}', 0, 0,"
+                    " '2026-01-01 00:00:00+00:00', 7)"
+                )
+            )
+    finally:
+        engine.dispose()
+    migrate(url)
+    with Store(url) as store:
+        old = store.get_mission("m1")
+        assert old is not None and old.tracking_comment_id == 7
+        assert not store.session_revoked("s1")
+        store.revoke_session("s1", utcnow() + datetime.timedelta(hours=1))
+        assert store.session_revoked("s1")
+
+
 def test_the_migration_matches_the_models(url: str):
     engine = make_engine(url)
     try:
@@ -188,6 +226,31 @@ def test_database_url_defaults_to_sqlite_in_the_data_dir(tmp_path: Path):
 def test_urls_the_store_cannot_share_are_refused_with_a_hint(bad_url: str):
     with pytest.raises(ConfigError, match="LOOPWRIGHT_DATABASE_URL"):
         make_engine(bad_url)
+
+
+# -- revoked sessions ------------------------------------------------------------------
+
+
+def test_a_revoked_session_is_refused_by_every_store_on_the_database(url: str, store: Store):
+    later = utcnow() + datetime.timedelta(hours=8)
+    assert not store.session_revoked("session-a")
+    store.revoke_session("session-a", later)
+    # Revoking again (a second sign-out, another process) keeps it revoked.
+    store.revoke_session("session-a", later)
+    assert store.session_revoked("session-a")
+    assert not store.session_revoked("session-b")
+    with Store(url) as other_process:
+        assert other_process.session_revoked("session-a")
+
+
+def test_revocations_past_their_expiry_are_pruned_when_another_is_recorded(store: Store):
+    now = utcnow()
+    store.revoke_session("expired", now - datetime.timedelta(seconds=1))
+    store.revoke_session("still-valid", now + datetime.timedelta(hours=1))
+    store.revoke_session("newest", now + datetime.timedelta(hours=8))
+    with store.engine.connect() as connection:
+        left = connection.execute(text("SELECT id FROM revoked_sessions ORDER BY id")).all()
+    assert left == [("newest",), ("still-valid",)]
 
 
 # -- deliveries ------------------------------------------------------------------------
