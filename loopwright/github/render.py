@@ -28,7 +28,7 @@ from loopwright.github.markdown import (
     truncate,
 )
 from loopwright.redaction import Redactor
-from loopwright.verify.diff import parse_patch
+from loopwright.verify.diff import PatchError, parse_patch
 
 __all__ = [
     "CHECK_TEXT_LIMIT",
@@ -236,7 +236,11 @@ def diffstat(patch: str) -> list[tuple[str, int, int]]:
 
 
 def _changes(patch: str, redactor: Redactor) -> list[str]:
-    stat = diffstat(patch)
+    try:
+        stat = diffstat(patch)
+    except PatchError as exc:
+        listing = prose(str(exc), redactor, limit=500, inline=True)
+        return ["", "### Changes", "", f"The patch's files could not be listed: {listing}", ""]
     if not stat:
         return []
     rows = []

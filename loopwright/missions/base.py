@@ -28,12 +28,13 @@ from loopwright.events import EventBus, PhaseName
 from loopwright.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxProvider
 from loopwright.sandbox.workspace import WorkspaceError
 from loopwright.verify.detect import DetectionError
+from loopwright.verify.diff import PatchError
 
 Status = Literal[
     "verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error", "cancelled"
 ]
 SETUP_TIMEOUT_S = 900.0
-MISSION_ERRORS = (ModelError, SandboxError, WorkspaceError, ConfigError, DetectionError)
+MISSION_ERRORS = (ModelError, SandboxError, WorkspaceError, ConfigError, DetectionError, PatchError)
 """What a stage may raise that ends the mission with status `error` and the error's message."""
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from loopwright.missions.base import Outcome
 from loopwright.missions.progress import terminal_safe
-from loopwright.verify.diff import parse_patch
+from loopwright.verify.diff import PatchError, parse_patch
 
 STAT_WIDTH = 40
 """The most `+`/`-` marks a diffstat line gets; larger changes are scaled down, as git does."""
@@ -79,7 +79,10 @@ def outcome_block(
         first, *rest = summary.strip().splitlines() or [""]
         lines.append(f"  summary: {first}")
         lines.extend(f"           {line}" for line in rest)
-    stat = diffstat(patch) if patch else []
+    try:
+        stat = diffstat(patch) if patch else []
+    except PatchError as exc:
+        stat = [f"(no diffstat: {exc})"]
     lines.extend(f"    {line}" for line in stat)
     if patch_path is None:
         lines.append("  no patch: the mission changed nothing")

@@ -1,15 +1,20 @@
 """Git-format (or plain) unified diffs, split into files and hunks.
 
-Parsing is `unidiff`'s; paths keep git's C quoting rules (`"a/\\303\\251.py"` is
-`a/é.py`), read here from the raw headers. A removed line `-- x` (shown as `--- x`) is told
-from the next file's header by counting hunk lines, so a hunk whose counts are wrong is an
-error, never a guess.
+Each `diff --git` line starts a file's section (a hunk's lines never start that way), and
+the section's names are read here with git's rules: from its `---`/`+++` lines (C-quoted
+`"a/\\303\\251.py"` is `a/é.py`; a name with a space ends at the tab git adds), from its
+rename or copy lines, or else from the `diff --git` line, whose two halves are equal when
+the name did not change; a name holding ` b/` makes the split of that line ambiguous, so it
+only ever confirms names, or is read at its middle. Hunks are `unidiff`'s: a removed line
+`-- x` (shown as `--- x`) is told from a header by counting hunk lines, so a hunk whose
+counts are wrong is an error, never a guess.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 
 from unidiff.errors import UnidiffParseError
@@ -61,49 +66,142 @@ def parse_patch(patch: str) -> list[FilePatch]:
     """Split a git-format (or plain) unified diff into its files and hunks.
 
     Raises `PatchError` for a malformed diff (a hunk whose lines do not match its header's
-    counts) and for one whose headers disagree about which file a section changes: this
-    parse decides which files a patch touches, so a name git would see is never dropped.
+    counts) and for one whose headers disagree about which file a section changes, or do
+    not say it for sure: this parse decides which files a patch touches, so a name git
+    would see is never dropped or guessed.
     """
-    text = "\n".join(line.removesuffix("\r") for line in patch.split("\n"))
-    try:
-        parsed = PatchSet(text)
-    except UnidiffParseError as exc:
-        raise PatchError(f"malformed diff: {exc}") from None
-    files = [_file_patch(patched) for patched in parsed]
-    _check_headers(text, parsed, files)
+    lines = [line.removesuffix("\r") for line in patch.split("\n")]
+    if lines[-1] == "":
+        lines.pop()
+    # A line that starts with `diff --git ` is always a header: a hunk's lines start with
+    # " ", "-", "+" or "\\", and a hunk cut short by one is malformed (its counts say so).
+    starts = [i for i, line in enumerate(lines) if line.startswith("diff --git ")]
+    first = starts[0] if starts else len(lines)
+    files = _plain_files(lines[:first])
+    for start, end in pairwise([*starts, len(lines)]):
+        files.append(_git_file(lines[start:end], start + 1))
     return files
 
 
-def _file_patch(patched: PatchedFile) -> FilePatch:
-    old: str | None = None
-    new: str | None = None
+def _plain_files(lines: list[str]) -> list[FilePatch]:
+    """The files of a diff without `diff --git` headers, named by their `---`/`+++` lines."""
+    if not any(lines):
+        return []
+    parsed = _unidiff(lines)
+    files = []
+    for patched in parsed:
+        old, new = _markers(lines, (patched.diff_line_no or 0) - 2, 1)
+        status: FileStatus = "added" if old is None else "deleted" if new is None else "modified"
+        files.append(FilePatch(old, new, status, _hunks(patched)))
+    listed = {path for f in files for path in f.paths}
+    for number, line in _outside_hunks(lines, parsed, 1):
+        name = _header_name(line) if line.startswith(_HEADER_PREFIXES) else None
+        if name is not None and name not in listed:
+            raise PatchError(
+                f"the diff's line {number} names {name!r}, which its other headers do not: {line!r}"
+            )
+    return files
+
+
+def _git_file(lines: list[str], number: int) -> FilePatch:
+    """One `diff --git` section: its names from the `---`/`+++` markers, the rename or copy
+    lines, or else the header itself, whose halves are equal when the name did not change.
+    """
+    body_at = next((i for i, line in enumerate(lines) if line.startswith(_BODY)), len(lines))
+    header, body = lines[1:body_at], lines[body_at:]
+    named: dict[str, str] = {}
     status: FileStatus = "modified"
-    binary = patched.is_binary_file
-    header = [line.rstrip("\n") for line in patched.patch_info or ()]
     for line in header:
-        if line.startswith("diff --git "):
-            old, new = _git_header_paths(line[len("diff --git ") :])
+        kind = next((k for k in _NAMING if line.startswith(k)), None)
+        if kind is not None:
+            name = _unquote(line[len(kind) :])
+            if named.setdefault(kind, name) != name:
+                raise PatchError(f"the diff's section at line {number} has two {kind!r} lines")
         elif line.startswith("new file mode"):
             status = "added"
         elif line.startswith("deleted file mode"):
             status = "deleted"
-        elif line.startswith(("rename from ", "copy from ")):
-            old = _unquote(line.split(" ", 2)[2])
-            status = "renamed" if line.startswith("rename") else "added"
-        elif line.startswith(("rename to ", "copy to ")):
-            new = _unquote(line.split(" ", 2)[2])
-        elif line.startswith("Binary files ") or line == "GIT binary patch":
-            binary = True
-    if patched.source_file is not None and patched.target_file is not None and patched:
-        marked_old = _marker_path(patched.source_file)
-        marked_new = _marker_path(patched.target_file)
-        old = marked_old if marked_old is not None else old
-        new = marked_new if marked_new is not None else new
+    binary = bool(body) and body[0].startswith(("GIT binary patch", "Binary files "))
+    hunks: tuple[Hunk, ...] = ()
+    old = named.get("rename from ") or named.get("copy from ")
+    new = named.get("rename to ") or named.get("copy to ")
+    if body and not binary:
+        parsed = _unidiff(body)
+        if len(parsed) != 1:
+            raise PatchError(f"the diff's section at line {number} has more than one file")
+        marked_old, marked_new = _markers(body, 0, number + body_at)
+        if (old or new) and (marked_old or old, marked_new or new) != (old, new):
+            raise PatchError(
+                f"the diff's line {number + body_at} names another file than its rename "
+                f"or copy lines: {body[0]!r}"
+            )
+        old, new = marked_old or old, marked_new or new
         if marked_old is None:
             status = "added"
         elif marked_new is None:
             status = "deleted"
-    hunks = tuple(
+        hunks = _hunks(parsed[0])
+        skip = 2  # the markers, read above
+    else:
+        parsed, skip = PatchSet(""), 1 if binary else 0
+    rest = lines[0][len("diff --git ") :]
+    readings = _header_readings(rest)
+    if old is None and new is None:
+        same = {a for a, b in readings if a == b}
+        if len(same) != 1:
+            raise PatchError(f"the diff's line {number} does not say which file: {lines[0]!r}")
+        old = new = same.pop()
+    elif (old or new, new or old) not in readings:
+        unread = [n for n in (old, new) if n and all(n not in pair for pair in readings)]
+        raise PatchError(
+            f"the diff's section at line {number} names {unread[0] if unread else old or new!r}"
+            f", which its `diff --git` line does not: {lines[0]!r}"
+        )
+    for at, line in _outside_hunks(body[skip:], parsed, skip + 1):
+        if line.startswith((*_HEADER_PREFIXES, *_NAMING)):
+            raise PatchError(
+                f"the diff's line {number + body_at + at - 1} names a file outside its "
+                f"section's header: {line!r}"
+            )
+    if "copy to " in named:
+        status, old = "added", None
+    elif "rename to " in named:
+        status = "renamed"
+    return FilePatch(
+        None if status == "added" else old,
+        None if status == "deleted" else new,
+        status,
+        hunks,
+        binary,
+    )
+
+
+_BODY = ("--- ", "+++ ", "@@ ", "GIT binary patch", "Binary files ")
+"""How the part of a `diff --git` section after its header starts."""
+_NAMING = ("rename from ", "rename to ", "copy from ", "copy to ")
+_HEADER_PREFIXES = ("--- ", "+++ ", "rename from ", "rename to ", "copy to ")
+"""Lines that name a file the patch changes (a copy's source is only read)."""
+
+
+def _unidiff(lines: list[str]) -> PatchSet:
+    try:
+        return PatchSet("".join(line + "\n" for line in lines))
+    except UnidiffParseError as exc:
+        raise PatchError(f"malformed diff: {exc}") from None
+
+
+def _markers(lines: list[str], at: int, number: int) -> tuple[str | None, str | None]:
+    """The names of the `---` line `lines[at]` and of the `+++` line after it (`number` is
+    the diff's line number of `lines[0]`)."""
+    if not (0 <= at < len(lines) - 1 and lines[at].startswith("--- ")):
+        raise PatchError(f"the diff's file at line {number + max(at, 0)} has no `---` line")
+    if not lines[at + 1].startswith("+++ "):
+        raise PatchError(f"the diff's line {number + at} is not followed by a `+++` line")
+    return _marker_path(lines[at][4:]), _marker_path(lines[at + 1][4:])
+
+
+def _hunks(patched: PatchedFile) -> tuple[Hunk, ...]:
+    return tuple(
         Hunk(
             hunk.source_start,
             hunk.target_start,
@@ -115,89 +213,54 @@ def _file_patch(patched: PatchedFile) -> FilePatch:
         )
         for hunk in patched
     )
-    return FilePatch(
-        None if status == "added" else old,
-        None if status == "deleted" else new,
-        status,
-        hunks,
-        binary,
-    )
 
 
-_HEADER_PREFIXES = (
-    "diff --git ",
-    "--- ",
-    "+++ ",
-    "rename from ",
-    "rename to ",
-    "copy to ",
-)
-"""Lines that name a file the patch changes (a copy's source is only read)."""
+def _outside_hunks(lines: list[str], parsed: PatchSet, first: int) -> list[tuple[int, str]]:
+    """(number, line) for each of `lines` (numbered from `first`) that no hunk holds: a
+    hunk's lines are content, whatever they look like."""
+    held = {line.diff_line_no for patched in parsed for hunk in patched for line in hunk}
+    return [(n, line) for n, line in enumerate(lines, start=first) if n not in held]
 
 
-def _check_headers(text: str, parsed: PatchSet, files: list[FilePatch]) -> None:
-    """Every file a header line names is one `files` lists.
-
-    Lines inside hunks are content, whatever they look like; every other line that starts
-    like a file header (`diff --git`, `---`, `+++`, rename and copy lines) is read here
-    with git's rules. A name the parse did not list (`unidiff` believes the `diff --git`
-    line over a `---` line naming another file, say) is an error, never dropped.
-    """
-    in_hunks = {line.diff_line_no for patched in parsed for hunk in patched for line in hunk}
-    lines = text.split("\n")
-    # A copy's source is named by its `diff --git` line but only read, never changed.
-    listed = {path for f in files for path in f.paths} | {
-        _unquote(line.split(" ", 2)[2])
-        for number, line in enumerate(lines, start=1)
-        if number not in in_hunks and line.startswith("copy from ")
-    }
-    for number, line in enumerate(lines, start=1):
-        if number in in_hunks or not line.startswith(_HEADER_PREFIXES):
-            continue
-        if line.startswith("diff --git "):
-            old, new = _git_header_paths(line[len("diff --git ") :])
-            names = [old, new] if old is not None or new is not None else [line]
-        elif line.startswith(("--- ", "+++ ")):
-            names = [_marker_path(line[4:])]
-        else:
-            names = [_unquote(line.split(" ", 2)[2])]
-        missing = [name for name in names if name is not None and name not in listed]
-        if missing:
-            raise PatchError(
-                f"the diff's line {number} names {missing[0]!r}, which its other headers "
-                f"do not: {line!r}"
-            )
+def _header_name(line: str) -> str | None:
+    """The file a header line names, read as git would (None for `/dev/null`)."""
+    if line.startswith(("--- ", "+++ ")):
+        return _marker_path(line[4:])
+    return _unquote(line.split(" ", 2)[2])
 
 
-def _git_header_paths(rest: str) -> tuple[str | None, str | None]:
-    if rest.startswith('"'):
-        first, _, tail = _split_quoted(rest)
-        second = _unquote(tail.strip())
-        return _strip_prefix(first, "a/"), _strip_prefix(second, "b/")
-    # `a/X b/X`: with identical names (the usual case) the split point is unambiguous even
-    # when X contains spaces.
-    half = (len(rest) - 1) // 2
-    if len(rest) % 2 == 1 and rest[half] == " " and rest[2:half] == rest[half + 3 :]:
-        return _strip_prefix(rest[:half], "a/"), _strip_prefix(rest[half + 1 :], "b/")
-    old, sep, new = rest.partition(" b/")
-    if sep:
-        return _strip_prefix(old, "a/"), new
-    return None, None
+def _header_readings(rest: str) -> set[tuple[str, str]]:
+    """Every (old, new) pair git's `a/OLD b/NEW` (each name C-quoted or not) can be read
+    as: which ` b/` separates the names is ambiguous when a name holds one."""
+    readings: set[tuple[str, str]] = set()
+    for split in re.finditer(r' (?="?b/)', rest):
+        old = _prefixed(rest[: split.start()], "a/")
+        new = _prefixed(rest[split.end() :], "b/")
+        if old is not None and new is not None:
+            readings.add((old, new))
+    return readings
+
+
+def _prefixed(text: str, prefix: str) -> str | None:
+    """`text` (C-quoted or not) without `prefix`; None unless it is one name with it."""
+    if text.startswith('"'):
+        value, quote, tail = _split_quoted(text)
+        if not quote or tail:
+            return None
+        text = value
+    return text[len(prefix) :] if text.startswith(prefix) else None
 
 
 def _marker_path(value: str) -> str | None:
-    value = value.split("\t", 1)[0]
-    value = _unquote(value.strip()) if value.startswith('"') else value.rstrip()
+    # git ends the line with a tab when the name holds a space; the name is all before it.
+    value, tab, _ = value.partition("\t")
+    value = _unquote(value) if value.startswith('"') else value if tab else value.rstrip()
     if value == "/dev/null":
         return None
     for prefix in ("a/", "b/"):
         if value.startswith(prefix):
             return value[2:]
     return value
-
-
-def _strip_prefix(value: str, prefix: str) -> str:
-    return value[len(prefix) :] if value.startswith(prefix) else value
 
 
 def _split_quoted(text: str) -> tuple[str, str, str]:

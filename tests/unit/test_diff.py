@@ -3,6 +3,9 @@ that look like headers, malformed input, and headers that try to hide a file."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from loopwright.verify.diff import FilePatch, PatchError, parse_patch
@@ -185,3 +188,145 @@ def test_git_output_deleting_a_file_under_a_space_b_directory_parses():
         "-    assert 1 == 1\n"
     )
     assert (file.old_path, file.status) == ("tests/x b/test_e.py", "deleted")
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def _write(path: Path, content: bytes, *, executable: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    path.chmod(0o755 if executable else 0o644)
+
+
+def _export(root: Path, *config: str) -> str:
+    """The patch export's own command, on what is staged in `root`."""
+    _git(root, "add", "-A")
+    return _git(root, *config, "diff", "--cached", "--binary", "--no-color", "--no-renames", "HEAD")
+
+
+# Names git writes unquoted though they hold ` b/` (at the start, in the middle, twice, at
+# the end) or `a/`, and names it C-quotes (a tab, a quote, a backslash, a newline, non-ASCII).
+_NAMES = [
+    " b/start.py",
+    "tests/x b/test_y.py",
+    "a b/c b/d.py",
+    "tests/ends with b",
+    "tests/a/b/test_a.py",
+    "x a/y b/z.py",
+    "trailing space /x b/y ",
+    "tests/tab\there.py",
+    'tests/say "hi" b/q.py',
+    "tests/back\\slash b/s.py",
+    "tests/new\nline.py",
+    "tests/é b/ü z.py",
+]
+_OPS = ["modified", "added", "deleted", "mode", "added empty", "deleted empty", "binary"]
+
+
+def _change(root: Path, name: str, op: str) -> tuple[str, bool]:
+    """Commit the file `name` as `op` needs it, change it so, return (status, binary)."""
+    _git(root, "init", "-q")
+    path = root / name
+    _write(root / "keep.txt", b"keep\n")
+    if op in ("modified", "deleted", "mode"):
+        _write(path, b"def test_a():\n    assert 1 == 1\n")
+    elif op == "deleted empty":
+        _write(path, b"")
+    elif op == "binary":
+        _write(path, b"\x00\x01old")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "before")
+    if op == "modified":
+        _write(path, b"def test_a():\n    pass\n")
+    elif op == "added":
+        _write(path, b"--- a/other.py\n+++ b/other.py\n")
+    elif op == "added empty":
+        _write(path, b"")
+    elif op in ("deleted", "deleted empty"):
+        path.unlink()
+    elif op == "mode":
+        path.chmod(0o755)
+    elif op == "binary":
+        _write(path, b"\x00\x02new")
+    status = {"added empty": "added", "deleted empty": "deleted", "mode": "modified"}
+    return status.get(op, "added" if op == "added" else op.replace("binary", "modified")), (
+        op == "binary"
+    )
+
+
+@pytest.mark.parametrize("quote_path", ["true", "false"], ids=["quoted", "quotepath-off"])
+@pytest.mark.parametrize("op", _OPS)
+@pytest.mark.parametrize("name", _NAMES, ids=range(len(_NAMES)))
+def test_git_export_of_an_unusual_name_parses_to_that_name(
+    tmp_path: Path, name: str, op: str, quote_path: str
+):
+    status, binary = _change(tmp_path, name, op)
+    patch = _export(tmp_path, "-c", f"core.quotePath={quote_path}")
+    (file,) = parse_patch(patch)
+    assert file.paths == (name,)
+    assert (file.status, file.binary) == (status, binary)
+    if op == "modified":
+        assert file.hunks[0].removed == ("    assert 1 == 1",)
+        assert file.hunks[0].added == ("    pass",)
+    if op == "added":
+        # The new file's lines look like the headers of another file; they stay content.
+        assert file.hunks[0].added == ("--- a/other.py", "+++ b/other.py")
+
+
+def test_every_name_of_a_git_export_is_one_git_lists(tmp_path: Path):
+    _git(tmp_path, "init", "-q")
+    for i, name in enumerate(_NAMES):
+        _write(tmp_path / name, f"{i}\n".encode())
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "before")
+    for i, name in enumerate(_NAMES):
+        path = tmp_path / name
+        if i % 4 == 0:
+            path.unlink()
+        elif i % 4 == 1:
+            path.chmod(0o755)
+        elif i % 4 == 2:
+            _write(path, f"{i} changed\n".encode())
+        _write(tmp_path / f"new/{name}", b"")
+    patch = _export(tmp_path)
+    listed = _git(tmp_path, "diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD")
+    assert sorted(p for f in parse_patch(patch) for p in f.paths) == sorted(listed.split("\0")[:-1])
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        # unequal halves and no rename lines: which file changes mode is not sure
+        "diff --git a/x b/y b/x b/z\nold mode 100644\nnew mode 100755\n",
+        # no `a/`/`b/` names at all
+        "diff --git x\nold mode 100644\nnew mode 100755\n",
+    ],
+)
+def test_a_git_header_whose_file_is_not_sure_is_refused(header: str):
+    with pytest.raises(PatchError, match="does not say which file"):
+        parse_patch(header)
+
+
+def test_markers_the_ambiguous_git_header_cannot_be_read_as_are_refused():
+    # Both names are readings of parts of the `diff --git` line, but no single split of it.
+    patch = "diff --git a/x b/y b/x b/y\n--- a/x\n+++ b/x b/y\n@@ -1 +1 @@\n-a\n+b\n"
+    with pytest.raises(PatchError, match="'x'"):
+        parse_patch(patch)
+
+
+def test_a_second_file_inside_a_git_section_is_refused():
+    # `git apply` reads the second `---`/`+++` pair, after the counted hunk, as another file.
+    patch = (
+        "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n"
+        "--- a/.github/workflows/ci.yml\n+++ b/.github/workflows/ci.yml\n@@ -1 +1 @@\n-a\n+b\n"
+    )
+    with pytest.raises(PatchError):
+        parse_patch(patch)

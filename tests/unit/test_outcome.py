@@ -71,3 +71,14 @@ def test_outcome_block_shows_control_characters_as_escapes():
     )
     assert "\x1b" not in block and "\x07" not in block
     assert "summary: done \\x1b]0;owned-title\\x07" in block
+
+
+def test_outcome_block_of_a_patch_that_cannot_be_parsed_says_so():
+    # A mission that ended with the parse's error still ends in the terminal with its block.
+    patch = "--- a/x.py\n+++ b/x.py\n@@ -1,3 +1,3 @@\n-a\n+b\n"
+    block = outcome_block(mission="m", summary="", patch=patch, patch_path=Path("/p.diff"))
+    assert block.splitlines() == [
+        "  mission m",
+        "    (no diffstat: malformed diff: Hunk is shorter than expected)",
+        "  patch: /p.diff (not applied)",
+    ]

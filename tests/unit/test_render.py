@@ -145,6 +145,13 @@ def test_pr_body_lists_the_changes_per_file() -> None:
     assert "### Changes" not in body(result(patch=""))
 
 
+def test_pr_body_of_a_patch_that_cannot_be_parsed_says_so() -> None:
+    text = body(result(patch="--- a/x.py\n+++ b/x.py\n@@ -1,3 +1,3 @@\n-a\n+b\n"))
+    assert "### Changes" in text
+    assert "could not be listed: malformed diff: Hunk is shorter than expected" in text
+    assert "### Cost" in text
+
+
 def test_diffstat_counts_hunk_lines_not_headers() -> None:
     assert diffstat(PATCH) == [("calc.py", 1, 1)]
     assert diffstat("") == []

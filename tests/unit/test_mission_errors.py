@@ -1,0 +1,63 @@
+"""How a mission ends when one of its stages meets a patch the diff parser refuses: with
+status `error`, the parser's message and the usual `error` and `done` events, never with a
+traceback out of `run`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loopwright.agent.model import OpenAIModel
+from loopwright.config import Settings
+from loopwright.events import EventBus, EventList
+from loopwright.missions.base import Mission
+from loopwright.missions.result import MissionResult, outcome_block
+from loopwright.missions.trees import changed_files
+from loopwright.redaction import Redactor
+from loopwright.sandbox.factory import LocalSandboxConfig, get_provider
+
+# The hunk header counts three lines of each side; the hunk has one.
+UNPARSEABLE = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,3 +1,3 @@\n-a\n+b\n"
+
+
+class PatchReadingMission(Mission[MissionResult]):
+    """A mission whose verify stage reads which files its patch changes, as a fix's does."""
+
+    patch = UNPARSEABLE
+
+    def stages(self) -> None:
+        self.events.enter("verify")
+        self.result.patch = self.patch
+        changed_files(self.patch)
+        self.result.status = "verified"
+
+
+def test_a_patch_the_parser_refuses_ends_the_mission_with_an_error(tmp_path: Path) -> None:
+    settings = Settings(sandbox="local", data_dir=tmp_path / "data")
+    sink = EventList()
+    (tmp_path / "boxes").mkdir()
+    provider = get_provider(settings, LocalSandboxConfig(base_dir=tmp_path / "boxes"))
+    model = OpenAIModel(settings)
+    try:
+        result = PatchReadingMission(
+            MissionResult(mission="m1", status="error"),
+            settings=settings,
+            provider=provider,
+            model=model,
+            events=EventBus("m1", [sink], Redactor()),
+        ).run()
+    finally:
+        model.close()
+        provider.close()
+
+    assert result.status == "error"
+    assert result.message == "malformed diff: Hunk is shorter than expected"
+    (error,) = sink.of_type("error")
+    assert error.fields["kind"] == "PatchError"
+    (done,) = sink.of_type("done")
+    assert (done.fields["status"], done.fields["message"]) == ("error", result.message)
+    saved = json.loads((settings.data_dir / "missions" / "m1" / "result.json").read_text())
+    assert saved["status"] == "error"
+    # The terminal's block after the verdict reads the same patch; it ends the same way.
+    block = outcome_block(mission="m1", summary="", patch=result.patch, patch_path=None)
+    assert "(no diffstat: malformed diff:" in block
