@@ -119,31 +119,38 @@ def test_migrations_create_the_schema_on_an_empty_file_and_are_idempotent(tmp_pa
         engine.dispose()
 
 
-def test_a_database_from_before_the_tracking_comment_upgrades_and_keeps_its_missions(
-    tmp_path: Path,
-):
+def database_at(url: str, revision: str, insert: str) -> list[str]:
+    """A database migrated only to `revision`, with one row written by `insert`; its
+    tables before the upgrade."""
     from alembic import command
     from alembic.config import Config
 
     from loopwright.store.engine import MIGRATIONS
 
-    url = sqlite_url(tmp_path / "old.db")
     engine = make_engine(url)
     try:
         with engine.begin() as connection:
             config = Config()
             config.set_main_option("script_location", str(MIGRATIONS))
             config.attributes["connection"] = connection
-            command.upgrade(config, "0001")
-            connection.execute(
-                text(
-                    "INSERT INTO missions (id, status, kind, trigger, repo, head_sha, dedupe_key,"
-                    " request, cost_usd, attempts, created_at) VALUES ('m1', 'verified', 'fix',"
-                    " 'cli', 'o/r', 'abc', 'k', '{}', 0, 0, '2026-01-01 00:00:00+00:00')"
-                )
-            )
+            command.upgrade(config, revision)
+            connection.execute(text(insert))
+            return inspect(connection).get_table_names()
     finally:
         engine.dispose()
+
+
+def test_a_database_from_before_the_tracking_comment_upgrades_and_keeps_its_missions(
+    tmp_path: Path,
+):
+    url = sqlite_url(tmp_path / "old.db")
+    database_at(
+        url,
+        "0001",
+        "INSERT INTO missions (id, status, kind, trigger, repo, head_sha, dedupe_key,"
+        " request, cost_usd, attempts, created_at) VALUES ('m1', 'verified', 'fix',"
+        " 'cli', 'o/r', 'abc', 'k', '{}', 0, 0, '2026-01-01 00:00:00+00:00')",
+    )
     migrate(url)
     with Store(url) as store:
         old = store.get_mission("m1")
@@ -156,30 +163,16 @@ def test_a_database_from_before_the_tracking_comment_upgrades_and_keeps_its_miss
 def test_a_database_from_before_session_revocation_upgrades_and_keeps_its_missions(
     tmp_path: Path,
 ):
-    from alembic import command
-    from alembic.config import Config
-
-    from loopwright.store.engine import MIGRATIONS
-
     url = sqlite_url(tmp_path / "old.db")
-    engine = make_engine(url)
-    try:
-        with engine.begin() as connection:
-            config = Config()
-            config.set_main_option("script_location", str(MIGRATIONS))
-            config.attributes["connection"] = connection
-            command.upgrade(config, "0002")
-            assert "revoked_sessions" not in inspect(connection).get_table_names()
-            connection.execute(
-                text(
-                    "INSERT INTO missions (id, status, kind, trigger, repo, head_sha, dedupe_key,"
-                    " request, cost_usd, attempts, created_at, tracking_comment_id) VALUES"
-                    " ('m1', 'verified', 'fix', 'cli', 'o/r', 'abc', 'k', '{}', 0, 0,"
-                    " '2026-01-01 00:00:00+00:00', 7)"
-                )
-            )
-    finally:
-        engine.dispose()
+    tables = database_at(
+        url,
+        "0002",
+        "INSERT INTO missions (id, status, kind, trigger, repo, head_sha, dedupe_key,"
+        " request, cost_usd, attempts, created_at, tracking_comment_id) VALUES"
+        " ('m1', 'verified', 'fix', 'cli', 'o/r', 'abc', 'k', '{}', 0, 0,"
+        " '2026-01-01 00:00:00+00:00', 7)",
+    )
+    assert "revoked_sessions" not in tables
     migrate(url)
     with Store(url) as store:
         old = store.get_mission("m1")
