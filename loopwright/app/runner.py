@@ -296,14 +296,18 @@ class AppMissionRunner:
         return tracker
 
     def _react(self, request: MissionRequest, session: RepoSession) -> None:
-        """👀 on the command's comment: seen, and taken up."""
-        if request.comment_id is None:
-            return
+        """👀 on the command's comment, an issue comment or a review comment on the diff:
+        seen, and taken up."""
         try:
-            session.react(request.comment_id, "eyes")
+            if request.review is not None:
+                session.react_to_review_comment(request.review.id, "eyes")
+            elif request.comment_id is not None:
+                session.react(request.comment_id, "eyes")
         except GitHubError as exc:
             structlog.get_logger("loopwright.mission").warning(
-                "no reaction on the command", comment=request.comment_id, error=str(exc)
+                "no reaction on the command",
+                comment=request.review.id if request.review else request.comment_id,
+                error=str(exc),
             )
 
     def _finish_check(

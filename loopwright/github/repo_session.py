@@ -262,6 +262,17 @@ class RepoSession:
             ),
         )
 
+    def react_to_review_comment(
+        self, comment_id: int, content: Literal["eyes", "+1", "rocket"] = "eyes"
+    ) -> None:
+        """React to a comment on a pull request's diff (👀: Loopwright has seen it)."""
+        self._call(
+            f"reacting to review comment {comment_id}",
+            lambda: self.gh.rest.reactions.create_for_pull_request_review_comment(
+                self.owner, self.name, comment_id, data={"content": content}
+            ),
+        )
+
     def pulls_for_branch(self, branch: str) -> list[PullInfo]:
         data = self._call(
             f"listing pull requests for {branch}",

@@ -161,6 +161,9 @@ class _Repo:
     roles: dict[str, str] = field(default_factory=dict)
     issues: dict[int, _Issue] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    review_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Comments on a pull request's diff, by id: `number`, `path`, `line`, `body`, `user`,
+    `reactions` (only what the implemented operations read)."""
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     next_number: int = 1
 
@@ -224,6 +227,7 @@ _NEEDS: dict[str, tuple[str, str]] = {
     "issues/create-comment": ("issues", "write"),
     "issues/update-comment": ("issues", "write"),
     "reactions/create-for-issue-comment": ("issues", "write"),
+    "reactions/create-for-pull-request-review-comment": ("pull_requests", "write"),
     "checks/create": ("checks", "write"),
     "checks/update": ("checks", "write"),
     "checks/get": ("checks", "read"),
@@ -503,6 +507,28 @@ class FakeGitHub:
             if number not in state.issues:
                 raise KeyError(f"{repo} has no issue or pull request #{number}")
             return self._new_comment(state, number, body, user)["id"]
+
+    def add_review_comment(
+        self, repo: str, number: int, body: str, *, path: str, line: int, user: str = "octocat"
+    ) -> int:
+        """A review comment on `line` of `path` in pull request `number`'s diff; its id."""
+        with self._lock:
+            state = self._repo(repo)
+            issue = state.issues.get(number)
+            if issue is None or issue.pull is None:
+                raise KeyError(f"{repo} has no pull request #{number}")
+            comment_id = self._new_id()
+            state.review_comments[comment_id] = {
+                "id": comment_id, "number": number, "path": path, "line": line,
+                "body": body, "user": user, "reactions": [],
+            }  # fmt: skip
+            return comment_id
+
+    def review_comment_reactions(self, repo: str, comment_id: int) -> list[str]:
+        """The reactions on a review comment, as their `content` values, oldest first."""
+        with self._lock:
+            comment = self._repo(repo).review_comments[comment_id]
+            return [r["content"] for r in comment["reactions"]]
 
     def add_check_run(
         self,
@@ -1266,9 +1292,20 @@ class FakeGitHub:
         comment["updated_at"] = _now_iso()
         return _Reply(200, self._comment_object(call.repo, comment))  # type: ignore[arg-type]
 
+    def _op_reactions_create_for_pull_request_review_comment(self, call: _Call) -> _Reply:
+        repo = self._repos.get(f"{call.params['owner']}/{call.params['repo']}".lower())
+        comment = repo.review_comments.get(call.params["comment_id"]) if repo else None
+        self._enter_repo(call, comment["number"] if comment else None)
+        if comment is None:
+            raise ApiError(404, "Not Found")
+        return self._react(comment, call.body["content"])
+
     def _op_reactions_create_for_issue_comment(self, call: _Call) -> _Reply:
-        comment = self._comment(call)
-        content = call.body["content"]
+        return self._react(self._comment(call), call.body["content"])
+
+    def _react(self, comment: dict[str, Any], content: str) -> _Reply:
+        """One reaction of the App's per comment and content, as on GitHub: 201 when new,
+        200 with the existing one when it is already there."""
         for reaction in comment["reactions"]:
             if reaction["content"] == content and reaction["user"] == self._bot["login"]:
                 return _Reply(200, self._reaction_object(reaction))

@@ -117,6 +117,10 @@ class World:
         for who in (comment["user"], payload["sender"]):
             who.update(login=user, type="User")
         payload["pull_request"]["number"] = number
+        # The comment exists on GitHub before its webhook arrives (reactions go to it).
+        comment["id"] = self.github.add_review_comment(
+            REPO, number, body, path=path, line=line, user=user
+        )
         return payload
 
     # -- changing the world behind the App's back -------------------------------------------

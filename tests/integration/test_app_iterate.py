@@ -158,6 +158,9 @@ def test_review_comment_reaches_the_model_and_the_attempt_cap_holds(tmp_path):
         assert answer.status_code == 202, answer.text
         mission = world.wait(answer.json()["mission"])
         assert mission["status"] == "unverified", mission  # the model changed nothing
+        # Seen and taken up: 👀 on the review comment itself.
+        comment_id = payload["comment"]["id"]
+        assert world.github.review_comment_reactions(REPO, comment_id) == ["eyes"]
         prompt = first_prompt(world)
         assert "name the hundred" in prompt
         assert "A reviewer left this as a review comment on `invoice/totals.py`, line 17" in prompt
