@@ -17,7 +17,7 @@ import requests.exceptions
 from loopwright.config import Settings
 from loopwright.sandbox.base import MISSION_LABEL, SANDBOX_UID, WORKSPACE, SandboxError
 from loopwright.sandbox.docker import reaper
-from loopwright.sandbox.docker.container import DockerSandbox
+from loopwright.sandbox.docker.container import DockerSandbox, resident_source
 from loopwright.sandbox.docker.engine import (
     BUILD_HINT,
     HOME,
@@ -34,6 +34,9 @@ from loopwright.sandbox.docker.engine import (
 )
 from loopwright.sandbox.docker.network import sandbox_network
 from loopwright.sandbox.docker.pool import Member, WarmPool
+from loopwright.sandbox.docker.scripts.resident import BOOT, BOOT_VAR
+
+RESIDENT_COMMAND = 'command -v python3 >/dev/null && exec python3 -I -c "$0"; exec sleep infinity'
 
 
 class DockerProvider:
@@ -117,9 +120,7 @@ class DockerProvider:
     def _fill(self, sandbox: DockerSandbox, tree: Path) -> None:
         archive = workspace_tar(tree)
         try:
-            ok = sandbox.run_api(
-                lambda: self._client.api.put_archive(sandbox.container_id, WORKSPACE, archive)
-            )
+            sandbox.put_archive(WORKSPACE, archive)
         except SandboxError as exc:
             if "no space left" in str(exc).lower():
                 raise SandboxError(
@@ -130,8 +131,6 @@ class DockerProvider:
             raise
         finally:
             archive.close()
-        if not ok:
-            raise SandboxError(f"Docker did not accept the copy of {tree} into the sandbox")
 
     def _start_container(self, labels: dict[str, str], *, network: bool) -> tuple[str, str]:
         """Create and start one hardened container with its own workspace volume."""
@@ -181,15 +180,19 @@ class DockerProvider:
             },
             mounts=[docker.types.Mount(WORKSPACE, volume, type="volume")],
             network_mode=network_mode,
+            # The resident server's stdout is the exec channel, not a log worth keeping.
+            log_config=docker.types.LogConfig(type=docker.types.LogConfig.types.NONE),
         )
         try:
             created = self._engine(
                 lambda: api.create_container(
                     self._settings.sandbox_image,
-                    command=["sleep", "infinity"],
+                    # The resident exec server, or the plain keeper where python3 is missing.
+                    command=["/bin/sh", "-c", RESIDENT_COMMAND, BOOT],
                     user=USER,
                     working_dir=WORKSPACE,
-                    environment=SANDBOX_ENV,
+                    environment={**SANDBOX_ENV, BOOT_VAR: resident_source()},
+                    stdin_open=True,
                     hostname="sandbox",
                     labels=labels,
                     host_config=host_config,
