@@ -23,10 +23,12 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from loopwright.sandbox.docker.engine import script
 from loopwright.sandbox.docker.scripts.resident import (
     CHUNK,
     Codec,
     FrameError,
+    boot_frame,
     hello,
     host_codec,
 )
@@ -34,6 +36,27 @@ from loopwright.sandbox.docker.scripts.resident import (
 READY_TIMEOUT_S = 5.0
 """How long the host waits for a new server to answer before using `docker exec` instead."""
 STDERR_KEPT = 2000
+
+
+def boot_resident(client: docker.DockerClient, container_id: str) -> None:
+    """Hand a just-started container's main process the server's program (on its stdin).
+
+    A container whose image lacks python3 runs the plain keeper and leaves it unread;
+    `ResidentChannel.open` then finds no server and the sandbox uses `docker exec`.
+    """
+    try:
+        response = client.api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+    except (docker.errors.APIError, requests.exceptions.RequestException):
+        return
+    sock: socket.socket = getattr(response, "_sock", response)
+    try:
+        sock.sendall(boot_frame(script("resident.py")))
+    except OSError:
+        pass
+    finally:
+        sock.close()
+        with contextlib.suppress(OSError):
+            response.close()
 
 
 class ChannelClosed(Exception):

@@ -27,7 +27,12 @@ from loopwright.sandbox.base import (
     RawCallback,
     SandboxError,
 )
-from loopwright.sandbox.docker.channel import Call, ChannelClosed, ResidentChannel
+from loopwright.sandbox.docker.channel import (
+    Call,
+    ChannelClosed,
+    ResidentChannel,
+    boot_resident,
+)
 from loopwright.sandbox.docker.engine import (
     SERVICE_TOKEN_VAR,
     USER,
@@ -50,11 +55,6 @@ CHANNEL_GRACE_S = 30.0
 """How long past a command's timeout the host waits for the resident server to report it."""
 SCRIPT_TIMEOUT_S = 120.0
 """How long a file script or a copy may take before the channel counts as stuck."""
-
-
-def resident_source() -> str:
-    """The resident exec server's program, run by the container's main process."""
-    return script("resident.py")
 
 
 def exec_wrapper() -> str:
@@ -327,6 +327,7 @@ class DockerSandbox:
             self._channel.close()
             self._channel = None
         self.run_api(lambda: container.restart(timeout=0))
+        boot_resident(self._client, self.container_id)
         self._channel = ResidentChannel.open(self._client, self.container_id)
 
     def _kill_command(self, reader: threading.Thread) -> None:

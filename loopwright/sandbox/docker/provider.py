@@ -17,7 +17,8 @@ import requests.exceptions
 from loopwright.config import Settings
 from loopwright.sandbox.base import MISSION_LABEL, SANDBOX_UID, WORKSPACE, SandboxError
 from loopwright.sandbox.docker import reaper
-from loopwright.sandbox.docker.container import DockerSandbox, resident_source
+from loopwright.sandbox.docker.channel import boot_resident
+from loopwright.sandbox.docker.container import DockerSandbox
 from loopwright.sandbox.docker.engine import (
     BUILD_HINT,
     HOME,
@@ -34,7 +35,7 @@ from loopwright.sandbox.docker.engine import (
 )
 from loopwright.sandbox.docker.network import sandbox_network
 from loopwright.sandbox.docker.pool import Member, WarmPool
-from loopwright.sandbox.docker.scripts.resident import BOOT, BOOT_VAR
+from loopwright.sandbox.docker.scripts.resident import BOOT
 
 RESIDENT_COMMAND = 'command -v python3 >/dev/null && exec python3 -I -c "$0"; exec sleep infinity'
 
@@ -191,8 +192,11 @@ class DockerProvider:
                     command=["/bin/sh", "-c", RESIDENT_COMMAND, BOOT],
                     user=USER,
                     working_dir=WORKSPACE,
-                    environment={**SANDBOX_ENV, BOOT_VAR: resident_source()},
+                    environment=SANDBOX_ENV,
+                    # Open stdin that stays open between attaches (docker-py ties "once" to
+                    # attached creation).
                     stdin_open=True,
+                    detach=True,
                     hostname="sandbox",
                     labels=labels,
                     host_config=host_config,
@@ -204,6 +208,8 @@ class DockerProvider:
         container_id = str(created["Id"])
         try:
             self._engine(lambda: api.start(container_id))
+            # Its program starts loading now, while the container waits to be used.
+            boot_resident(self._client, container_id)
         except BaseException:
             remove_container(self._client, container_id, volume)
             raise

@@ -32,10 +32,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-BOOT_VAR = "LOOPWRIGHT_RESIDENT"
-BOOT = f'import os;exec(os.environ.pop("{BOOT_VAR}"))'
-"""The `python3 -I -c` program that runs this file's text, taken (and removed) from the
-environment so that no command the server starts inherits it."""
+BOOT = (
+    "import os\n"
+    "b = b''\n"
+    "while len(b) < 8: b += os.read(0, 8 - len(b)) or os._exit(1)\n"
+    "n = 8 + int(b)\n"
+    "while len(b) < n: b += os.read(0, n - len(b)) or os._exit(1)\n"
+    "del n\n"
+    "exec(compile(b[8:], 'resident', 'exec'))\n"
+)
+"""The `python3 -I -c` program that runs this file's text, which the host writes to stdin
+(`boot_frame`): nothing of it in the container's environment or its process list."""
 TITLE = b"sleep\0infinity\0"
 """What `ps` shows for the server: the keeper's name, as in a container without the server."""
 
@@ -105,6 +112,12 @@ class Codec:
         if not isinstance(header, dict):
             raise FrameError("a frame's header is not an object")
         return header, payload
+
+
+def boot_frame(source: str) -> bytes:
+    """What `BOOT` reads: the program's length in eight digits, then the program."""
+    data = source.encode()
+    return b"%08d" % len(data) + data
 
 
 def host_codec(key: bytes) -> Codec:
