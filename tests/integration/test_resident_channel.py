@@ -213,6 +213,9 @@ def test_warm_pool_containers_carry_a_working_channel(
             assert run(box, "cat src/app.py").startswith("def add")
         finally:
             box.close()
+        deadline = time.monotonic() + 30
+        while pooled.pool_size < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)  # let the background refill finish before closing
     finally:
         pooled.close()
 

@@ -109,6 +109,7 @@ class ResidentChannel:
         self._stderr_size = 0
         self.server_pid = 0
         """The server's pid inside the container (0 until it answered)."""
+        self._ready: Call | None = None
         self._reader = threading.Thread(
             target=self._read_loop, name=f"sandbox-channel-{container_id[:12]}", daemon=True
         )
@@ -116,8 +117,8 @@ class ResidentChannel:
 
     @classmethod
     def open(cls, client: docker.DockerClient, container_id: str) -> ResidentChannel | None:
-        """Attach to the container's server and hand it a key; None if it does not answer
-        as a server would (an image without python3, a server that could not start)."""
+        """Attach to the container's server and hand it a key (None if the engine refuses);
+        `wait_ready` then tells whether a server answered."""
         try:
             response = client.api.attach_socket(
                 container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
@@ -129,18 +130,29 @@ class ResidentChannel:
         key = secrets.token_bytes(32)
         codec = host_codec(key)
         channel = cls(sock, response, codec, container_id)
-        ready = channel.call_raw(lambda: hello(codec, key), rid=0)
         try:
-            answer = ready.next(time.monotonic() + READY_TIMEOUT_S)
+            channel._ready = channel.call_raw(lambda: hello(codec, key), rid=0)
+        except ChannelClosed:
+            channel.close()
+            return None
+        return channel
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> bool:
+        """Whether the server answered the hello as a server would (an image without
+        python3, or a server that could not start, does not)."""
+        ready, self._ready = self._ready, None
+        if ready is None:
+            return self.server_pid > 0
+        try:
+            answer = ready.next(time.monotonic() + timeout_s)
         except ChannelClosed:
             answer = None
         finally:
             ready.done()
         if answer is None or answer[0].get("op") != "ready":
-            channel.close()
-            return None
-        channel.server_pid = int(answer[0].get("pid") or 0)
-        return channel
+            return False
+        self.server_pid = int(answer[0].get("pid") or 0)
+        return self.server_pid > 0
 
     # -- requests -------------------------------------------------------------------------
 

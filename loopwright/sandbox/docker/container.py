@@ -90,13 +90,21 @@ class DockerSandbox:
         self._close_lock = threading.Lock()
         self._services: set[str] = set()
         """Tokens of the services open now; their processes survive the sweeps."""
+        # The server's answer is awaited on first use, so that it overlaps the copy's packing.
         self._channel = ResidentChannel.open(client, container_id)
-        """The resident exec server's channel; None where it did not answer (`docker exec`)."""
+        self._answered = False
+        self._answer_lock = threading.Lock()
 
     @property
     def channel(self) -> ResidentChannel | None:
         """The channel commands and file tools go through (None: each is a `docker exec`)."""
-        return self._channel
+        with self._answer_lock:
+            if not self._answered and self._channel is not None:
+                self._answered = True
+                if not self._channel.wait_ready():
+                    self._channel.close()
+                    self._channel = None
+            return self._channel
 
     @property
     def client(self) -> docker.DockerClient:
@@ -144,8 +152,8 @@ class DockerSandbox:
 
         started = time.monotonic()
         env = {WRAPPER_VAR: exec_wrapper()}
-        if self._channel is not None:
-            exit_code, timed_out = self._exec_resident(self._channel, argv, env, timeout_s, take)
+        if (channel := self.channel) is not None:
+            exit_code, timed_out = self._exec_resident(channel, argv, env, timeout_s, take)
         else:
             exit_code, timed_out = self._exec_engine(argv, env, timeout_s, take, token)
         if timed_out:
@@ -294,10 +302,10 @@ class DockerSandbox:
     def _sweep(self) -> bool:
         """Kill every process but init, the keeper and open services'; False if it could not
         start (typically no pid is free: a fork bomb)."""
-        if self._channel is None:
+        if (channel := self.channel) is None:
             return self._sweep_engine()
         try:
-            code, _, _ = self._run_resident(self._channel, self._sweep_argv(), {}, b"")
+            code, _, _ = self._run_resident(channel, self._sweep_argv(), {}, b"")
         except _NotStarted:
             return False
         return code >= 0
@@ -329,6 +337,7 @@ class DockerSandbox:
         self.run_api(lambda: container.restart(timeout=0))
         boot_resident(self._client, self.container_id)
         self._channel = ResidentChannel.open(self._client, self.container_id)
+        self._answered = False
 
     def _kill_command(self, reader: threading.Thread) -> None:
         """Kill every process of the timed-out command, restarting the container if need be."""
@@ -368,9 +377,9 @@ class DockerSandbox:
         mode = int(mode_line, 8) if mode_line.strip() else 0o644
         parent, _, name = resolved.rpartition("/")
         archive = _file_tar(name, data, mode)
-        if self._channel is not None:
+        if (channel := self.channel) is not None:
             try:
-                self._untar(self._channel, parent or "/", io.BytesIO(archive))
+                self._untar(channel, parent or "/", io.BytesIO(archive))
             except _Refused as exc:
                 raise FileToolError(f"writing {path} failed: {exc}") from exc
             return
@@ -389,9 +398,9 @@ class DockerSandbox:
 
         Raises `SandboxError` (with the system's words, e.g. "No space left on device").
         """
-        if self._channel is not None:
+        if (channel := self.channel) is not None:
             try:
-                self._untar(self._channel, path, archive)
+                self._untar(channel, path, archive)
             except _Refused as exc:
                 raise SandboxError(f"copying into the sandbox failed: {exc}") from exc
             return
@@ -417,9 +426,9 @@ class DockerSandbox:
 
     def _run_script(self, source: str, *args: str) -> tuple[int, bytes, str]:
         argv = ["/bin/bash", "-c", source, "loopwright-file", *args]
-        if self._channel is not None:
+        if (channel := self.channel) is not None:
             try:
-                return self._run_resident(self._channel, argv, {}, b"")
+                return self._run_resident(channel, argv, {}, b"")
             except _NotStarted as exc:
                 raise FileToolError(str(exc)) from exc
         container = self._container()
@@ -538,7 +547,7 @@ class DockerSandbox:
                     time.sleep(0.1)
 
     def _start_service(self, argv: list[str], env: dict[str, str]) -> None:
-        channel = self._channel
+        channel = self.channel
         if channel is not None:
             request = self._request(
                 channel, {"op": "spawn", "argv": argv, "env": env, "cwd": WORKSPACE}

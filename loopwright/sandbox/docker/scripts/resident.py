@@ -363,20 +363,25 @@ class _FeedReader:
 
     def __init__(self, feed: queue.Queue[bytes | None]) -> None:
         self._feed = feed
-        self._buf = b""
+        self._chunk = b""
+        self._at = 0
         self._done = False
 
     def read(self, size: int = -1) -> bytes:
-        while not self._done and (size < 0 or len(self._buf) < size):
-            chunk = self._feed.get()
-            if chunk is None:
-                self._done = True
-            else:
-                self._buf += chunk
-        if size < 0:
-            size = len(self._buf)
-        out, self._buf = self._buf[:size], self._buf[size:]
-        return out
+        parts: list[bytes] = []
+        want = size if size >= 0 else sys.maxsize
+        while want > 0:
+            if self._at == len(self._chunk):
+                chunk = None if self._done else self._feed.get()
+                if chunk is None:
+                    self._done = True
+                    break
+                self._chunk, self._at = chunk, 0
+            part = self._chunk[self._at : self._at + want]
+            self._at += len(part)
+            want -= len(part)
+            parts.append(part)
+        return b"".join(parts)
 
     def drain(self) -> None:
         while not self._done:
@@ -413,7 +418,25 @@ def _extract(reader: _FeedReader, dest: str) -> None:
                 continue
             if os.path.lexists(target) and not os.path.isdir(target):
                 os.unlink(target)  # replace a file (or link) rather than write through it
-            tar.extract(member, root, set_attrs=not member.issym())
+            if member.issym():
+                os.symlink(member.linkname, target)
+                continue
+            if member.islnk():
+                os.link(os.path.join(root, member.linkname.lstrip("/")), target)
+                continue
+            source = tar.extractfile(member)
+            assert source is not None
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(target, flags, 0o600)
+            try:
+                while block := source.read(CHUNK):
+                    view = memoryview(block)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                os.fchmod(fd, member.mode)
+                os.utime(fd, (member.mtime, member.mtime))
+            finally:
+                os.close(fd)
     for target, member in reversed(directories):
         os.chmod(target, member.mode)
         os.utime(target, (member.mtime, member.mtime))
