@@ -10,7 +10,8 @@ import secrets
 import tarfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import IO, Any
 
 import docker
@@ -33,6 +34,7 @@ from loopwright.sandbox.docker.channel import (
     ResidentChannel,
     boot_resident,
 )
+from loopwright.sandbox.docker.copy_in import Sink, write_tree_tar
 from loopwright.sandbox.docker.engine import (
     SERVICE_TOKEN_VAR,
     USER,
@@ -408,15 +410,37 @@ class DockerSandbox:
         if not ok:
             raise SandboxError("Docker did not accept the copy into the sandbox")
 
-    def _untar(self, channel: ResidentChannel, dest: str, archive: IO[bytes]) -> None:
+    def copy_tree(self, tree: Path) -> bool:
+        """Stream `tree`'s contents into the workspace, packed as the container unpacks;
+        False (nothing copied) where there is no channel: use `put_archive` then."""
+        channel = self.channel
+        if channel is None:
+            return False
+        try:
+            self._untar(channel, WORKSPACE, lambda sink: write_tree_tar(tree, sink))
+        except _Refused as exc:
+            raise SandboxError(f"copying into the sandbox failed: {exc}") from exc
+        return True
+
+    def _untar(
+        self, channel: ResidentChannel, dest: str, archive: IO[bytes] | Callable[[Sink], None]
+    ) -> None:
         request = self._request(channel, {"op": "untar", "dest": dest})
         try:
+            writer = _FrameWriter(request)
             try:
-                while chunk := archive.read(CHUNK):
-                    request.send("data", chunk)
-                request.send("end")
+                if callable(archive):
+                    archive(writer)
+                else:
+                    while chunk := archive.read(CHUNK):
+                        writer.write(chunk)
+                writer.flush()
             except ChannelClosed as exc:
                 raise self._channel_died(channel, exc) from exc
+            finally:
+                # The server unpacks what it got and answers, however packing ended.
+                with contextlib.suppress(ChannelClosed):
+                    request.send("end")
             deadline = time.monotonic() + SCRIPT_TIMEOUT_S
             header, _ = self._response(channel, request, deadline, "a copy")
         finally:
@@ -648,6 +672,26 @@ class DockerSandbox:
                 "repository. The path must stay inside the repository."
             )
         return resolved[len(root) :].lstrip("/") or "."
+
+
+class _FrameWriter:
+    """A writer that sends what it is given as a copy's `data` frames of `CHUNK` bytes."""
+
+    def __init__(self, request: Call) -> None:
+        self._request = request
+        self._buf = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self._buf += data
+        while len(self._buf) >= CHUNK:
+            self._request.send("data", bytes(self._buf[:CHUNK]))
+            del self._buf[:CHUNK]
+        return len(data)
+
+    def flush(self) -> None:
+        if self._buf:
+            self._request.send("data", bytes(self._buf))
+            self._buf.clear()
 
 
 class _NotStarted(Exception):

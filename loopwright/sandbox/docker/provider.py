@@ -119,9 +119,11 @@ class DockerProvider:
         sandbox.close()
 
     def _fill(self, sandbox: DockerSandbox, tree: Path) -> None:
-        archive = workspace_tar(tree)
+        archive: IO[bytes] | None = None
         try:
-            sandbox.put_archive(WORKSPACE, archive)
+            if not sandbox.copy_tree(tree):
+                archive = workspace_tar(tree)
+                sandbox.put_archive(WORKSPACE, archive)
         except SandboxError as exc:
             if "no space left" in str(exc).lower():
                 raise SandboxError(
@@ -131,7 +133,8 @@ class DockerProvider:
                 ) from exc
             raise
         finally:
-            archive.close()
+            if archive is not None:
+                archive.close()
 
     def _start_container(self, labels: dict[str, str], *, network: bool) -> tuple[str, str]:
         """Create and start one hardened container with its own workspace volume."""
