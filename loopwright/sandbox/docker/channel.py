@@ -26,6 +26,7 @@ import requests.exceptions
 from loopwright.sandbox.docker.engine import script
 from loopwright.sandbox.docker.scripts.resident import (
     CHUNK,
+    UP,
     Codec,
     FrameError,
     boot_frame,
@@ -38,21 +39,42 @@ READY_TIMEOUT_S = 5.0
 STDERR_KEPT = 2000
 
 
-def boot_resident(client: docker.DockerClient, container_id: str) -> None:
-    """Hand a just-started container's main process the server's program (on its stdin).
+def boot_resident(client: docker.DockerClient, container_id: str) -> bool:
+    """Hand a just-started container's main process the server's program (on its stdin) and
+    wait until the server says it runs; False if it does not (an image without python3 runs
+    the plain keeper and leaves the program unread: the sandbox then uses `docker exec`).
 
-    A container whose image lacks python3 runs the plain keeper and leaves it unread;
-    `ResidentChannel.open` then finds no server and the sandbox uses `docker exec`.
+    Waiting keeps the next attach's frames from overtaking the program on the way in.
     """
     try:
-        response = client.api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+        response = client.api.attach_socket(
+            container_id, params={"stdin": 1, "stdout": 1, "stream": 1}
+        )
     except (docker.errors.APIError, requests.exceptions.RequestException):
-        return
+        return False
     sock: socket.socket = getattr(response, "_sock", response)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    seen = b""
     try:
         sock.sendall(boot_frame(script("resident.py")))
+        raw = b""
+        while UP not in seen:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            sock.settimeout(left)
+            chunk = sock.recv(CHUNK)
+            if not chunk:
+                return False
+            raw += chunk
+            while len(raw) >= 8 and len(raw) >= 8 + int.from_bytes(raw[4:8], "big"):
+                size = int.from_bytes(raw[4:8], "big")
+                if raw[0] == 1:
+                    seen += raw[8 : 8 + size]
+                raw = raw[8 + size :]
+        return True
     except OSError:
-        pass
+        return False
     finally:
         sock.close()
         with contextlib.suppress(OSError):

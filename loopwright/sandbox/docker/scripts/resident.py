@@ -43,6 +43,8 @@ BOOT = (
 )
 """The `python3 -I -c` program that runs this file's text, which the host writes to stdin
 (`boot_frame`): nothing of it in the container's environment or its process list."""
+UP = b"loopwright-resident-up\n"
+"""Written once the program is read and running: from then on stdin carries only frames."""
 TITLE = b"sleep\0infinity\0"
 """What `ps` shows for the server: the keeper's name, as in a container without the server."""
 
@@ -467,6 +469,7 @@ def main() -> None:
     os.dup2(devnull, 1)
     os.close(devnull)
     os.chdir("/")
+    os.write(out_fd, UP)
     read_exact = _fd_reader(in_fd)
     codec = open_hello(read_exact)
     server = Server(codec, out_fd)
