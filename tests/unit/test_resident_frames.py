@@ -124,6 +124,21 @@ def test_boot_runs_the_program_it_reads_from_stdin() -> None:
     assert cut.returncode == 1
 
 
+def test_boot_keeps_the_container_alive_when_python3_cannot_compile_the_program() -> None:
+    keeper = subprocess.Popen([sys.executable, "-I", "-c", BOOT], stdin=subprocess.PIPE)
+    try:
+        assert keeper.stdin is not None
+        keeper.stdin.write(boot_frame("def broken(:\n"))
+        keeper.stdin.flush()
+        time.sleep(0.5)
+        assert keeper.poll() is None
+        with open(f"/proc/{keeper.pid}/cmdline", "rb") as cmdline:
+            assert cmdline.read() == b"sleep\0infinity\0"
+    finally:
+        keeper.kill()
+        keeper.wait()
+
+
 # -- the host end over a socket that speaks the engine's stream framing ---------------------
 
 

@@ -38,11 +38,14 @@ BOOT = (
     "while len(b) < 8: b += os.read(0, 8 - len(b)) or os._exit(1)\n"
     "n = 8 + int(b)\n"
     "while len(b) < n: b += os.read(0, n - len(b)) or os._exit(1)\n"
-    "del n\n"
-    "exec(compile(b[8:], 'resident', 'exec'))\n"
+    "try: c = compile(b[8:], 'resident', 'exec')\n"
+    "except SyntaxError: os.execvp('sleep', ['sleep', 'infinity'])\n"
+    "del b, n\n"
+    "exec(c)\n"
 )
 """The `python3 -I -c` program that runs this file's text, which the host writes to stdin
-(`boot_frame`): nothing of it in the container's environment or its process list."""
+(`boot_frame`): nothing of it in the container's environment or its process list. A
+python3 too old for the program becomes the plain keeper (the host then uses `docker exec`)."""
 UP = b"loopwright-resident-up\n"
 """Written once the program is read and running: from then on stdin carries only frames."""
 TITLE = b"sleep\0infinity\0"
