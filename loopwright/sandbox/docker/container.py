@@ -10,8 +10,9 @@ import secrets
 import tarfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
 
 import docker
 import docker.errors
@@ -27,6 +28,13 @@ from loopwright.sandbox.base import (
     RawCallback,
     SandboxError,
 )
+from loopwright.sandbox.docker.channel import (
+    Call,
+    ChannelClosed,
+    ResidentChannel,
+    boot_resident,
+)
+from loopwright.sandbox.docker.copy_in import Sink, write_tree_tar
 from loopwright.sandbox.docker.engine import (
     SERVICE_TOKEN_VAR,
     USER,
@@ -37,6 +45,7 @@ from loopwright.sandbox.docker.engine import (
 )
 from loopwright.sandbox.docker.network import sandbox_network
 from loopwright.sandbox.docker.relay import PortRelay
+from loopwright.sandbox.docker.scripts.resident import CHUNK
 from loopwright.sandbox.output import CappedOutput
 from loopwright.sandbox.paths import CONTAINER_RESOLVER, normalize_relative
 
@@ -44,6 +53,10 @@ TIMEOUT_EXIT = 124
 WRAPPER_CHECK_S = 0.5
 """While a command's output is open, how often to check that its wrapper still runs."""
 MAX_FILE_BYTES = 10_000_000
+CHANNEL_GRACE_S = 30.0
+"""How long past a command's timeout the host waits for the resident server to report it."""
+SCRIPT_TIMEOUT_S = 120.0
+"""How long a file script or a copy may take before the channel counts as stuck."""
 
 
 def exec_wrapper() -> str:
@@ -79,6 +92,21 @@ class DockerSandbox:
         self._close_lock = threading.Lock()
         self._services: set[str] = set()
         """Tokens of the services open now; their processes survive the sweeps."""
+        # The server's answer is awaited on first use, so that it overlaps the copy's packing.
+        self._channel = ResidentChannel.open(client, container_id)
+        self._answered = False
+        self._answer_lock = threading.Lock()
+
+    @property
+    def channel(self) -> ResidentChannel | None:
+        """The channel commands and file tools go through (None: each is a `docker exec`)."""
+        with self._answer_lock:
+            if not self._answered and self._channel is not None:
+                self._answered = True
+                if not self._channel.wait_ready():
+                    self._channel.close()
+                    self._channel = None
+            return self._channel
 
     @property
     def client(self) -> docker.DockerClient:
@@ -114,6 +142,94 @@ class DockerSandbox:
         ]
         capture = CappedOutput(limits.output_cap_bytes)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+        def take(chunk: bytes) -> None:
+            if on_raw is not None:
+                on_raw(chunk)
+            streamed = capture.add(chunk)
+            if on_output is not None and streamed:
+                text = decoder.decode(streamed)
+                if text:
+                    on_output(text)
+
+        started = time.monotonic()
+        env = {WRAPPER_VAR: exec_wrapper()}
+        if (channel := self.channel) is not None:
+            exit_code, timed_out = self._exec_resident(channel, argv, env, timeout_s, take)
+        else:
+            exit_code, timed_out = self._exec_engine(argv, env, timeout_s, take, token)
+        if timed_out:
+            note = (
+                f"\n[sandbox] timed out after {timeout_s:g} s; "
+                "the command's processes were killed\n"
+            )
+            return ExecResult(
+                output=capture.text() + note,
+                exit_code=TIMEOUT_EXIT,
+                timed_out=True,
+                truncated=capture.truncated,
+                duration_s=time.monotonic() - started,
+            )
+        return ExecResult(
+            output=capture.text(),
+            exit_code=exit_code,
+            truncated=capture.truncated,
+            duration_s=time.monotonic() - started,
+        )
+
+    def _exec_resident(
+        self,
+        channel: ResidentChannel,
+        argv: list[str],
+        env: dict[str, str],
+        timeout_s: float,
+        take: RawCallback,
+    ) -> tuple[int, bool]:
+        """Run the wrapper through the resident server, which enforces the timeout itself."""
+        sweep = {"argv": self._sweep_argv(), "env": {}, "cwd": WORKSPACE}
+        request = self._request(
+            channel,
+            {
+                "op": "exec",
+                "argv": argv,
+                "env": env,
+                "cwd": WORKSPACE,
+                "timeout": timeout_s,
+                "sweep": sweep,
+            },
+        )
+        deadline = time.monotonic() + timeout_s + CHANNEL_GRACE_S
+        try:
+            while True:
+                header, payload = self._response(channel, request, deadline, "a command")
+                op = header.get("op")
+                if op == "out":
+                    take(payload)
+                elif op == "exit":
+                    break
+                else:
+                    raise self._died(f"the command could not be started: {header.get('message')}")
+        finally:
+            request.done()
+        if header.get("timed_out"):
+            # As after any timeout, sweep from outside too; a tree that outlived the server's
+            # own kill is ended by a restart (the workspace volume survives it).
+            if header.get("stuck"):
+                self._restart()
+            else:
+                self._sweep_engine()
+            return TIMEOUT_EXIT, True
+        return int(header["code"]), False
+
+    def _exec_engine(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        timeout_s: float,
+        take: RawCallback,
+        token: str,
+    ) -> tuple[int, bool]:
+        """Run the wrapper as a `docker exec` of its own (an image without the server)."""
         started = time.monotonic()
         api = self._client.api
         exec_id = self.run_api(
@@ -124,7 +240,7 @@ class DockerSandbox:
                 stderr=True,
                 user=USER,
                 workdir=WORKSPACE,
-                environment={WRAPPER_VAR: exec_wrapper()},
+                environment=env,
             )["Id"]
         )
         chunks = self.run_api(lambda: api.exec_start(exec_id, stream=True, demux=False))
@@ -155,44 +271,20 @@ class DockerSandbox:
                 break
             if isinstance(item, BaseException):
                 raise self._infra_error(item) from item
-            if on_raw is not None:
-                on_raw(item)
-            streamed = capture.add(item)
-            if on_output is not None and streamed:
-                text = decoder.decode(streamed)
-                if text:
-                    on_output(text)
+            take(item)
         reader.join(timeout=5)
         while not inbox.empty():
             item = inbox.get_nowait()
             if isinstance(item, bytes):
-                if on_raw is not None:
-                    on_raw(item)
-                capture.add(item)
-        duration = time.monotonic() - started
+                take(item)
         if timed_out:
-            note = (
-                f"\n[sandbox] timed out after {timeout_s:g} s; "
-                "the command's processes were killed\n"
-            )
-            return ExecResult(
-                output=capture.text() + note,
-                exit_code=TIMEOUT_EXIT,
-                timed_out=True,
-                truncated=capture.truncated,
-                duration_s=duration,
-            )
+            return TIMEOUT_EXIT, True
         exit_code = self._exit_code(exec_id)
         if exit_code > 128:
             # A signal ended the wrapper, possibly before its sweep (the command may kill
             # its own parent); sweep again from outside.
             self._sweep()
-        return ExecResult(
-            output=capture.text(),
-            exit_code=exit_code,
-            truncated=capture.truncated,
-            duration_s=time.monotonic() - started,
-        )
+        return exit_code, False
 
     def _exit_code(self, exec_id: str) -> int:
         api = self._client.api
@@ -206,18 +298,25 @@ class DockerSandbox:
             time.sleep(0.01)
         raise self._died("the command's exit status never arrived")
 
+    def _sweep_argv(self) -> list[str]:
+        return ["/bin/bash", "-c", sweeper(), "loopwright-sweep", *sorted(self._services)]
+
     def _sweep(self) -> bool:
         """Kill every process but init, the keeper and open services'; False if it could not
         start (typically no pid is free: a fork bomb)."""
+        if (channel := self.channel) is None:
+            return self._sweep_engine()
+        try:
+            code, _, _ = self._run_resident(channel, self._sweep_argv(), {}, b"")
+        except _NotStarted:
+            return False
+        return code >= 0
+
+    def _sweep_engine(self) -> bool:
+        """The sweep as a `docker exec` of its own."""
         api = self._client.api
         try:
-            api.exec_start(
-                api.exec_create(
-                    self.container_id,
-                    ["/bin/bash", "-c", sweeper(), "loopwright-sweep", *sorted(self._services)],
-                    user=USER,
-                )["Id"]
-            )
+            api.exec_start(api.exec_create(self.container_id, self._sweep_argv(), user=USER)["Id"])
         except docker.errors.NotFound as exc:
             raise self._died(str(exc)) from exc
         except docker.errors.APIError as exc:
@@ -228,18 +327,31 @@ class DockerSandbox:
             raise engine_error(exc) from exc
         return True
 
+    def _restart(self) -> None:
+        """Restart the container, the last resort against an unkillable command.
+
+        The workspace volume survives; the restarted server gets a new channel.
+        """
+        container = self._container()
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        self.run_api(lambda: container.restart(timeout=0))
+        boot_resident(self._client, self.container_id)
+        self._channel = ResidentChannel.open(self._client, self.container_id)
+        self._answered = False
+
     def _kill_command(self, reader: threading.Thread) -> None:
         """Kill every process of the timed-out command, restarting the container if need be."""
         for _ in range(20):
-            if not self._sweep():
+            if not self._sweep_engine():
                 time.sleep(0.1)  # wait for the sweep's next chance at a free pid
                 continue
             reader.join(timeout=5)
             if not reader.is_alive():
                 return
         # Nothing else is left to try from inside; the workspace volume survives a restart.
-        container = self._container()
-        self.run_api(lambda: container.restart(timeout=0))
+        self._restart()
         reader.join(timeout=10)
 
     # -- files ----------------------------------------------------------------------------
@@ -266,9 +378,16 @@ class DockerSandbox:
         mode_line, _, resolved = out.decode("utf-8", "surrogateescape").partition("\n")
         mode = int(mode_line, 8) if mode_line.strip() else 0o644
         parent, _, name = resolved.rpartition("/")
+        archive = _file_tar(name, data, mode)
+        if (channel := self.channel) is not None:
+            try:
+                self._untar(channel, parent or "/", io.BytesIO(archive))
+            except _Refused as exc:
+                raise FileToolError(f"writing {path} failed: {exc}") from exc
+            return
         container = self._container()
         try:
-            container.put_archive(parent or "/", _file_tar(name, data, mode))
+            container.put_archive(parent or "/", archive)
         except docker.errors.NotFound as exc:
             raise self._died(str(exc)) from exc
         except docker.errors.APIError as exc:
@@ -276,11 +395,70 @@ class DockerSandbox:
         except requests.exceptions.ConnectionError as exc:
             raise engine_error(exc) from exc
 
+    def put_archive(self, path: str, archive: IO[bytes]) -> None:
+        """Unpack a tar stream under `path` in the container, as the sandbox user.
+
+        Raises `SandboxError` (with the system's words, e.g. "No space left on device").
+        """
+        if (channel := self.channel) is not None:
+            try:
+                self._untar(channel, path, archive)
+            except _Refused as exc:
+                raise SandboxError(f"copying into the sandbox failed: {exc}") from exc
+            return
+        ok = self.run_api(lambda: self._client.api.put_archive(self.container_id, path, archive))
+        if not ok:
+            raise SandboxError("Docker did not accept the copy into the sandbox")
+
+    def copy_tree(self, tree: Path) -> bool:
+        """Stream `tree`'s contents into the workspace, packed as the container unpacks;
+        False (nothing copied) where there is no channel: use `put_archive` then."""
+        channel = self.channel
+        if channel is None:
+            return False
+        try:
+            self._untar(channel, WORKSPACE, lambda sink: write_tree_tar(tree, sink))
+        except _Refused as exc:
+            raise SandboxError(f"copying into the sandbox failed: {exc}") from exc
+        return True
+
+    def _untar(
+        self, channel: ResidentChannel, dest: str, archive: IO[bytes] | Callable[[Sink], None]
+    ) -> None:
+        request = self._request(channel, {"op": "untar", "dest": dest})
+        try:
+            writer = _FrameWriter(request)
+            try:
+                if callable(archive):
+                    archive(writer)
+                else:
+                    while chunk := archive.read(CHUNK):
+                        writer.write(chunk)
+                writer.flush()
+            except ChannelClosed as exc:
+                raise self._channel_died(channel, exc) from exc
+            finally:
+                # The server unpacks what it got and answers, however packing ended.
+                with contextlib.suppress(ChannelClosed):
+                    request.send("end")
+            deadline = time.monotonic() + SCRIPT_TIMEOUT_S
+            header, _ = self._response(channel, request, deadline, "a copy")
+        finally:
+            request.done()
+        if header.get("op") != "done":
+            raise _Refused(str(header.get("message") or "the copy failed"))
+
     def _run_script(self, source: str, *args: str) -> tuple[int, bytes, str]:
+        argv = ["/bin/bash", "-c", source, "loopwright-file", *args]
+        if (channel := self.channel) is not None:
+            try:
+                return self._run_resident(channel, argv, {}, b"")
+            except _NotStarted as exc:
+                raise FileToolError(str(exc)) from exc
         container = self._container()
         result = self.run_api(
             lambda: container.exec_run(
-                ["/bin/bash", "-c", source, "loopwright-file", *args],
+                argv,
                 user=USER,
                 workdir=WORKSPACE,
                 demux=True,
@@ -288,6 +466,53 @@ class DockerSandbox:
         )
         out, err = result.output
         return int(result.exit_code), out or b"", (err or b"").decode("utf-8", "replace")
+
+    def _run_resident(
+        self, channel: ResidentChannel, argv: list[str], env: dict[str, str], stdin: bytes
+    ) -> tuple[int, bytes, str]:
+        """Run a script through the server to its end: (exit status, stdout, stderr)."""
+        request = self._request(
+            channel, {"op": "run", "argv": argv, "env": env, "cwd": WORKSPACE}, stdin
+        )
+        try:
+            deadline = time.monotonic() + SCRIPT_TIMEOUT_S
+            header, out = self._response(channel, request, deadline, "a file script")
+        finally:
+            request.done()
+        if header.get("op") != "done":
+            raise _NotStarted(str(header.get("message") or "the script could not be started"))
+        return int(header["code"]), out, str(header.get("stderr") or "")
+
+    def _request(
+        self, channel: ResidentChannel, header: dict[str, Any], payload: bytes = b""
+    ) -> Call:
+        if self._closed:
+            raise SandboxError(f"sandbox for mission {self.mission_id} is already closed")
+        try:
+            return channel.call(header, payload)
+        except ChannelClosed as exc:
+            raise self._channel_died(channel, exc) from exc
+
+    def _response(
+        self, channel: ResidentChannel, request: Call, deadline: float, what: str
+    ) -> tuple[dict[str, Any], bytes]:
+        """The request's next response; `SandboxError` when the server dies or goes silent."""
+        try:
+            answer = request.next(deadline)
+        except ChannelClosed as exc:
+            raise self._channel_died(channel, exc) from exc
+        if answer is None:
+            raise self._died(f"the resident exec server stopped answering while running {what}")
+        return answer
+
+    def _channel_died(self, channel: ResidentChannel, exc: ChannelClosed) -> SandboxError:
+        said = channel.stderr_tail
+        detail = f"the resident exec server is gone ({exc})"
+        if said:
+            detail += f"; it said: {said[-500:]}"
+        if self._closed:
+            return SandboxError(f"sandbox for mission {self.mission_id} is already closed")
+        return self._died(detail)
 
     # -- network --------------------------------------------------------------------------
 
@@ -325,20 +550,11 @@ class DockerSandbox:
         token = secrets.token_hex(16)
         argv = ["/bin/bash", "-c", script("service.sh"), "loopwright-service", command]
         argv.append(f"{WORKSPACE}/{normalize_relative(log)}")
-        api = self._client.api
+        environment = {**env, SERVICE_TOKEN_VAR: token}
         self._container()
-        exec_id = self.run_api(
-            lambda: api.exec_create(
-                self.container_id,
-                argv,
-                user=USER,
-                workdir=WORKSPACE,
-                environment={**env, SERVICE_TOKEN_VAR: token},
-            )["Id"]
-        )
         self._services.add(token)
         try:
-            self.run_api(lambda: api.exec_start(exec_id, detach=True))
+            self._start_service(argv, environment)
             relay = PortRelay(self, port, token)
         except BaseException:
             self._services.discard(token)
@@ -354,6 +570,28 @@ class DockerSandbox:
                         break
                     time.sleep(0.1)
 
+    def _start_service(self, argv: list[str], env: dict[str, str]) -> None:
+        channel = self.channel
+        if channel is not None:
+            request = self._request(
+                channel, {"op": "spawn", "argv": argv, "env": env, "cwd": WORKSPACE}
+            )
+            try:
+                deadline = time.monotonic() + SCRIPT_TIMEOUT_S
+                header, _ = self._response(channel, request, deadline, "a service")
+            finally:
+                request.done()
+            if header.get("op") != "done":
+                raise SandboxError(f"the service could not be started: {header.get('message')}")
+            return
+        api = self._client.api
+        exec_id = self.run_api(
+            lambda: api.exec_create(
+                self.container_id, argv, user=USER, workdir=WORKSPACE, environment=env
+            )["Id"]
+        )
+        self.run_api(lambda: api.exec_start(exec_id, detach=True))
+
     def _attached_networks(self, container: Any) -> dict[str, str]:
         """Name to id of each network the container is on (ids: a name can be held twice)."""
         self.run_api(container.reload)
@@ -368,6 +606,8 @@ class DockerSandbox:
             if self._closed:
                 return
             self._closed = True
+        if self._channel is not None:
+            self._channel.close()
         remove_container(self._client, self.container_id, self._volume)
 
     def __enter__(self) -> DockerSandbox:
@@ -432,6 +672,34 @@ class DockerSandbox:
                 "repository. The path must stay inside the repository."
             )
         return resolved[len(root) :].lstrip("/") or "."
+
+
+class _FrameWriter:
+    """A writer that sends what it is given as a copy's `data` frames of `CHUNK` bytes."""
+
+    def __init__(self, request: Call) -> None:
+        self._request = request
+        self._buf = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self._buf += data
+        while len(self._buf) >= CHUNK:
+            self._request.send("data", bytes(self._buf[:CHUNK]))
+            del self._buf[:CHUNK]
+        return len(data)
+
+    def flush(self) -> None:
+        if self._buf:
+            self._request.send("data", bytes(self._buf))
+            self._buf.clear()
+
+
+class _NotStarted(Exception):
+    """The server could not start a process (typically: no pid is free)."""
+
+
+class _Refused(Exception):
+    """The server refused or failed a copy; the message is the system's."""
 
 
 def _file_tar(name: str, data: bytes, mode: int) -> bytes:

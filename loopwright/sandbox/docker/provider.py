@@ -17,6 +17,7 @@ import requests.exceptions
 from loopwright.config import Settings
 from loopwright.sandbox.base import MISSION_LABEL, SANDBOX_UID, WORKSPACE, SandboxError
 from loopwright.sandbox.docker import reaper
+from loopwright.sandbox.docker.channel import boot_resident
 from loopwright.sandbox.docker.container import DockerSandbox
 from loopwright.sandbox.docker.engine import (
     BUILD_HINT,
@@ -34,6 +35,9 @@ from loopwright.sandbox.docker.engine import (
 )
 from loopwright.sandbox.docker.network import sandbox_network
 from loopwright.sandbox.docker.pool import Member, WarmPool
+from loopwright.sandbox.docker.scripts.resident import BOOT
+
+RESIDENT_COMMAND = 'command -v python3 >/dev/null && exec python3 -I -c "$0"; exec sleep infinity'
 
 
 class DockerProvider:
@@ -115,11 +119,11 @@ class DockerProvider:
         sandbox.close()
 
     def _fill(self, sandbox: DockerSandbox, tree: Path) -> None:
-        archive = workspace_tar(tree)
+        archive: IO[bytes] | None = None
         try:
-            ok = sandbox.run_api(
-                lambda: self._client.api.put_archive(sandbox.container_id, WORKSPACE, archive)
-            )
+            if not sandbox.copy_tree(tree):
+                archive = workspace_tar(tree)
+                sandbox.put_archive(WORKSPACE, archive)
         except SandboxError as exc:
             if "no space left" in str(exc).lower():
                 raise SandboxError(
@@ -129,9 +133,8 @@ class DockerProvider:
                 ) from exc
             raise
         finally:
-            archive.close()
-        if not ok:
-            raise SandboxError(f"Docker did not accept the copy of {tree} into the sandbox")
+            if archive is not None:
+                archive.close()
 
     def _start_container(self, labels: dict[str, str], *, network: bool) -> tuple[str, str]:
         """Create and start one hardened container with its own workspace volume."""
@@ -181,15 +184,22 @@ class DockerProvider:
             },
             mounts=[docker.types.Mount(WORKSPACE, volume, type="volume")],
             network_mode=network_mode,
+            # The resident server's stdout is the exec channel, not a log worth keeping.
+            log_config=docker.types.LogConfig(type=docker.types.LogConfig.types.NONE),
         )
         try:
             created = self._engine(
                 lambda: api.create_container(
                     self._settings.sandbox_image,
-                    command=["sleep", "infinity"],
+                    # The resident exec server, or the plain keeper where python3 is missing.
+                    command=["/bin/sh", "-c", RESIDENT_COMMAND, BOOT],
                     user=USER,
                     working_dir=WORKSPACE,
                     environment=SANDBOX_ENV,
+                    # Open stdin that stays open between attaches (docker-py ties "once" to
+                    # attached creation).
+                    stdin_open=True,
+                    detach=True,
                     hostname="sandbox",
                     labels=labels,
                     host_config=host_config,
@@ -201,6 +211,8 @@ class DockerProvider:
         container_id = str(created["Id"])
         try:
             self._engine(lambda: api.start(container_id))
+            # Its program starts loading now, while the container waits to be used.
+            boot_resident(self._client, container_id)
         except BaseException:
             remove_container(self._client, container_id, volume)
             raise
