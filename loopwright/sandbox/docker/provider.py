@@ -7,6 +7,7 @@ import tarfile
 import tempfile
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -95,8 +96,13 @@ class DockerProvider:
             with self._lock:
                 self._claimed[container_id] = mission_id
             try:
-                self._record_claim(container_id, mission_id)
-                self._fill(sandbox, tree)
+                # The claim is written while the workspace is copied (two engine calls that
+                # do not wait on each other), and is in place before any command can run.
+                recorded = _in_background(lambda: self._record_claim(container_id, mission_id))
+                try:
+                    self._fill(sandbox, tree)
+                finally:
+                    recorded()
                 sandbox.set_network(network)
             except SandboxError:
                 # A pool container that died while idle: fall back to a cold start.
@@ -258,7 +264,7 @@ class DockerProvider:
     def _record_claim(self, container_id: str, mission_id: str) -> None:
         """Write which mission now holds a pool container where any process can read it:
         into the container (root-owned; the sandbox user can neither change nor remove it)
-        and into the ledger. Before the workspace copy, so no mission code has run yet."""
+        and into the ledger."""
         claim = SandboxClaim(
             container_id, mission_id, reaper.owner_id(), datetime.datetime.now(datetime.UTC)
         )
@@ -321,6 +327,27 @@ class DockerProvider:
         self._pool.close()
         if self._owns_client:
             self._client.close()
+
+
+def _in_background(call: Callable[[], None]) -> Callable[[], None]:
+    """Start `call` on a thread; the function returned waits for it and raises what it raised."""
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the waiting thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=target, name="sandbox-claim", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    return wait
 
 
 def workspace_tar(tree: Path) -> IO[bytes]:
