@@ -28,8 +28,9 @@ from loopwright.store import Store, migrate
 docker = pytest.importorskip("docker")
 
 from loopwright.sandbox.docker.container import DockerSandbox  # noqa: E402
-from loopwright.sandbox.docker.engine import POOL_LABEL  # noqa: E402
+from loopwright.sandbox.docker.engine import OWNER_LABEL, POOL_LABEL  # noqa: E402
 from loopwright.sandbox.docker.provider import DockerProvider  # noqa: E402
+from loopwright.sandbox.docker.reaper import owner_id  # noqa: E402
 from loopwright.sandbox.image import doctor, ensure_image  # noqa: E402
 from tests.unit.test_local_sandbox import SURVIVOR_DELAY_S, SURVIVORS, survivor_tag  # noqa: E402
 
@@ -483,8 +484,10 @@ def test_reap_orphans_removes_containers_of_missions_no_longer_running(
         crashed.close()
 
 
-def _pool_containers(client: docker.DockerClient) -> set[str]:
-    listed = client.api.containers(all=True, filters={"label": POOL_LABEL})
+def _pool_containers(client: docker.DockerClient, owner: str | None = None) -> set[str]:
+    """Pool containers on the engine (of the process `owner` names, when given)."""
+    labels = [POOL_LABEL] if owner is None else [POOL_LABEL, f"{OWNER_LABEL}={owner}"]
+    listed = client.api.containers(all=True, filters={"label": labels})
     return {str(c["Id"]) for c in listed}
 
 
@@ -588,6 +591,38 @@ def test_a_claimed_pool_container_names_its_mission_in_a_file_the_sandbox_user_c
     finally:
         pooled.close()
         store.close()
+
+
+def test_a_pool_container_whose_claim_directory_someone_made_is_discarded_for_a_cold_start(
+    settings: Settings, tree: Path, client: docker.DockerClient
+) -> None:
+    before = _pool_containers(client, owner=owner_id())
+    pooled = DockerProvider(settings.with_overrides(warm_pool=1), client=client)
+    try:
+        pooled.fill_pool()
+        (squatted,) = _pool_containers(client, owner=owner_id()) - before
+        # The sandbox user makes the directory first (a claim it could then control).
+        made = subprocess.run(
+            ["docker", "exec", "-u", "10001", squatted, "mkdir", "-m", "0777", CLAIM_DIR],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        box = pooled.create(f"test-squat-{uuid.uuid4().hex[:8]}", tree, network=False)
+        try:
+            assert box.container_id != squatted
+            labels = client.api.inspect_container(box.container_id)["Config"]["Labels"]
+            assert labels[MISSION_LABEL] == box.mission_id  # a cold start
+            assert pooled.pool_claims == 0
+            with pytest.raises(docker.errors.NotFound):
+                client.api.inspect_container(squatted)
+        finally:
+            box.close()
+        deadline = time.monotonic() + 30
+        while pooled.pool_size < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pooled.pool_size == 1  # the discarded member is replaced
+    finally:
+        pooled.close()
 
 
 def test_a_cold_start_records_no_claim_and_its_label_names_the_mission(

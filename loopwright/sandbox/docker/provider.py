@@ -98,15 +98,22 @@ class DockerProvider:
             try:
                 # The claim is written while the workspace is copied (two engine calls that
                 # do not wait on each other), and is in place before any command can run.
-                recorded = _in_background(lambda: self._record_claim(container_id, mission_id))
+                recording = _in_background(lambda: self._record_claim(container_id, mission_id))
                 try:
                     self._fill(sandbox, tree)
                 finally:
-                    recorded()
+                    failed = recording()  # a failed copy's own exception wins
+                if failed is not None:
+                    raise failed
                 sandbox.set_network(network)
             except SandboxError:
-                # A pool container that died while idle: fall back to a cold start.
+                # A pool container that died while idle, or whose claim could not be
+                # written: fall back to a cold start, then replace the lost member.
                 self._discard(sandbox)
+                try:
+                    return self._cold(mission_id, tree, network=network)
+                finally:
+                    self._pool.refill_later()
             except BaseException:
                 self._discard(sandbox)
                 raise
@@ -329,23 +336,23 @@ class DockerProvider:
             self._client.close()
 
 
-def _in_background(call: Callable[[], None]) -> Callable[[], None]:
-    """Start `call` on a thread; the function returned waits for it and raises what it raised."""
+def _in_background(call: Callable[[], None]) -> Callable[[], BaseException | None]:
+    """Start `call` on a thread; the function returned waits for it and returns what it
+    raised (None when it returned)."""
     failed: list[BaseException] = []
 
     def target() -> None:
         try:
             call()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the waiting thread
+        except BaseException as exc:  # noqa: BLE001 - raised again by the waiting thread
             failed.append(exc)
 
     thread = threading.Thread(target=target, name="sandbox-claim", daemon=True)
     thread.start()
 
-    def wait() -> None:
+    def wait() -> BaseException | None:
         thread.join()
-        if failed:
-            raise failed[0]
+        return failed[0] if failed else None
 
     return wait
 
