@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -92,12 +93,11 @@ def reap_abandoned(client: docker.DockerClient) -> list[str]:
 
 
 def served_mission(
-    client: docker.DockerClient, info: dict[str, object], ledger: ClaimLedger | None
+    client: docker.DockerClient, info: dict[str, Any], ledger: ClaimLedger | None
 ) -> str | None:
     """The mission a listed container serves: its label, or for a pool container the claim
     (None while it waits unclaimed in a pool)."""
-    labels = info.get("Labels") or {}
-    assert isinstance(labels, dict)
+    labels: dict[str, str] = info.get("Labels") or {}
     if labels.get(POOL_LABEL) != "1":
         return str(labels.get(MISSION_LABEL, "")) or None
     claim = pool_claim(client, str(info["Id"]), ledger)
