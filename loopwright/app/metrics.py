@@ -1,6 +1,7 @@
 """`/metrics` in Prometheus text format: missions by status, model tokens and cost by tier,
 queue depth (read from the store at each scrape, so every process sharing the store agrees),
-and this process's sandbox starts and webhook deliveries by outcome (counters)."""
+this process's sandbox starts and webhook deliveries by outcome (counters), and its warm
+pool: idle sandboxes (a gauge) and pool sandboxes claimed by missions (a counter)."""
 
 from __future__ import annotations
 
@@ -62,13 +63,43 @@ class StoreCollector(Collector):
         yield calls
 
 
+class SandboxPoolCollector(Collector):
+    """Reads the warm pool of this process's sandbox provider when Prometheus scrapes (a
+    backend without a pool reports nothing)."""
+
+    def __init__(self, provider: Callable[[], SandboxProvider | None]) -> None:
+        self._provider = provider
+
+    def collect(self) -> Iterator[Metric]:
+        provider = self._provider()
+        if provider is None:
+            return
+        idle = getattr(provider, "pool_size", None)
+        claims = getattr(provider, "pool_claims", None)
+        if isinstance(idle, int):
+            yield GaugeMetricFamily(
+                "loopwright_sandbox_pool_idle",
+                "Idle warm-pool sandboxes of this process, ready to be claimed",
+                value=idle,
+            )
+        if isinstance(claims, int):
+            yield CounterMetricFamily(
+                "loopwright_sandbox_pool_claims",
+                "Warm-pool sandboxes this process handed to missions",
+                value=claims,
+            )
+
+
 class Metrics:
     """One registry per app (no process-wide globals, so two apps in a test never mix)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.store: Store | None = None
+        self.provider: SandboxProvider | None = None
+        """The provider the last `counting` factory made (the runtime's)."""
         self.registry.register(StoreCollector(lambda: self.store))
+        self.registry.register(SandboxPoolCollector(lambda: self.provider))
         self.sandbox_starts = Counter(
             "loopwright_sandbox_starts",
             "Sandboxes started by this process, by backend",
@@ -100,7 +131,9 @@ class Metrics:
         """Wrap a provider factory so every sandbox it starts is counted."""
 
         def make(settings: Settings) -> SandboxProvider:
-            return CountingProvider(factory(settings), self.sandbox_starts)
+            provider = CountingProvider(factory(settings), self.sandbox_starts)
+            self.provider = provider
+            return provider
 
         return make
 

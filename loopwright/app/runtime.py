@@ -11,7 +11,7 @@ import structlog
 
 from loopwright.agent.model import Model, OpenAIModel
 from loopwright.app.runner import AppMissionRunner
-from loopwright.config import ConfigError, Settings
+from loopwright.config import ConfigError, Settings, warm_pool_size
 from loopwright.events import EventSink
 from loopwright.github import tracking
 from loopwright.github.ratelimit import WriteSpacer
@@ -69,6 +69,10 @@ def open_runtime(
     `recover=False` is for additional workers: only the server, which knows no mission of
     its own can still be running, marks `running` missions interrupted at start.
     `webhooks=False` is for a worker, which receives none and needs no webhook secret.
+
+    A server keeps a warm pool (`warm_pool_size`, 2 unless LOOPWRIGHT_WARM_POOL says
+    otherwise); a provider that records pool claims records them in the store, so the next
+    process (a restarted server, another worker) knows which mission each one serves.
     """
     missing = settings.github.missing(webhooks=webhooks)
     if missing:
@@ -78,7 +82,12 @@ def open_runtime(
     provider: SandboxProvider | None = None
     queue: InProcessQueue | None = None
     try:
-        provider = provider_factory(settings)
+        provider = provider_factory(
+            settings.with_overrides(warm_pool=warm_pool_size(settings, server=True))
+        )
+        record_claims_in = getattr(provider, "record_claims_in", None)
+        if callable(record_claims_in):
+            record_claims_in(store)
         github = GitHubApp(
             settings.github.app_id,
             settings.github.private_key,
@@ -95,7 +104,8 @@ def open_runtime(
         )
         queue = InProcessQueue(store, runner, settings.max_concurrent_missions)
         interrupted = queue.recover() if recover else []
-        # Sandboxes of the previous (dead) server process go; live CLI runs keep theirs.
+        # Sandboxes of the previous (dead) server process go, its pool members and claimed
+        # pool containers included; live CLI runs and workers keep theirs.
         provider.reap_abandoned()
         for mission in interrupted:
             log.warning("mission interrupted by a restart", mission=mission.id)

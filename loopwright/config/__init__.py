@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_TIERS",
     "LOCAL_TIER_EXAMPLE",
     "NETWORK_ORDER",
+    "SERVER_WARM_POOL",
     "TIERS_EXAMPLE",
     "TOOL_FORMATS",
     "ConfigError",
@@ -53,12 +54,15 @@ __all__ = [
     "ToolFormat",
     "effective_network",
     "is_loopback",
+    "warm_pool_size",
 ]
 
 SandboxKind = Literal["docker", "local"]
 NetworkMode = Literal["none", "setup", "always"]
 NETWORK_ORDER: tuple[NetworkMode, ...] = ("none", "setup", "always")
 """Network modes from the narrowest to the widest."""
+SERVER_WARM_POOL = 2
+"""Idle sandboxes `serve`, `worker` and the App keep when LOOPWRIGHT_WARM_POOL is unset."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,8 @@ class Settings:
     sandbox: SandboxKind = "docker"
     sandbox_image: str = "loopwright-sandbox:latest"
     sandbox_limits: SandboxLimits = field(default_factory=SandboxLimits)
-    warm_pool: int = 0
+    warm_pool: int | None = None
+    """Idle Docker sandboxes kept started; None: the face's default (`warm_pool_size`)."""
     network: NetworkMode = "setup"
     data_dir: Path = field(default_factory=lambda: Path.home() / ".loopwright")
     database_url: str | None = None
@@ -174,7 +179,7 @@ class Settings:
             sandbox=read_choice(env, "LOOPWRIGHT_SANDBOX", ("docker", "local"), defaults.sandbox),  # type: ignore[arg-type]
             sandbox_image=get("LOOPWRIGHT_SANDBOX_IMAGE") or defaults.sandbox_image,
             sandbox_limits=limits,
-            warm_pool=read_int(env, "LOOPWRIGHT_WARM_POOL", defaults.warm_pool, low=0),
+            warm_pool=_read_warm_pool(env),
             network=read_choice(env, "LOOPWRIGHT_NETWORK", ("none", "setup", "always"), "setup"),  # type: ignore[arg-type]
             data_dir=Path(get("LOOPWRIGHT_DATA_DIR") or defaults.data_dir).expanduser(),
             database_url=get("LOOPWRIGHT_DATABASE_URL") or None,
@@ -232,3 +237,22 @@ def effective_network(operator: NetworkMode, repo: NetworkMode | None) -> Networ
     if repo is None:
         return operator
     return min(operator, repo, key=NETWORK_ORDER.index)
+
+
+def warm_pool_size(settings: Settings, *, server: bool) -> int:
+    """How many idle Docker sandboxes to keep started.
+
+    An explicit LOOPWRIGHT_WARM_POOL always wins (0 turns the pool off). Unset, a long-lived
+    server or worker keeps `SERVER_WARM_POOL`, whose start cost is paid once and saved on
+    every mission; a one-shot `fix`, `build` or Action run keeps none, since a pool member
+    started for it would only be removed again at exit.
+    """
+    if settings.warm_pool is not None:
+        return settings.warm_pool
+    return SERVER_WARM_POOL if server else 0
+
+
+def _read_warm_pool(env: Mapping[str, str]) -> int | None:
+    if (env.get("LOOPWRIGHT_WARM_POOL") or "").strip() == "":
+        return None
+    return read_int(env, "LOOPWRIGHT_WARM_POOL", SERVER_WARM_POOL, low=0)

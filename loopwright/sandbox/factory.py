@@ -12,8 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loopwright.config import Settings
+from loopwright.config import Settings, warm_pool_size
 from loopwright.sandbox.base import SandboxProvider
+from loopwright.sandbox.claims import ClaimLedger
 
 
 class DockerSandboxConfig(BaseModel):
@@ -26,7 +27,8 @@ class DockerSandboxConfig(BaseModel):
     image: str
     """The sandbox image every container runs (`loopwright sandbox build` makes it)."""
     warm_pool: int = Field(default=0, ge=0)
-    """Idle containers kept started, so a mission's sandbox is ready at once."""
+    """Idle containers kept started, so a mission's sandbox is ready at once (`sandbox_config`
+    resolves it: 2 for a server or worker, 0 for one-shot runs, LOOPWRIGHT_WARM_POOL wins)."""
     reap_abandoned: bool = True
     """Remove, at start, the sandboxes of Loopwright processes on this host that have exited."""
 
@@ -51,22 +53,29 @@ SandboxConfig = Annotated[DockerSandboxConfig | LocalSandboxConfig, Field(discri
 def sandbox_config(
     settings: Settings,
     *,
+    server: bool = False,
     base_dir: Path | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> DockerSandboxConfig | LocalSandboxConfig:
-    """The sandbox config `settings` describe; `base_dir` and `extra_env` apply to `local`."""
+    """The sandbox config `settings` describe for a server (`serve`, `worker`, the App) or a
+    one-shot run (`fix`, `build`, the Action); `base_dir` and `extra_env` apply to `local`."""
     if settings.sandbox == "local":
         return LocalSandboxConfig(base_dir=base_dir, extra_env=extra_env or {})
-    return DockerSandboxConfig(image=settings.sandbox_image, warm_pool=settings.warm_pool)
+    return DockerSandboxConfig(
+        image=settings.sandbox_image, warm_pool=warm_pool_size(settings, server=server)
+    )
 
 
 def get_provider(
-    settings: Settings, config: DockerSandboxConfig | LocalSandboxConfig | None = None
+    settings: Settings,
+    config: DockerSandboxConfig | LocalSandboxConfig | None = None,
+    *,
+    ledger: ClaimLedger | None = None,
 ) -> SandboxProvider:
-    """The provider for `config` (by default the one `settings` describe).
+    """The provider for `config` (by default the one `settings` describe for a one-shot run).
 
-    Limits and the network mode come from `settings`; raises `SandboxError` when Docker is
-    not usable.
+    Limits and the network mode come from `settings`; `ledger` records warm-pool claims
+    (the App passes its store). Raises `SandboxError` when Docker is not usable.
     """
     if config is None:
         config = sandbox_config(settings)
@@ -81,7 +90,8 @@ def get_provider(
     from loopwright.sandbox.docker.provider import DockerProvider
 
     provider = DockerProvider(
-        settings.with_overrides(sandbox_image=config.image, warm_pool=config.warm_pool)
+        settings.with_overrides(sandbox_image=config.image, warm_pool=config.warm_pool),
+        ledger=ledger,
     )
     if config.reap_abandoned:
         try:

@@ -1,5 +1,5 @@
-"""The tables behind the App: missions, webhook deliveries, the event log, per-tier usage and
-the revoked sign-in sessions.
+"""The tables behind the App: missions, webhook deliveries, the event log, per-tier usage,
+the revoked sign-in sessions and the warm-pool sandbox claims.
 
 Plain SQLAlchemy that runs unchanged on SQLite and PostgreSQL: timestamps are aware UTC on
 every dialect, JSON is JSONB on PostgreSQL. The keys are our own (a mission's short hex id,
@@ -219,6 +219,20 @@ class RevokedSession(Base):
     """The random session id the cookie carries."""
     expires_at: Mapped[datetime.datetime] = mapped_column(index=True)
     """When the cookie expires; past it the row is of no use and is pruned."""
+
+
+class SandboxClaimRecord(Base):
+    """A warm-pool container claimed by a mission: its labels name the pool (labels cannot
+    change after creation), so the reaper of any process reads the mission from here."""
+
+    __tablename__ = "sandbox_claims"
+
+    container_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """The Docker container id (64 hex digits)."""
+    mission_id: Mapped[str] = mapped_column(String(64), index=True)
+    owner: Mapped[str] = mapped_column(String(255))
+    """The claiming process, `host:pid:start` as in the container's `loopwright.owner` label."""
+    claimed_at: Mapped[datetime.datetime]
 
 
 def _iso(value: datetime.datetime | None) -> str | None:

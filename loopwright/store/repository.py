@@ -1,5 +1,5 @@
-"""`Store`: every read and write of missions, deliveries, events, usage and revoked sign-in
-sessions goes through here.
+"""`Store`: every read and write of missions, deliveries, events, usage, revoked sign-in
+sessions and warm-pool sandbox claims goes through here.
 
 Sync SQLAlchemy, because missions run on worker threads and the web handlers call it through
 a thread. Whatever must happen once (a delivery, a mission per dedupe key, an event per
@@ -14,6 +14,7 @@ from types import TracebackType
 from sqlalchemy.orm import sessionmaker
 
 from loopwright.config import Settings
+from loopwright.store.claims import SandboxClaims
 from loopwright.store.costs import CostView
 from loopwright.store.deliveries import Accepted, DeliveryRecords
 from loopwright.store.engine import database_url, make_engine, migrate
@@ -49,9 +50,9 @@ def open_store(settings: Settings) -> Store:
     return Store(url)
 
 
-class Store(DeliveryRecords, MissionRecords, EventLog, CostView, SessionRevocations):
-    """The store: deliveries, missions, the event log, the cost view and revoked sessions
-    over one engine."""
+class Store(DeliveryRecords, MissionRecords, EventLog, CostView, SessionRevocations, SandboxClaims):
+    """The store: deliveries, missions, the event log, the cost view, revoked sessions and
+    sandbox claims (the `ClaimLedger` of the Docker provider) over one engine."""
 
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)

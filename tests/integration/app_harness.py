@@ -242,7 +242,7 @@ class ServeProcess:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [f"{VENV_BIN}/loopwright", "serve", "--port", str(self.port)],
-                env={**self.env, "HOME": os.environ.get("HOME", "/tmp")},
+                env={**self.env, "HOME": os.environ.get("HOME", "/tmp"), **_pythonpath()},
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         deadline = time.monotonic() + timeout
@@ -283,6 +283,11 @@ class ServeProcess:
                 return data
             time.sleep(0.2)
         raise AssertionError(f"mission {mission_id} did not finish: {data}")
+
+
+def _pythonpath() -> dict[str, str]:
+    """The test run's PYTHONPATH, so a server process imports the code under test."""
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
 
 
 def _fixture(name: str) -> dict[str, Any]:

@@ -8,12 +8,15 @@ no duplicate pull request appears). The server is the real CLI in its own proces
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from loopwright.sandbox.claims import CLAIM_FILE
 from tests.conftest import step, tool
 from tests.integration.app_harness import REPO, ServeProcess, World, app_world, post_webhook
 from tests.scenarios import CORRECT
@@ -87,7 +90,7 @@ def test_queued_mission_survives_sigkill_right_after_the_answer(tmp_path):
 
 
 def _labelled_containers(mission_id: str) -> list[str]:
-    """This mission's sandboxes (other Loopwright processes may share the engine)."""
+    """This mission's cold-started sandboxes (other Loopwright processes may share the engine)."""
     out = subprocess.run(
         ["docker", "ps", "-a", "-q", "--filter", f"label=loopwright.mission={mission_id}"],
         capture_output=True, text=True, check=True,
@@ -95,21 +98,93 @@ def _labelled_containers(mission_id: str) -> list[str]:
     return out.split()
 
 
+def _containers_of(pid: int) -> dict[str, dict[str, str]]:
+    """Every container labelled `loopwright.mission` that the process `pid` made (its pool
+    members included), with its labels."""
+    ids = subprocess.run(
+        ["docker", "ps", "-a", "-q", "--no-trunc", "--filter", "label=loopwright.mission"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    if not ids:
+        return {}
+    inspected = json.loads(
+        subprocess.run(["docker", "inspect", *ids], capture_output=True, text=True).stdout or "[]"
+    )
+    owner = f"{socket.gethostname()}:{pid}:"
+    return {
+        c["Id"]: c["Config"]["Labels"]
+        for c in inspected
+        if c["Config"]["Labels"].get("loopwright.owner", "").startswith(owner)
+    }
+
+
+def _docker_exec(
+    container_id: str, *argv: str, user: str = "0"
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", "exec", "-u", user, container_id, *argv], capture_output=True, text=True
+    )
+
+
+def _pool_idle(server: ServeProcess) -> float:
+    text = httpx.get(f"{server.url}/metrics", timeout=5).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "loopwright_sandbox_pool_idle":
+                return sample.value
+    return -1
+
+
 @pytest.mark.docker
-def test_sigkill_mid_mission_leaves_no_container_and_no_duplicate_pr(tmp_path, docker_ready):
-    with app_world(
-        tmp_path, SLOW_FIRST, serve=False, env={"LOOPWRIGHT_SANDBOX": "docker"}
-    ) as world:
+@pytest.mark.parametrize("pool", ["default", "0"], ids=["warm-pool", "cold-start"])
+def test_sigkill_mid_mission_leaves_no_container_and_no_duplicate_pr(tmp_path, docker_ready, pool):
+    """With the warm pool on (the server's default) the mission's sandbox is a pool member,
+    labelled with the pool: the claim in the container and in the store name the mission."""
+    env = {"LOOPWRIGHT_SANDBOX": "docker"}
+    if pool != "default":
+        env["LOOPWRIGHT_WARM_POOL"] = pool
+    with app_world(tmp_path, SLOW_FIRST, serve=False, env=env) as world:
         server = ServeProcess(world.env, tmp_path / "serve.log").start()
         try:
+            assert server.proc is not None
+            killed_pid = server.proc.pid
+            if pool == "default":
+                _wait_for(lambda: _pool_idle(server) == 2, 60, "the warm pool to fill")
             answer = _deliver(server, "check_run", world.check_run_payload())
             assert answer.status_code == 202, answer.text
             mission_id = answer.json()["mission"]
             _wait_for(lambda: len(world.model.requests) == 1, 180, "the model loop")
-            assert _labelled_containers(mission_id), "the mission's sandbox is not running"
+            if pool == "default":
+                claims = world.db(
+                    "SELECT container_id, owner FROM sandbox_claims WHERE mission_id = ?",
+                    mission_id,
+                )
+                assert len(claims) == 1, claims
+                ((serving, owner),) = claims
+                labels = _containers_of(killed_pid)[serving]
+                assert labels["loopwright.pool"] == "1"
+                assert labels["loopwright.mission"].startswith("pool-")
+                assert owner == labels["loopwright.owner"]
+                claim = json.loads(_docker_exec(serving, "cat", CLAIM_FILE).stdout)
+                assert (claim["container"], claim["mission"]) == (serving, mission_id)
+                assert claim["owner"] == owner
+                forged = _docker_exec(
+                    serving, "sh", "-c", f"echo forged > {CLAIM_FILE}", user="10001"
+                )
+                assert forged.returncode != 0 and "Permission denied" in forged.stderr
+                assert json.loads(_docker_exec(serving, "cat", CLAIM_FILE).stdout) == claim
+                assert _labelled_containers(mission_id) == []
+            else:
+                assert _labelled_containers(mission_id), "the mission's sandbox is not running"
+                assert world.db("SELECT * FROM sandbox_claims") == []
         finally:
             server.kill()
-        assert _labelled_containers(mission_id), "SIGKILL leaves the container behind"
+        left = _containers_of(killed_pid)
+        assert left, "SIGKILL leaves the containers behind"
+        if pool == "default":
+            # The claimed one and the idle members refilled next to it.
+            assert serving in left
+            assert sum(1 for labels in left.values() if labels.get("loopwright.pool")) >= 2
 
         again = ServeProcess(world.env, tmp_path / "serve.log").start()
         try:
@@ -123,10 +198,17 @@ def test_sigkill_mid_mission_leaves_no_container_and_no_duplicate_pr(tmp_path, d
                 30,
                 "the interrupted check run to complete",
             )
+            # Gone at the restarted server's start, pool members included.
+            assert _containers_of(killed_pid) == {}
         finally:
             again.stop()
         assert mission["status"] == "interrupted", mission
         assert _labelled_containers(mission_id) == []
+        if pool == "default":
+            # The ledger keeps the record of which container served the mission.
+            assert world.db(
+                "SELECT container_id FROM sandbox_claims WHERE mission_id = ?", mission_id
+            ) == [(serving,)]
         (run,) = [r for r in world.github.check_runs(REPO) if r["external_id"] == mission_id]
         assert run["conclusion"] == "neutral"
         assert [

@@ -22,12 +22,15 @@ import pytest
 
 from loopwright.config import SandboxLimits, Settings
 from loopwright.sandbox.base import MISSION_LABEL, FileToolError, SandboxError
+from loopwright.sandbox.claims import CLAIM_DIR, CLAIM_FILE, SandboxClaim
+from loopwright.store import Store, migrate
 
 docker = pytest.importorskip("docker")
 
 from loopwright.sandbox.docker.container import DockerSandbox  # noqa: E402
-from loopwright.sandbox.docker.engine import POOL_LABEL  # noqa: E402
+from loopwright.sandbox.docker.engine import OWNER_LABEL, POOL_LABEL  # noqa: E402
 from loopwright.sandbox.docker.provider import DockerProvider  # noqa: E402
+from loopwright.sandbox.docker.reaper import owner_id  # noqa: E402
 from loopwright.sandbox.image import doctor, ensure_image  # noqa: E402
 from tests.unit.test_local_sandbox import SURVIVOR_DELAY_S, SURVIVORS, survivor_tag  # noqa: E402
 
@@ -481,8 +484,10 @@ def test_reap_orphans_removes_containers_of_missions_no_longer_running(
         crashed.close()
 
 
-def _pool_containers(client: docker.DockerClient) -> set[str]:
-    listed = client.api.containers(all=True, filters={"label": POOL_LABEL})
+def _pool_containers(client: docker.DockerClient, owner: str | None = None) -> set[str]:
+    """Pool containers on the engine (of the process `owner` names, when given)."""
+    labels = [POOL_LABEL] if owner is None else [POOL_LABEL, f"{OWNER_LABEL}={owner}"]
+    listed = client.api.containers(all=True, filters={"label": labels})
     return {str(c["Id"]) for c in listed}
 
 
@@ -510,6 +515,135 @@ def test_warm_pool_acquire_hands_out_a_pooled_container_that_works(
         assert pooled.pool_size == 2  # refilled in the background
     finally:
         pooled.close()
+
+
+def _claim_file(client: docker.DockerClient, container_id: str) -> tuple[str, str]:
+    """The claim file's contents and its `stat` (owner uid, mode), read as an operator would."""
+    out = subprocess.run(
+        ["docker", "exec", container_id, "sh", "-c",
+         f"cat {CLAIM_FILE}; stat -c '%u %a' {CLAIM_DIR} {CLAIM_FILE}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    claim, _, stats = out.partition("\n")
+    return claim, stats.strip()
+
+
+def test_a_claimed_pool_container_names_its_mission_in_a_file_the_sandbox_user_cannot_change(
+    settings: Settings, tree: Path, client: docker.DockerClient, tmp_path: Path
+) -> None:
+    migrate(f"sqlite:///{tmp_path / 'claims.db'}")
+    store = Store(f"sqlite:///{tmp_path / 'claims.db'}")
+    pooled = DockerProvider(settings.with_overrides(warm_pool=1), client=client, ledger=store)
+    mission = f"test-claim-{uuid.uuid4().hex[:8]}"
+    try:
+        pooled.fill_pool()
+        waiting = _pool_containers(client)
+        box = pooled.create(mission, tree, network=False)
+        try:
+            assert box.container_id in waiting
+            labels = client.api.inspect_container(box.container_id)["Config"]["Labels"]
+            assert labels[MISSION_LABEL].startswith("pool-")  # the contract's key, pool value
+            text, stats = _claim_file(client, box.container_id)
+            claim = SandboxClaim.from_json(text)
+            assert claim is not None, text
+            assert (claim.container_id, claim.mission_id) == (box.container_id, mission)
+            assert claim.owner == labels["loopwright.owner"]
+            assert stats.split("\n") == ["0 755", "0 644"]
+            assert store.claim_of(box.container_id) == claim
+            assert pooled.pool_claims == 1
+            # uid 10001 can read it but neither change, replace, remove nor hide it.
+            attempts = run(
+                box,
+                f"id -u; cat {CLAIM_FILE} >/dev/null && echo readable; "
+                f"echo forged > {CLAIM_FILE} || echo no-write; "
+                f"rm -f {CLAIM_FILE} || echo no-rm; "
+                f"mv {CLAIM_DIR} /tmp/elsewhere || echo no-mv; "
+                f"rm -rf {CLAIM_DIR} || echo no-rmdir; "
+                f"chmod 777 {CLAIM_DIR} || echo no-chmod; "
+                f"touch {CLAIM_DIR}/other || echo no-touch; "
+                f"ln -sf /workspace {CLAIM_DIR}/claim.json || echo no-ln; "
+                "rm -rf /tmp/* /tmp/.[!.]* 2>/dev/null; true",
+            )
+            assert attempts.split()[0] == "10001", attempts
+            for refused in ("readable", "no-write", "no-rm", "no-mv", "no-rmdir", "no-chmod",
+                            "no-touch", "no-ln"):  # fmt: skip
+                assert refused in attempts, attempts
+            assert _claim_file(client, box.container_id) == (text, stats)
+            # A second provider (a restarted process) knows nothing of the claim in memory:
+            # it judges the container by the mission the file names.
+            other = DockerProvider(settings, client=client)
+            try:
+                assert box.container_id not in other.reap_orphans({mission})
+                assert run(box, "echo alive").strip() == "alive"
+                # A stopped container cannot be asked: the ledger answers.
+                client.api.stop(box.container_id, timeout=1)
+                keeper = DockerProvider(settings, client=client, ledger=store)
+                try:
+                    assert box.container_id not in keeper.reap_orphans({mission})
+                finally:
+                    keeper.close()
+                # Neither file nor ledger: a pool value matches no mission, so it goes.
+                assert box.container_id in other.reap_orphans({mission})
+            finally:
+                other.close()
+        finally:
+            box.close()
+    finally:
+        pooled.close()
+        store.close()
+
+
+def test_a_pool_container_whose_claim_directory_someone_made_is_discarded_for_a_cold_start(
+    settings: Settings, tree: Path, client: docker.DockerClient
+) -> None:
+    before = _pool_containers(client, owner=owner_id())
+    pooled = DockerProvider(settings.with_overrides(warm_pool=1), client=client)
+    try:
+        pooled.fill_pool()
+        (squatted,) = _pool_containers(client, owner=owner_id()) - before
+        # The sandbox user makes the directory first (a claim it could then control).
+        made = subprocess.run(
+            ["docker", "exec", "-u", "10001", squatted, "mkdir", "-m", "0777", CLAIM_DIR],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        box = pooled.create(f"test-squat-{uuid.uuid4().hex[:8]}", tree, network=False)
+        try:
+            assert box.container_id != squatted
+            labels = client.api.inspect_container(box.container_id)["Config"]["Labels"]
+            assert labels[MISSION_LABEL] == box.mission_id  # a cold start
+            assert pooled.pool_claims == 0
+            with pytest.raises(docker.errors.NotFound):
+                client.api.inspect_container(squatted)
+        finally:
+            box.close()
+        deadline = time.monotonic() + 30
+        while pooled.pool_size < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pooled.pool_size == 1  # the discarded member is replaced
+    finally:
+        pooled.close()
+
+
+def test_a_cold_start_records_no_claim_and_its_label_names_the_mission(
+    settings: Settings, tree: Path, client: docker.DockerClient, tmp_path: Path
+) -> None:
+    migrate(f"sqlite:///{tmp_path / 'claims.db'}")
+    store = Store(f"sqlite:///{tmp_path / 'claims.db'}")
+    cold = DockerProvider(settings, client=client, ledger=store)
+    try:
+        box = cold.create(f"test-cold-{uuid.uuid4().hex[:8]}", tree, network=False)
+        try:
+            labels = client.api.inspect_container(box.container_id)["Config"]["Labels"]
+            assert labels[MISSION_LABEL] == box.mission_id
+            assert POOL_LABEL not in labels
+            assert store.claim_of(box.container_id) is None
+            assert cold.pool_claims == 0
+            assert "No such file" in run(box, f"cat {CLAIM_FILE} 2>&1; true")
+        finally:
+            box.close()
+    finally:
+        cold.close()
 
 
 # -- image and doctor ---------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -71,3 +72,35 @@ def test_metrics_need_the_dashboard_token_when_one_is_set(tmp_path):
     assert refused.status_code == 401
     assert allowed.status_code == 200
     assert "loopwright_missions" in allowed.text
+
+
+@pytest.mark.docker
+def test_metrics_show_the_warm_pool_the_app_keeps_and_the_claims_its_missions_made(
+    tmp_path, docker_ready
+):
+    with app_world(tmp_path, CORRECT, env={"LOOPWRIGHT_SANDBOX": "docker"}) as world:
+
+        def pool() -> dict[str, float]:
+            samples = _samples(world.client.get("/metrics").text)
+            return {
+                "idle": samples[("loopwright_sandbox_pool_idle", ())],
+                "claims": samples[("loopwright_sandbox_pool_claims_total", ())],
+            }
+
+        deadline = time.monotonic() + 60
+        while pool()["idle"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pool() == {"idle": 2, "claims": 0}  # the App's default pool, filled
+        answer = world.deliver("check_run", world.check_run_payload())
+        mission = world.wait(answer.json()["mission"])
+        assert mission["status"] == "verified", mission
+        claimed = pool()["claims"]
+        # The loop's sandbox came from the pool; verification's did too, unless the refill
+        # had not finished by then.
+        assert 1 <= claimed <= 2
+        recorded = world.db("SELECT mission_id FROM sandbox_claims")
+        assert recorded == [(mission["id"],)] * int(claimed)
+        deadline = time.monotonic() + 60
+        while pool()["idle"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pool()["idle"] == 2  # refilled after the claims

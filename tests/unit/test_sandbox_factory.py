@@ -59,6 +59,15 @@ def test_settings_describe_the_config() -> None:
     assert local == LocalSandboxConfig(base_dir=Path("/b"), extra_env={"GOPATH": "/g"})
 
 
+def test_the_config_keeps_a_warm_pool_for_servers_only_unless_the_settings_name_one() -> None:
+    unset = Settings(sandbox_image="img")
+    assert sandbox_config(unset).warm_pool == 0  # fix, build, the Action
+    assert sandbox_config(unset, server=True).warm_pool == 2  # serve, worker, the App
+    off = Settings(sandbox_image="img", warm_pool=0)
+    assert sandbox_config(off, server=True).warm_pool == 0
+    assert sandbox_config(Settings(warm_pool=4)).warm_pool == 4
+
+
 def test_get_provider_builds_the_local_backend_from_its_config(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()

@@ -1,6 +1,6 @@
 import pytest
 
-from loopwright.config import ConfigError, Settings
+from loopwright.config import ConfigError, Settings, warm_pool_size
 from loopwright.repo_config import parse_repo_config
 
 
@@ -48,6 +48,8 @@ def test_tiers_prices_and_limits_from_environment():
         ({"LOOPWRIGHT_MODEL_BASE_URL": "api.example.com"}, "LOOPWRIGHT_MODEL_BASE_URL"),
         ({"LOOPWRIGHT_SANDBOX": "vm"}, "LOOPWRIGHT_SANDBOX"),
         ({"LOOPWRIGHT_NETWORK": "sometimes"}, "LOOPWRIGHT_NETWORK"),
+        ({"LOOPWRIGHT_WARM_POOL": "-1"}, "LOOPWRIGHT_WARM_POOL"),
+        ({"LOOPWRIGHT_WARM_POOL": "two"}, "LOOPWRIGHT_WARM_POOL"),
     ],
     ids=lambda v: next(iter(v.items()))[1] if isinstance(v, dict) else v,
 )
@@ -183,3 +185,26 @@ def test_database_password_is_a_secret():
         {"LOOPWRIGHT_DATABASE_URL": "postgresql+psycopg://lw:s3cr3t-db-pw@db:5432/loopwright"}
     )
     assert "s3cr3t-db-pw" in settings.secrets()
+
+
+@pytest.mark.parametrize(
+    ("raw", "server", "size"),
+    [
+        (None, True, 2),
+        (None, False, 0),
+        ("", True, 2),
+        (" ", False, 0),
+        ("0", True, 0),
+        ("0", False, 0),
+        ("3", True, 3),
+        ("1", False, 1),
+    ],
+    ids=lambda v: repr(v),
+)
+def test_warm_pool_defaults_to_two_for_servers_none_for_one_shot_runs_and_env_wins(
+    raw, server, size
+):
+    env = {} if raw is None else {"LOOPWRIGHT_WARM_POOL": raw}
+    settings = Settings.from_env(env)
+    assert settings.warm_pool == (None if raw is None or not raw.strip() else int(raw))
+    assert warm_pool_size(settings, server=server) == size

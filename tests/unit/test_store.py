@@ -12,13 +12,14 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, StatementError
 
 from loopwright.config import ConfigError, Settings
 from loopwright.events import EventBus, EventList
 from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
+from loopwright.sandbox.claims import ClaimLedger, SandboxClaim
 from loopwright.store import (
     Mission,
     MissionNotFound,
@@ -104,9 +105,10 @@ def test_migrations_create_the_schema_on_an_empty_file_and_are_idempotent(tmp_pa
                 "events",
                 "mission_usage",
                 "revoked_sessions",
+                "sandbox_claims",
             }
             version = connection.execute(text("SELECT version_num FROM alembic_version")).all()
-            assert version == [("0003",)]
+            assert version == [("0004",)]
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
             uniques = inspect(connection).get_unique_constraints("missions")
@@ -180,6 +182,26 @@ def test_a_database_from_before_session_revocation_upgrades_and_keeps_its_missio
         assert not store.session_revoked("s1")
         store.revoke_session("s1", utcnow() + datetime.timedelta(hours=1))
         assert store.session_revoked("s1")
+
+
+def test_a_database_from_before_sandbox_claims_upgrades_and_keeps_its_missions(
+    tmp_path: Path,
+):
+    url = sqlite_url(tmp_path / "old.db")
+    tables = database_at(
+        url,
+        "0003",
+        "INSERT INTO missions (id, status, kind, trigger, repo, head_sha, dedupe_key,"
+        " request, cost_usd, attempts, created_at) VALUES ('m1', 'running', 'fix',"
+        " 'cli', 'o/r', 'abc', 'k', '{}', 0, 0, '2026-01-01 00:00:00+00:00')",
+    )
+    assert "sandbox_claims" not in tables
+    migrate(url)
+    with Store(url) as store:
+        assert store.get_mission("m1").status == "running"  # type: ignore[union-attr]
+        assert store.claim_of("c" * 64) is None
+        store.record_claim(SandboxClaim("c" * 64, "m1", "host:1:2", utcnow()))
+        assert store.claim_of("c" * 64).mission_id == "m1"  # type: ignore[union-attr]
 
 
 def test_the_migration_matches_the_models(url: str):
@@ -602,3 +624,38 @@ def test_accept_delivery_is_one_race_safe_write(store: Store):
     ignored = store.accept_delivery("d-ign", "push", None, decision="ignored: push")
     assert ignored.new_delivery and ignored.mission is None
     assert len(store.list_missions()) == 1
+
+
+# -- sandbox claims --------------------------------------------------------------------
+
+
+def test_sandbox_claims_are_kept_per_container_and_read_back_by_another_store(url: str):
+    ledger: ClaimLedger
+    at = datetime.datetime(2026, 12, 3, 6, 30, tzinfo=datetime.UTC)
+    with Store(url) as writer:
+        ledger = writer
+        ledger.record_claim(SandboxClaim("a" * 64, "m1", "h:10:100", at))
+        ledger.record_claim(SandboxClaim("b" * 64, "m1", "h:10:100", at + datetime.timedelta(1)))
+        ledger.record_claim(SandboxClaim("c" * 64, "m2", "h:11:200", at))
+    # Another process (the restarted server) opens the same file.
+    with Store(url) as reader:
+        assert reader.claim_of("a" * 64) == SandboxClaim("a" * 64, "m1", "h:10:100", at)
+        assert reader.claim_of("d" * 64) is None
+        assert [c.container_id for c in reader.claims_of_mission("m1")] == ["a" * 64, "b" * 64]
+        assert [c.owner for c in reader.claims_of_mission("m2")] == ["h:11:200"]
+        # Read back aware and in UTC, like every other timestamp of the store.
+        assert reader.claim_of("c" * 64).claimed_at.tzinfo is not None  # type: ignore[union-attr]
+
+
+def test_a_container_recorded_twice_keeps_the_latest_claim(store: Store):
+    first = SandboxClaim("a" * 64, "m1", "h:1:1", utcnow())
+    store.record_claim(first)
+    later = SandboxClaim("a" * 64, "m2", "h:2:2", first.claimed_at + datetime.timedelta(1))
+    store.record_claim(later)
+    assert store.claim_of("a" * 64) == later
+    assert store.claims_of_mission("m1") == []
+
+
+def test_a_naive_claim_time_is_refused(store: Store):
+    with pytest.raises(StatementError, match="naive datetime"):
+        store.record_claim(SandboxClaim("a" * 64, "m1", "h:1:1", datetime.datetime(2026, 1, 1)))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import tarfile
 import tempfile
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -14,10 +16,12 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
-from loopwright.config import Settings
+from loopwright.config import Settings, warm_pool_size
 from loopwright.sandbox.base import MISSION_LABEL, SANDBOX_UID, WORKSPACE, SandboxError
+from loopwright.sandbox.claims import ClaimLedger, SandboxClaim
 from loopwright.sandbox.docker import reaper
 from loopwright.sandbox.docker.channel import boot_resident
+from loopwright.sandbox.docker.claim_file import write_claim
 from loopwright.sandbox.docker.container import DockerSandbox
 from loopwright.sandbox.docker.engine import (
     BUILD_HINT,
@@ -44,13 +48,21 @@ class DockerProvider:
     """Creates Docker sandboxes, keeps an optional warm pool, and reaps orphaned containers.
 
     Warm-pool containers carry `loopwright.pool=1` and a `loopwright.mission` value naming
-    the pool; labels cannot change after creation, so which mission a claimed pool container
-    serves is kept in memory (and honoured by `reap_orphans`).
+    the pool; labels cannot change after creation, so when a mission claims one the claim
+    is written into the container as a root-owned file and into `ledger` (when given), and
+    every reaper reads it from there. `settings.warm_pool` unset means no pool (the one-shot
+    default; servers resolve theirs with `warm_pool_size`).
     """
 
     kind = "docker"
 
-    def __init__(self, settings: Settings, *, client: docker.DockerClient | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        client: docker.DockerClient | None = None,
+        ledger: ClaimLedger | None = None,
+    ) -> None:
         self._settings = settings
         self._client = connect(client)
         self._owns_client = client is None
@@ -58,8 +70,11 @@ class DockerProvider:
         self._lock = threading.Lock()
         self._claimed: dict[str, str] = {}
         """Container id to the mission it serves (a pool container's labels name the pool)."""
+        self._ledger = ledger
+        self._claims = 0
         self._closed = False
-        self._pool = WarmPool(settings.warm_pool, self._start_pool_member, self._remove)
+        size = warm_pool_size(settings, server=False)
+        self._pool = WarmPool(size, self._start_pool_member, self._remove)
         self._pool.refill_later()
 
     @property
@@ -85,11 +100,24 @@ class DockerProvider:
             with self._lock:
                 self._claimed[container_id] = mission_id
             try:
-                self._fill(sandbox, tree)
+                # The claim is written while the workspace is copied (two engine calls that
+                # do not wait on each other), and is in place before any command can run.
+                recording = _in_background(lambda: self._record_claim(container_id, mission_id))
+                try:
+                    self._fill(sandbox, tree)
+                finally:
+                    failed = recording()  # a failed copy's own exception wins
+                if failed is not None:
+                    raise failed
                 sandbox.set_network(network)
             except SandboxError:
-                # A pool container that died while idle: fall back to a cold start.
+                # A pool container that died while idle, or whose claim could not be
+                # written: fall back to a cold start, then replace the lost member.
                 self._discard(sandbox)
+                try:
+                    return self._cold(mission_id, tree, network=network)
+                finally:
+                    self._pool.refill_later()
             except BaseException:
                 self._discard(sandbox)
                 raise
@@ -241,6 +269,31 @@ class DockerProvider:
         """Idle containers ready to be claimed."""
         return len(self._pool)
 
+    @property
+    def pool_claims(self) -> int:
+        """Pool containers this provider has handed to missions."""
+        with self._lock:
+            return self._claims
+
+    def record_claims_in(self, ledger: ClaimLedger) -> None:
+        """Record every later pool claim in `ledger` too (the App passes its store)."""
+        with self._lock:
+            self._ledger = ledger
+
+    def _record_claim(self, container_id: str, mission_id: str) -> None:
+        """Write which mission now holds a pool container where any process can read it:
+        into the container (root-owned; the sandbox user can neither change nor remove it)
+        and into the ledger."""
+        claim = SandboxClaim(
+            container_id, mission_id, reaper.owner_id(), datetime.datetime.now(datetime.UTC)
+        )
+        write_claim(self._client, claim)
+        with self._lock:
+            ledger = self._ledger
+            self._claims += 1
+        if ledger is not None:
+            ledger.record_claim(claim)
+
     def fill_pool(self) -> None:
         """Start pool containers until `settings.warm_pool` are idle (blocking)."""
         self._pool.fill()
@@ -269,6 +322,7 @@ class DockerProvider:
             instance=self._instance,
             idle=self._pool.idle_ids(),
             claimed=claimed,
+            ledger=self._ledger,
         )
         with self._lock:
             for cid in removed:
@@ -292,6 +346,27 @@ class DockerProvider:
         self._pool.close()
         if self._owns_client:
             self._client.close()
+
+
+def _in_background(call: Callable[[], None]) -> Callable[[], BaseException | None]:
+    """Start `call` on a thread; the function returned waits for it and returns what it
+    raised (None when it returned)."""
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - raised again by the waiting thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=target, name="sandbox-claim", daemon=True)
+    thread.start()
+
+    def wait() -> BaseException | None:
+        thread.join()
+        return failed[0] if failed else None
+
+    return wait
 
 
 def workspace_tar(tree: Path) -> IO[bytes]:

@@ -2,6 +2,8 @@
 
 Every container and workspace volume carries an owner label naming the Loopwright process
 that made it (`host:pid:start`), so one process never removes what a live one still uses.
+A warm-pool container's `loopwright.mission` label names the pool; the mission that claimed
+it is read from the claim file inside it, else from the claim ledger.
 """
 
 from __future__ import annotations
@@ -9,14 +11,18 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
 import requests.exceptions
 
 from loopwright.sandbox.base import MISSION_LABEL, SandboxError
+from loopwright.sandbox.claims import ClaimLedger, SandboxClaim
+from loopwright.sandbox.docker.claim_file import read_claim
 from loopwright.sandbox.docker.engine import (
     OWNER_LABEL,
+    POOL_LABEL,
     PROVIDER_LABEL,
     VOLUME_LABEL,
     engine_error,
@@ -31,13 +37,15 @@ def reap_orphans(
     instance: str,
     idle: set[str],
     claimed: dict[str, str],
+    ledger: ClaimLedger | None = None,
 ) -> list[str]:
     """Remove labelled containers (and volumes) of missions not active; return their ids.
 
     `instance` names the provider asking: its idle pool members (`idle`) and the containers
-    it has handed to missions (`claimed`, container id to mission id, since a pool
-    container's labels name the pool) are judged by what it knows. Containers owned by
-    another Loopwright process that is still running are left to it.
+    it has handed to missions (`claimed`, container id to mission id) are judged by what it
+    knows. Another process's pool container is judged by the mission its claim names
+    (`served_mission`); one never claimed serves none. Containers owned by another
+    Loopwright process that is still running are left to it.
     """
     try:
         containers = client.api.containers(all=True, filters={"label": MISSION_LABEL})
@@ -51,8 +59,8 @@ def reap_orphans(
             continue
         if labels.get(PROVIDER_LABEL) == instance and cid not in claimed:
             continue  # a pool member still being started by this provider
-        mission = claimed.get(cid, labels.get(MISSION_LABEL, ""))
-        if mission in active_mission_ids:
+        mission = claimed.get(cid) or served_mission(client, info, ledger)
+        if mission is not None and mission in active_mission_ids:
             continue
         owner = labels.get(OWNER_LABEL, "")
         if owner and owner != owner_id() and owner_alive(owner):
@@ -82,6 +90,28 @@ def reap_abandoned(client: docker.DockerClient) -> list[str]:
         removed.append(str(info["Id"]))
     reap_volumes(client)
     return removed
+
+
+def served_mission(
+    client: docker.DockerClient, info: dict[str, Any], ledger: ClaimLedger | None
+) -> str | None:
+    """The mission a listed container serves: its label, or for a pool container the claim
+    (None while it waits unclaimed in a pool)."""
+    labels: dict[str, str] = info.get("Labels") or {}
+    if labels.get(POOL_LABEL) != "1":
+        return str(labels.get(MISSION_LABEL, "")) or None
+    claim = pool_claim(client, str(info["Id"]), ledger)
+    return claim.mission_id if claim is not None else None
+
+
+def pool_claim(
+    client: docker.DockerClient, container_id: str, ledger: ClaimLedger | None
+) -> SandboxClaim | None:
+    """A pool container's claim: the file in it while it runs, else the ledger's record."""
+    claim = read_claim(client, container_id)
+    if claim is None and ledger is not None:
+        claim = ledger.claim_of(container_id)
+    return claim
 
 
 def reap_volumes(client: docker.DockerClient) -> None:
