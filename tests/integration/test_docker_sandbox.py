@@ -593,28 +593,61 @@ def test_a_claimed_pool_container_names_its_mission_in_a_file_the_sandbox_user_c
         store.close()
 
 
-def test_a_pool_container_whose_claim_directory_someone_made_is_discarded_for_a_cold_start(
+def test_an_idle_pool_container_holds_a_root_claim_directory_and_a_claim_leaves_no_root_process(
     settings: Settings, tree: Path, client: docker.DockerClient
 ) -> None:
     before = _pool_containers(client, owner=owner_id())
     pooled = DockerProvider(settings.with_overrides(warm_pool=1), client=client)
     try:
         pooled.fill_pool()
-        (squatted,) = _pool_containers(client, owner=owner_id()) - before
-        # The sandbox user makes the directory first (a claim it could then control).
+        (idle,) = _pool_containers(client, owner=owner_id()) - before
+        # Made by root when the member started, before anything could run in it: the
+        # sandbox user can neither make its own nor write into this one.
         made = subprocess.run(
-            ["docker", "exec", "-u", "10001", squatted, "mkdir", "-m", "0777", CLAIM_DIR],
+            ["docker", "exec", "-u", "10001", idle, "sh", "-c",
+             f"stat -c '%u %a' {CLAIM_DIR}; mkdir {CLAIM_DIR} 2>&1; touch {CLAIM_DIR}/x 2>&1"],
             capture_output=True, text=True,
         )  # fmt: skip
-        assert made.returncode == 0, made.stderr
-        box = pooled.create(f"test-squat-{uuid.uuid4().hex[:8]}", tree, network=False)
+        first = made.stdout.splitlines()[0]
+        assert first == "0 755", made.stdout
+        assert "File exists" in made.stdout and "Permission denied" in made.stdout, made.stdout
+        box = pooled.create(f"test-idle-{uuid.uuid4().hex[:8]}", tree, network=False)
         try:
-            assert box.container_id != squatted
+            assert box.container_id == idle
+            # The writer exited with the claim written: no root process is left for the
+            # mission's commands (and their sweeps) to meet.
+            users = run(box, "ps -eo uid= | sort -u").split()
+            assert users == ["10001"], users
+            assert pooled.pool_claims == 1
+        finally:
+            box.close()
+    finally:
+        pooled.close()
+
+
+def test_a_pool_container_whose_claim_writer_is_gone_is_discarded_for_a_cold_start(
+    settings: Settings, tree: Path, client: docker.DockerClient
+) -> None:
+    before = _pool_containers(client, owner=owner_id())
+    pooled = DockerProvider(settings.with_overrides(warm_pool=1), client=client)
+    try:
+        pooled.fill_pool()
+        (broken,) = _pool_containers(client, owner=owner_id()) - before
+        killed = subprocess.run(
+            ["docker", "exec", "-u", "0", broken, "sh", "-c",
+             "ps -eo pid=,args= | awk '$2 == \"/bin/bash\" && /loopwright-claim/ {print $1}'"
+             " | while read -r pid; do kill -9 \"$pid\" && echo k; done"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert killed.stdout.split() == ["k"], (killed.stdout, killed.stderr)
+        box = pooled.create(f"test-writer-{uuid.uuid4().hex[:8]}", tree, network=False)
+        try:
+            assert box.container_id != broken
             labels = client.api.inspect_container(box.container_id)["Config"]["Labels"]
             assert labels[MISSION_LABEL] == box.mission_id  # a cold start
             assert pooled.pool_claims == 0
             with pytest.raises(docker.errors.NotFound):
-                client.api.inspect_container(squatted)
+                client.api.inspect_container(broken)
         finally:
             box.close()
         deadline = time.monotonic() + 30

@@ -21,7 +21,7 @@ from loopwright.sandbox.base import MISSION_LABEL, SANDBOX_UID, WORKSPACE, Sandb
 from loopwright.sandbox.claims import ClaimLedger, SandboxClaim
 from loopwright.sandbox.docker import reaper
 from loopwright.sandbox.docker.channel import boot_resident
-from loopwright.sandbox.docker.claim_file import write_claim
+from loopwright.sandbox.docker.claim_file import ClaimWriter
 from loopwright.sandbox.docker.container import DockerSandbox
 from loopwright.sandbox.docker.engine import (
     BUILD_HINT,
@@ -72,6 +72,8 @@ class DockerProvider:
         """Container id to the mission it serves (a pool container's labels name the pool)."""
         self._ledger = ledger
         self._claims = 0
+        self._writers: dict[str, ClaimWriter] = {}
+        """Idle pool containers' claim writers, by container id."""
         self._closed = False
         size = warm_pool_size(settings, server=False)
         self._pool = WarmPool(size, self._start_pool_member, self._remove)
@@ -287,7 +289,11 @@ class DockerProvider:
         claim = SandboxClaim(
             container_id, mission_id, reaper.owner_id(), datetime.datetime.now(datetime.UTC)
         )
-        write_claim(self._client, claim)
+        with self._lock:
+            writer = self._writers.pop(container_id, None)
+        if writer is None:
+            raise SandboxError(f"pool sandbox {container_id[:12]} has no claim writer")
+        writer.write(claim)
         with self._lock:
             ledger = self._ledger
             self._claims += 1
@@ -302,9 +308,22 @@ class DockerProvider:
         network = self._settings.network != "none"
         labels = {MISSION_LABEL: f"pool-{self._instance}", POOL_LABEL: "1"}
         container_id, volume = self._start_container(labels, network=network)
+        try:
+            # Root makes the claim's directory now, before anything can run in the container,
+            # and waits to write the claim of the mission that takes it.
+            writer = ClaimWriter.start(self._client, container_id)
+        except BaseException:
+            remove_container(self._client, container_id, volume)
+            raise
+        with self._lock:
+            self._writers[container_id] = writer
         return container_id, volume, network
 
     def _remove(self, container_id: str, volume: str) -> None:
+        with self._lock:
+            writer = self._writers.pop(container_id, None)
+        if writer is not None:
+            writer.close()
         remove_container(self._client, container_id, volume)
 
     # -- cleanup --------------------------------------------------------------------------

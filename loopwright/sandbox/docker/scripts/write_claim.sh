@@ -1,9 +1,13 @@
 # shellcheck shell=bash
-# Runs as root (uid 0, no capabilities) when a mission claims a pool container: $1 the claim
-# directory, $2 the claim (JSON). The directory must not exist yet: nothing has run in a pool
-# container before its claim, so one that does was made by someone else and is refused.
+# Runs as root (uid 0, no capabilities), started with each pool container before anything
+# else runs in it: $1 the claim directory. It makes the directory (root-owned, so the sandbox
+# user can never write into it), says `ready`, then waits for the host to send the claim of
+# the mission that takes the container (one line of JSON), writes it and says `claimed`.
+# A directory that already exists was made by someone else: refused, nothing is said.
 set -e
 umask 022
 mkdir -m 0755 -- "$1"
-printf '%s\n' "$2" > "$1/claim.json"
+printf ready
+IFS= read -r claim
+printf '%s\n' "$claim" > "$1/claim.json"
 printf claimed
