@@ -45,32 +45,66 @@ class SuiteRun:
     command: str
 
 
+def needs_key(plan: TestPlan) -> bool:
+    """Whether `run_suite` runs `plan` under a Loopwright reporter, which needs a run key."""
+    return stream_runner(plan) is not None
+
+
+def key_file(key: StreamKey) -> str:
+    """Where in the workspace the reporter of `key`'s run finds it."""
+    return f"{REPORT_DIR}/stream-{key.run_id}"
+
+
+def place_key(sandbox: Sandbox) -> StreamKey:
+    """A new run key written into `sandbox` ahead of the `run_suite` that will use it (so the
+    write is off the path to the verdict); raises `FileToolError`."""
+    key = StreamKey.new()
+    sandbox.write_file(key_file(key), key.file_bytes())
+    return key
+
+
+def place_key_in_tree(tree: Path) -> StreamKey:
+    """A new run key written into a host tree a sandbox is about to be created from: the key
+    travels with the tree's copy instead of in a write of its own. Only for a sandbox in which
+    nothing runs before the suite (no setup), since the key must never meet other code."""
+    key = StreamKey.new()
+    path = tree / key_file(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(key.file_bytes())
+    path.chmod(0o600)
+    return key
+
+
 def run_suite(
     sandbox: Sandbox,
     plan: TestPlan,
     *,
     timeout_s: float,
     on_output: OutputCallback | None = None,
+    key: StreamKey | None = None,
 ) -> SuiteRun:
-    """Run the whole suite once; per-test results from the signed stream or the report."""
-    if stream_runner(plan) is None:
+    """Run the whole suite once; per-test results from the signed stream or the report.
+
+    `key` is a run key already placed in the sandbox (`place_key`, `place_key_in_tree`) and
+    not used by any run yet; without one, a new key is written first.
+    """
+    if not needs_key(plan):
         return _run_reported(sandbox, plan, timeout_s, on_output)
-    key = StreamKey.new()
-    key_file = f"{REPORT_DIR}/stream-{key.run_id}"
-    setup = StreamSetup(_reporters_dir(sandbox), key_file)
-    command = instrumented_command(plan, REPORT_PATH, setup)
-    parser = StreamParser(key)
-    shown = RecordFilter(on_output) if on_output is not None else None
-    quoted = shlex.quote(key_file)
     # The key travels as a file, never on a command line or in the environment, where the
     # tested code could read it from /proc. It is written before the command starts (the
     # reporter reads and deletes it before a conftest, test file or product code runs):
     # written alongside the command, the sandbox's sweep of leftover processes at the
     # command's start could kill the write and leave the reporter without its key.
-    try:
-        sandbox.write_file(key_file, key.file_bytes())
-    except FileToolError as exc:
-        return _unkeyed(plan, f"the run's key could not be placed in the sandbox ({exc})")
+    if key is None:
+        try:
+            key = place_key(sandbox)
+        except FileToolError as exc:
+            return _unkeyed(plan, f"the run's key could not be placed in the sandbox ({exc})")
+    setup = StreamSetup(_reporters_dir(sandbox), key_file(key))
+    command = instrumented_command(plan, REPORT_PATH, setup)
+    parser = StreamParser(key)
+    shown = RecordFilter(on_output) if on_output is not None else None
+    quoted = shlex.quote(key_file(key))
     result = sandbox.exec(
         f"rm -f {REPORT_PATH}; {command}; lw_status=$?; rm -f -- {quoted}; exit $lw_status",
         timeout_s=timeout_s,
@@ -80,8 +114,9 @@ def run_suite(
     if shown is not None:
         shown.flush()
     stream = parser.result()
-    if not stream.started:
-        # The reporter never took the key (it did not start, or the run was killed first).
+    if not stream.started and (result.timed_out or result.exit_code > 128):
+        # The reporter never took the key, and the command was ended before the `rm` after
+        # it could run (a timeout, a signal): remove the key now. Any other end ran that rm.
         sandbox.exec(f"rm -f -- {quoted}", timeout_s=30)
     result = dataclasses.replace(result, output=strip_records(result.output))
     file_results: tuple[TestResult, ...] | None = None
