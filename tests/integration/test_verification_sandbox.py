@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from loopwright.agent.model import OpenAIModel
@@ -23,7 +24,9 @@ from loopwright.missions.fix import FixMission, FixRequest
 from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import Sandbox, SandboxError, SandboxProvider
+from loopwright.sandbox.docker.container import DockerSandbox
 from loopwright.sandbox.factory import get_provider
+from loopwright.sandbox.local.sandbox import LocalSandbox
 from tests.conftest import VENV_BIN, step, tool
 from tests.scenarios import EDIT, FINISH, PLAN, model_env
 
@@ -120,16 +123,17 @@ def apply_phase(result: MissionResult) -> dict[str, Any]:
 def assert_all_closed(provider: RecordingProvider, kind: str) -> None:
     assert provider.made
     if kind == "local":
-        assert all(getattr(box, "closed") for box in provider.made)
-        assert not any(Path(getattr(box, "root")).exists() for box in provider.made)
+        local = [box for box in provider.made if isinstance(box, LocalSandbox)]
+        assert len(local) == len(provider.made)
+        assert all(box.closed and not Path(box.root).exists() for box in local)
     else:
-        import docker
-
+        docker_boxes = [box for box in provider.made if isinstance(box, DockerSandbox)]
+        assert len(docker_boxes) == len(provider.made)
         client = docker.from_env(version="auto")
         try:
-            for box in provider.made:
+            for box in docker_boxes:
                 with pytest.raises(docker.errors.NotFound):
-                    client.api.inspect_container(getattr(box, "container_id"))
+                    client.api.inspect_container(box.container_id)
         finally:
             client.close()
 
