@@ -58,6 +58,11 @@ class Standby:
         finally:
             self._done.set()
 
+    def ready(self, timeout_s: float | None = None) -> bool:
+        """Wait up to `timeout_s` for the start to end; True when a sandbox is waiting."""
+        self._done.wait(timeout_s)
+        return self._done.is_set() and self._sandbox is not None
+
     def take(self) -> tuple[Sandbox, StreamKey | None] | None:
         """The started sandbox and the key placed in it, once; None when it did not start
         (the caller starts one itself). Waits for a start still under way."""
