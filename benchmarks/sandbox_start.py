@@ -55,7 +55,10 @@ def pct(values: list[float], q: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--smoke", action="store_true", help="2 runs, to check it works")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 2
     client = connect()
     settings = Settings.from_env().with_overrides(network="none")
     ensure_image(client, settings, lambda line: None)
