@@ -17,6 +17,13 @@ from pathlib import Path
 from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, Sandbox
 from loopwright.sandbox.local import LocalSandbox
 from loopwright.verify.detect import StreamSetup, TestPlan, instrumented_command, stream_runner
+from loopwright.verify.report_frame import (
+    FrameFilter,
+    ReportFrame,
+    new_frame_id,
+    strip_frames,
+    trailer,
+)
 from loopwright.verify.reports import (
     SUITE_ID,
     Outcome,
@@ -103,13 +110,22 @@ def run_suite(
     setup = StreamSetup(_reporters_dir(sandbox), key_file(key))
     command = instrumented_command(plan, REPORT_PATH, setup)
     parser = StreamParser(key)
-    shown = RecordFilter(on_output) if on_output is not None else None
+    frame = ReportFrame(new_frame_id())
+    shown = _Shown(on_output) if on_output is not None else None
     quoted = shlex.quote(key_file(key))
+
+    def feed(data: bytes) -> None:
+        parser.feed(data)
+        frame.feed(data)
+
+    # The report comes back on the command's own output once the suite has ended (see
+    # `report_frame`), from the workspace root whatever directory the command left.
     result = sandbox.exec(
-        f"rm -f {REPORT_PATH}; {command}; lw_status=$?; rm -f -- {quoted}; exit $lw_status",
+        f'lw_root=$PWD; rm -f {REPORT_PATH}; {command}; lw_status=$?; cd -- "$lw_root"; '
+        f"rm -f -- {quoted}; {trailer(frame.frame_id, REPORT_PATH)}; exit $lw_status",
         timeout_s=timeout_s,
         on_output=shown,
-        on_raw=parser.feed,
+        on_raw=feed,
     )
     if shown is not None:
         shown.flush()
@@ -118,10 +134,10 @@ def run_suite(
         # The reporter never took the key, and the command was ended before the `rm` after
         # it could run (a timeout, a signal): remove the key now. Any other end ran that rm.
         sandbox.exec(f"rm -f -- {quoted}", timeout_s=30)
-    result = dataclasses.replace(result, output=strip_records(result.output))
+    result = dataclasses.replace(result, output=strip_frames(strip_records(result.output)))
     file_results: tuple[TestResult, ...] | None = None
     file_problem = ""
-    raw = _read_report(sandbox)
+    raw = _report(sandbox, frame)
     if raw is None or not raw.strip():
         file_problem = "the run wrote no JUnit report"
     else:
@@ -159,14 +175,22 @@ def _run_reported(
 ) -> SuiteRun:
     """A runner without a Loopwright reporter: its own report file, else its exit code."""
     command = instrumented_command(plan, REPORT_PATH)
-    # A report left by an earlier run must not be read as this run's; clearing it rides
-    # along with the test command (one sandbox round trip instead of two).
+    frame = ReportFrame(new_frame_id())
+    shown = FrameFilter(on_output) if on_output is not None else None
+    # A report left by an earlier run must not be read as this run's; clearing it, the
+    # run and printing the report back are one sandbox round trip.
     result = sandbox.exec(
-        f"mkdir -p {REPORT_DIR} && rm -f {REPORT_PATH}; {command}",
+        f"lw_root=$PWD; mkdir -p {REPORT_DIR} && rm -f {REPORT_PATH}; {command}; "
+        f'lw_status=$?; cd -- "$lw_root"; {trailer(frame.frame_id, REPORT_PATH)}; '
+        "exit $lw_status",
         timeout_s=timeout_s,
-        on_output=on_output,
+        on_output=shown,
+        on_raw=frame.feed,
     )
-    raw = _read_report(sandbox)
+    if shown is not None:
+        shown.flush()
+    result = dataclasses.replace(result, output=strip_frames(result.output))
+    raw = _report(sandbox, frame)
     try:
         if plan.report == "go-json":
             report = build_report(result.exit_code, go_json=raw)
@@ -175,6 +199,31 @@ def _run_reported(
     except ReportError:
         report = build_report(result.exit_code)
     return SuiteRun(report, result, plan.command)
+
+
+class _Shown:
+    """What people see of the run: its output without records and report frames."""
+
+    def __init__(self, sink: OutputCallback) -> None:
+        self._frames = FrameFilter(sink)
+        self._records = RecordFilter(self._frames)
+
+    def __call__(self, text: str) -> None:
+        self._records(text)
+
+    def flush(self) -> None:
+        self._records.flush()
+        self._frames.flush()
+
+
+def _report(sandbox: Sandbox, frame: ReportFrame) -> str | None:
+    """The run's report: from its frame, else (too large, or no frame) from the file."""
+    found = frame.result()
+    if found is not None and found[0] == "inline":
+        return found[1]
+    if found is not None and found[0] == "none":
+        return None
+    return _read_report(sandbox)
 
 
 def _read_report(sandbox: Sandbox) -> str | None:
