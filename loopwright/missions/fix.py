@@ -244,10 +244,9 @@ class FixMission(Mission[MissionResult]):
 
     def _sandbox_evidence(self, taken: object) -> dict[str, str]:
         """How verification got its sandbox, for the evidence's `apply` phase."""
-        if taken is not None:
-            return {"sandbox": "started_during_loop"}
+        where = "started_during_loop" if taken is not None else "started_at_verify"
         note = self.standby.problem if self.standby is not None else ""
-        return {"sandbox": "started_at_verify", **({"sandbox_note": note} if note else {})}
+        return {"sandbox": where, **({"sandbox_note": note} if note else {})}
 
     def _change_requested(self) -> bool:
         return self.request.change_requested and bool((self.request.guidance or "").strip())

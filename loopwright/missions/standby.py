@@ -50,8 +50,14 @@ class Standby:
     def _start(self) -> None:
         try:
             sandbox = self._sandboxes.open(self.tree, network=self.network)
-            key = self._prepare(sandbox) if self._prepare is not None else None
-        except (*MISSION_ERRORS, FileToolError, Cancelled) as exc:
+            try:
+                key = self._prepare(sandbox) if self._prepare is not None else None
+            except FileToolError as exc:
+                # The sandbox itself is fine: what was not done now is done at verification
+                # (a run key is then written by the run itself).
+                self.problem = f"the verification sandbox was not prepared in advance ({exc})"
+                key = None
+        except (*MISSION_ERRORS, Cancelled) as exc:
             self.problem = f"the verification sandbox did not start in advance ({exc})"
         else:
             self._sandbox, self._key = sandbox, key
