@@ -45,10 +45,18 @@ class RecordingProvider:
     """A real provider that remembers each sandbox it made (and the tree it copied), and
     can refuse one create, as an engine that fails would."""
 
-    def __init__(self, inner: SandboxProvider, *, fail_create: int | None = None) -> None:
+    def __init__(
+        self,
+        inner: SandboxProvider,
+        *,
+        fail_create: int | None = None,
+        slow_create: tuple[int, float] | None = None,
+    ) -> None:
         self.inner = inner
         self.kind = inner.kind
         self.fail_create = fail_create
+        self.slow_create = slow_create
+        """(which create, seconds): that create finishes only after the delay."""
         self.calls: list[Path] = []
         self.made: list[Sandbox] = []
         self._lock = threading.Lock()
@@ -60,6 +68,8 @@ class RecordingProvider:
         if number == self.fail_create:
             raise SandboxError("the engine refused to start a container (injected)")
         sandbox = self.inner.create(mission_id, tree, network=network)
+        if self.slow_create is not None and number == self.slow_create[0]:
+            time.sleep(self.slow_create[1])
         with self._lock:
             self.made.append(sandbox)
         return sandbox
@@ -84,6 +94,7 @@ def run_mission(
     kind: str,
     *,
     fail_create: int | None = None,
+    slow_create: tuple[int, float] | None = None,
     cancellation: Cancellation | None = None,
     extra: dict[str, str] | None = None,
 ) -> tuple[MissionResult, RecordingProvider, EventList]:
@@ -95,7 +106,9 @@ def run_mission(
             **(extra or {}),
         }
     )
-    provider = RecordingProvider(get_provider(settings), fail_create=fail_create)
+    provider = RecordingProvider(
+        get_provider(settings), fail_create=fail_create, slow_create=slow_create
+    )
     model = OpenAIModel(settings)
     sink = EventList()
     request = FixRequest(source=str(repo), dry_run=True)
@@ -217,5 +230,22 @@ def test_the_verification_sandbox_is_closed_when_the_mission_is_cancelled(
 
     ((result, provider, _),) = result_box
     assert result.status == "cancelled", result.message
+    assert len(provider.made) == 2
+    assert_all_closed(provider, "local")
+
+
+def test_a_verification_sandbox_still_starting_when_the_mission_ends_is_closed_too(
+    example_repo, scripted, tmp_path, on_path
+):
+    repo = example_repo("python-invoice")
+    server = scripted([step(tool("run_command", command="true"), repeat=True)])
+    started = time.monotonic()
+    result, provider, _ = run_mission(
+        repo, server, tmp_path, "local", slow_create=(2, 3.0), extra={"LOOPWRIGHT_MAX_STEPS": "1"}
+    )
+
+    assert result.status == "budget_exceeded", result.message
+    # the mission's end waited for the start under way, then closed what it made
+    assert time.monotonic() - started >= 3.0
     assert len(provider.made) == 2
     assert_all_closed(provider, "local")
