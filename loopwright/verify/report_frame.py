@@ -47,7 +47,7 @@ def trailer(frame_id: str, report_path: str) -> str:
         f"if [ -L {path} ]; then printf '\\n{mark} file\\n'; "
         f"elif [ -f {path} ]; then "
         f'if [ "$(wc -c < {path})" -le {INLINE_MAX_BYTES} ]; then '
-        f"printf '\\n{mark} inline\\n'; base64 -w0 < {path}; printf '\\n'; "
+        f"printf '\\n{mark} inline\\n'; base64 < {path} | tr -d '\\n'; printf '\\n'; "
         f"else printf '\\n{mark} file\\n'; fi; "
         f"else printf '\\n{mark} none\\n'; fi"
     )
