@@ -9,6 +9,7 @@ are judged by their report file and exit code alone.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -70,15 +71,25 @@ def place_key(sandbox: Sandbox) -> StreamKey:
     return key
 
 
-def place_key_in_tree(tree: Path) -> StreamKey:
+def place_key_in_tree(tree: Path) -> StreamKey | None:
     """A new run key written into a host tree a sandbox is about to be created from: the key
     travels with the tree's copy instead of in a write of its own. Only for a sandbox in which
-    nothing runs before the suite (no setup), since the key must never meet other code."""
+    nothing runs before the suite (no setup), since the key must never meet other code.
+    None when the tree's `.loopwright` is not a plain directory (a symlink is never followed
+    on the host): the run then writes its key in the sandbox."""
     key = StreamKey.new()
-    path = tree / key_file(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(key.file_bytes())
-    path.chmod(0o600)
+    directory = tree / REPORT_DIR
+    try:
+        if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+            return None
+        directory.mkdir(exist_ok=True)
+        fd = os.open(
+            tree / key_file(key), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600
+        )
+    except OSError:
+        return None
+    with os.fdopen(fd, "wb") as out:
+        out.write(key.file_bytes())
     return key
 
 
