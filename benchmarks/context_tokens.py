@@ -5,6 +5,7 @@ Both counts use the same estimator over the exact messages a real run sends (the
 server records every request). The plan and the latest test result must be in every request.
 
     .venv/bin/python -m benchmarks.context_tokens [--steps 60] [--kb 50]
+    .venv/bin/python -m benchmarks.context_tokens --smoke    # 6 steps of 5 kB: does it work
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--kb", type=int, default=50)
+    parser.add_argument("--smoke", action="store_true", help="6 steps of 5 kB, to check it works")
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.kb = 6, 5
     noisy = f"python3 -c \"print('x' * {args.kb * 1024})\"; python3 -m pytest -q 2>/dev/null; true"
     plan = {
         "name": "update_plan",

@@ -8,6 +8,7 @@ test fails), wall time, steps, tokens (uncached, cached, completion), attempts, 
 
     .venv/bin/python -m benchmarks.fix_rate                       # everything, <= 90 min
     .venv/bin/python -m benchmarks.fix_rate --config 0.5b --limit 3 --sandbox local
+    .venv/bin/python -m benchmarks.fix_rate --smoke    # no model: a scripted one, one task
 
 The default run fits 90 minutes by construction: every run is killed at `--run-timeout`
 (default 150 s; Loopwright's loop stops at 70 % of it so verification fits), and a task is
@@ -642,6 +643,48 @@ def _progress(run: Run) -> None:
     )
 
 
+SMOKE_TASK = "py-paginate"
+SMOKE_FIX = [
+    ("pager/paginator.py", "self.count // self.per_page\n", "-(-self.count // self.per_page)\n"),
+]
+
+
+def smoke(sandbox: str) -> int:
+    """One Loopwright run on one corpus task, its model a scripted server that applies the
+    task's fix: the benchmark's own path (run, judge, table) without a model to fetch."""
+    from benchmarks.corpus.tasks import load_tasks
+    from loopwright.agent.scripted import ScriptedModelServer
+    from loopwright.agent.scripted_steps import parse_steps
+
+    task = next(t for t in load_tasks() if t.id == SMOKE_TASK)
+    calls: list[dict[str, Any]] = [
+        {"name": "edit_file", "arguments": {"path": path, "old": old, "new": new}}
+        for path, old, new in SMOKE_FIX
+    ]
+    calls.append({"name": "finish", "arguments": {"summary": "page_count rounds up"}})
+    script = parse_steps([{"content": "", "tool_calls": [call]} for call in calls])
+    with tempfile.TemporaryDirectory() as data:
+        os.environ["LOOPWRIGHT_DATA_DIR"] = data
+        server = ScriptedModelServer(script, models=[MODELS["1.5b"]]).start()
+        try:
+            report = run_benchmark(
+                [task],
+                ["1.5b"],
+                limits=Limits(max_steps=10, run_timeout_s=240, sandbox=sandbox),
+                peers=False,
+                agents=(LOOPWRIGHT,),
+                external={"1.5b": server.base_url},
+                progress=_progress,
+            )
+        finally:
+            server.stop()
+    print(render(report))
+    runs = [r for r in report.runs if r.agent == LOOPWRIGHT]
+    if len(runs) != 1 or runs[0].visible_ok is None:
+        raise SystemExit(f"the smoke run produced no judged run: {report.runs}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -673,7 +716,15 @@ def main(argv: list[str] | None = None) -> int:
         help="use a server already running for a model (e.g. 0.5b=http://127.0.0.1:8080/v1)",
     )
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the raw numbers here")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="check the benchmark works without models: Loopwright on one task, driven by a "
+        "scripted model server that makes the task's fix (--sandbox applies)",
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        return smoke(args.sandbox)
 
     from benchmarks.corpus.tasks import load_tasks
 

@@ -6,6 +6,7 @@ the time it was emitted; a client's latency is its arrival time minus that time 
 machine, one clock). Clients are plain asyncio sockets, so client-side parsing stays small.
 
     .venv/bin/python -m benchmarks.sse_fanout [--clients 100] [--events 300] [--interval-ms 20]
+    .venv/bin/python -m benchmarks.sse_fanout --smoke    # 5 clients, 20 events: does it work
 """
 
 from __future__ import annotations
@@ -187,7 +188,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=300)
     parser.add_argument("--interval-ms", type=float, default=20)
     parser.add_argument("--child", metavar="DATA_DIR")
+    parser.add_argument(
+        "--smoke", action="store_true", help="5 clients and 20 events, to check it works"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.clients, args.events = 5, 20
     if args.child:
         child(args.child, args.events, args.interval_ms / 1000)
         return

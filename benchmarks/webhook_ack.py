@@ -45,20 +45,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def server_env(data: Path) -> dict[str, str]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    ).decode()
+def server_env(data: Path, github_url: str | None = None, pem: str | None = None) -> dict[str, str]:
+    if pem is None:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        ).decode()
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/tmp"),
         "LOOPWRIGHT_GITHUB_APP_ID": "1",
         "LOOPWRIGHT_GITHUB_PRIVATE_KEY": pem,
         "LOOPWRIGHT_WEBHOOK_SECRET": SECRET,
-        "LOOPWRIGHT_GITHUB_API_URL": f"http://127.0.0.1:{free_port()}",
+        "LOOPWRIGHT_GITHUB_API_URL": github_url or f"http://127.0.0.1:{free_port()}",
         "LOOPWRIGHT_DATA_DIR": str(data),
         "LOOPWRIGHT_SANDBOX": "local",
         "LOOPWRIGHT_MODEL_API_KEY": "sk-benchmark-unused",
@@ -203,10 +204,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument("--smoke", action="store_true", help="1 round of 10, to check it works")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    killed_after = 600
+    if args.smoke:
+        args.rounds, args.concurrency, killed_after = 1, 10, 60
+    # `serve` checks at start that it reaches GitHub: the fake answers for the App.
+    from tests.fakes.github import FakeGitHub
+
+    with tempfile.TemporaryDirectory() as tmp, FakeGitHub(1) as github:
         root = Path(tmp)
-        env = server_env(root / "data")
+        env = server_env(root / "data", github.url, github.private_key_pem)
         server = Server(env, root / "serve.log").start()
         latencies: list[float] = []
         statuses: list[int] = []
@@ -220,7 +228,12 @@ def main() -> int:
                 rates.append(len(times) / wall)
         finally:
             server.stop()
-        loss = kill_mid_load(server_env(root / "data2"), root / "serve2.log", 600, root / "data2")
+        loss = kill_mid_load(
+            server_env(root / "data2", github.url, github.private_key_pem),
+            root / "serve2.log",
+            killed_after,
+            root / "data2",
+        )
     bad = [s for s in statuses if not 200 <= s < 300]
     p50, p99 = pct(latencies, 0.50), pct(latencies, 0.99)
     print(f"webhook acknowledgement, {args.rounds} rounds x {args.concurrency} concurrent")
@@ -235,7 +248,7 @@ def main() -> int:
     print(f"| deliveries per second (burst) | {sorted(rates)[len(rates) // 2]:.0f} | | |")
     print(f"| non-2xx answers | {len(bad)} | 0 | {'yes' if not bad else 'no'} |")
     print()
-    print("SIGKILL after a third of 600 deliveries (25 senders), then restart")
+    print(f"SIGKILL after a third of {killed_after} deliveries (25 senders), then restart")
     print("| " + " | ".join(loss) + " |")
     print("|" + " --- |" * len(loss))
     print("| " + " | ".join(str(v) for v in loss.values()) + " |")

@@ -50,7 +50,9 @@ class MissionSandboxes:
     """The sandboxes one mission opened; closed together, whatever happened.
 
     A cancellation closes them from the thread that cancels (ending any command running in
-    them), and a sandbox opened after that is closed at once.
+    them), and a sandbox opened after that is closed at once. A sandbox may also be opened
+    in the background (`open_in_background`): closing waits for that start to end, so a
+    sandbox that finishes starting late is closed too, never left behind.
     """
 
     def __init__(
@@ -63,20 +65,48 @@ class MissionSandboxes:
         self._mission_id = mission_id
         self._cancellation = cancellation or Cancellation()
         self._lock = threading.Lock()
+        self._ended = False
+        self._starting: list[threading.Thread] = []
         self.opened: list[Sandbox] = []
 
     def open(self, tree: Path, *, network: bool) -> Sandbox:
         self._cancellation.check()
+        if self._ended:
+            raise SandboxError("the mission ended before its sandbox could start")
         # Every sandbox of a mission carries the mission's id, so reaping finds them all.
         sandbox = self._provider.create(self._mission_id, tree, network=network)
         with self._lock:
-            self.opened.append(sandbox)
+            ended = self._ended
+            if not ended:
+                self.opened.append(sandbox)
+        if ended:
+            self._close(sandbox)
+            self._cancellation.check()
+            raise SandboxError("the mission ended before its sandbox had started")
         if self._cancellation.cancelled:
             self._close(sandbox)
             self._cancellation.check()
         return sandbox
 
+    def open_in_background(self, start: Callable[[], None], name: str) -> bool:
+        """Run `start` (which opens a sandbox through `open`) on a thread of its own; the
+        mission's cleanup waits for it before closing what was opened. False, and nothing
+        runs, when the mission's sandboxes are already closed."""
+        thread = threading.Thread(target=start, name=name, daemon=True)
+        with self._lock:
+            if self._ended:
+                return False
+            self._starting.append(thread)
+            thread.start()
+        return True
+
     def close_all(self, events: EventBus) -> None:
+        with self._lock:
+            self._ended = True
+            starting, self._starting = list(self._starting), []
+        for thread in starting:
+            if thread is not threading.current_thread():
+                thread.join()
         with self._lock:
             opened, self.opened = list(self.opened), []
         errors = [error for sandbox in opened if (error := self._close(sandbox))]

@@ -26,11 +26,12 @@ from loopwright.clip import truncate_middle
 from loopwright.config import ConfigError, Settings, effective_network
 from loopwright.events import EventBus
 from loopwright.missions.base import Mission, MissionFailed, Outcome
+from loopwright.missions.standby import Standby
 from loopwright.missions.trees import changed_files, read_text, tree_files, write_into_sandbox
 from loopwright.missions.verification import setup_phase
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.repo_config import load_repo_config
-from loopwright.sandbox.base import SandboxProvider
+from loopwright.sandbox.base import Sandbox, SandboxProvider
 from loopwright.sandbox.workspace import (
     WorkspaceError,
     apply_patch,
@@ -177,6 +178,8 @@ class BuildMission(Mission[BuildResult]):
             clock=clock,
         )
         self.request = request
+        self.standby: Standby | None = None
+        """Verification's sandbox, started while the model builds."""
 
     def stages(self) -> None:
         base = self._prepare()
@@ -199,6 +202,9 @@ class BuildMission(Mission[BuildResult]):
     def _build(self, base: Path) -> str:
         sandbox = self.sandboxes.open(base, network=False)
         prepare_sandbox_repo(sandbox, timeout_s=60)
+        # Verification's sandbox starts while the model builds; it holds the empty base
+        # repository and nothing the model wrote.
+        self.standby = Standby(self.sandboxes, base, network=False, prepare=_prepare_repo)
         toolbox = Toolbox(
             sandbox,
             command_timeout_s=self.settings.command_timeout_s,
@@ -256,8 +262,14 @@ class BuildMission(Mission[BuildResult]):
         ]
         dependency = [f for f in files if f.phase == "dependency"]
         timeout = self.settings.command_timeout_s
-        sandbox = self.sandboxes.open(base, network=plan.setup is not None and network != "none")
-        prepare_sandbox_repo(sandbox, timeout_s=60)
+        wants_network = plan.setup is not None and network != "none"
+        taken = self.standby.take() if self.standby is not None else None
+        if taken is not None:
+            sandbox = taken[0]
+            sandbox.set_network(wants_network)
+        else:
+            sandbox = self.sandboxes.open(base, network=wants_network)
+            prepare_sandbox_repo(sandbox, timeout_s=60)
         evidence["network"] = network
         evidence["phases"] = []
         if plan.setup:
@@ -387,3 +399,8 @@ class BuildMission(Mission[BuildResult]):
             commit=self.result.commit,
             report=self.result.report,
         )
+
+
+def _prepare_repo(sandbox: Sandbox) -> None:
+    """What verification's sandbox gets before it is used, wherever it was started."""
+    prepare_sandbox_repo(sandbox, timeout_s=60)

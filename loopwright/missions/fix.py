@@ -34,8 +34,10 @@ from loopwright.missions.base import Mission, MissionFailed, account, timed_phas
 from loopwright.missions.delivery import Deliverer, apply_locally
 from loopwright.missions.reproduction import Flaky, reproduce
 from loopwright.missions.result import MissionResult
+from loopwright.missions.standby import Standby
 from loopwright.missions.trees import write_into_sandbox, write_into_tree
 from loopwright.missions.verification import (
+    VerificationLayout,
     plan_verification,
     run_new_tests,
     setup_phase,
@@ -55,7 +57,15 @@ from loopwright.sandbox.workspace import (
 )
 from loopwright.verify.compare import compare
 from loopwright.verify.detect import TestPlan, detect_tests
-from loopwright.verify.runner import SuiteRun, run_suite
+from loopwright.verify.runner import (
+    SuiteRun,
+    key_file,
+    needs_key,
+    place_key,
+    place_key_in_tree,
+    run_suite,
+)
+from loopwright.verify.stream import StreamKey
 from loopwright.verify.tamper import tamper_findings
 from loopwright.verify.verdict import Facts, judge
 from loopwright.verify.web import BOOT_TIMEOUT_S, WebCheck, find_app, screenshot_app
@@ -119,6 +129,8 @@ class FixMission(Mission[MissionResult]):
         self.request = request
         self.deliverer = deliver
         self.instructions = request.instructions
+        self.standby: Standby | None = None
+        """Verification's sandbox, started while the loop runs."""
 
     # -- the stages --------------------------------------------------------------------
 
@@ -129,6 +141,7 @@ class FixMission(Mission[MissionResult]):
         check()
         before = self._reproduce(base, plan, repo)
         check()
+        self.standby = self._start_verification_sandbox(base, plan, repo)
         summary, patch = self._fix(plan, before, repo)
         self.result.summary, self.result.patch = summary, patch
         check()
@@ -214,6 +227,27 @@ class FixMission(Mission[MissionResult]):
                 self.result.flaky = flaky.evidence
                 raise
 
+    def _start_verification_sandbox(self, base: Path, plan: TestPlan, repo: RepoConfig) -> Standby:
+        """Start verification's sandbox now, so it is up when the loop ends: the base tree,
+        with the setup network when setup will run there (on the base tree's inputs) and
+        none otherwise. Without setup nothing but the suite will ever run in it, so the
+        suite's run key can be placed at once."""
+        if plan.setup:
+            network = effective_network(self.settings.network, repo.network)
+            return Standby(self.sandboxes, base, network=network != "none")
+        return Standby(
+            self.sandboxes, base, network=False, prepare=place_key if needs_key(plan) else None
+        )
+
+    def _take_standby(self) -> tuple[Sandbox, StreamKey | None] | None:
+        return self.standby.take() if self.standby is not None else None
+
+    def _sandbox_evidence(self, taken: object) -> dict[str, str]:
+        """How verification got its sandbox, for the evidence's `apply` phase."""
+        where = "started_during_loop" if taken is not None else "started_at_verify"
+        note = self.standby.problem if self.standby is not None else ""
+        return {"sandbox": where, **({"sandbox_note": note} if note else {})}
+
     def _change_requested(self) -> bool:
         return self.request.change_requested and bool((self.request.guidance or "").strip())
 
@@ -279,9 +313,14 @@ class FixMission(Mission[MissionResult]):
         phases: list[dict[str, Any]] = []
         reasons: list[str] = []
         dependency, main = layout.phase("dependency"), layout.phase("main")
+        key: StreamKey | None = None
         if plan.setup:
             with timed_phase(self.events, "verify_sandbox"):
-                sandbox = self.sandboxes.open(base, network=network != "none")
+                taken = self._take_standby()
+                if taken is not None:
+                    sandbox = taken[0]
+                else:
+                    sandbox = self.sandboxes.open(base, network=network != "none")
                 write_into_sandbox(sandbox, patched, dependency, base=base, timeout_s=timeout)
             with timed_phase(self.events, "verify_setup"):
                 setup = self.run_setup(sandbox, plan.setup)
@@ -297,16 +336,29 @@ class FixMission(Mission[MissionResult]):
             sandbox.set_network(False)
             write_into_sandbox(sandbox, patched, main, base=base, timeout_s=timeout)
         else:
-            # Nothing runs before the tests, so the sandbox can start from the filtered tree,
-            # without a network.
+            # Nothing runs before the tests, so the sandbox holds no network and the run's key
+            # is already in it: either the one started during the loop (the patch's files
+            # are written into it now) or a new one from the filtered tree.
             with timed_phase(self.events, "verify_sandbox"):
-                tree = copy_tree(base, self.workdir / "trees" / "verify-filtered")
-                write_into_tree(tree, patched, [*dependency, *main])
-                sandbox = self.sandboxes.open(tree, network=False)
+                taken = self._take_standby()
+                if taken is not None:
+                    sandbox, key = taken
+                    write_into_sandbox(
+                        sandbox, patched, [*dependency, *main], base=base, timeout_s=timeout
+                    )
+                else:
+                    sandbox, key = self._filtered_sandbox(base, patched, plan, layout)
             main = [*dependency, *main]
-        phases.append({"phase": "apply", "files": [r.path for r in main], "network": "none"})
+        phases.append(
+            {
+                "phase": "apply",
+                "files": [r.path for r in main],
+                "network": "none",
+                **self._sandbox_evidence(taken),
+            }
+        )
         with timed_phase(self.events, "verify_tests"):
-            after = run_suite(sandbox, plan, timeout_s=timeout)
+            after = run_suite(sandbox, plan, timeout_s=timeout, key=key)
         phases.append(
             {
                 "phase": "tests",
@@ -345,6 +397,21 @@ class FixMission(Mission[MissionResult]):
             raise MissionFailed("unverified", "; ".join(reasons) or "verification failed")
         self.result.status = "verified"
         self.result.message = "verified: the failing tests pass and nothing else broke"
+
+    def _filtered_sandbox(
+        self, base: Path, patched: Path, plan: TestPlan, layout: VerificationLayout
+    ) -> tuple[Sandbox, StreamKey | None]:
+        """A new sandbox holding the base tree plus the patch's product changes, without a
+        network, its run key copied in with the tree."""
+        tree = copy_tree(base, self.workdir / "trees" / "verify-filtered")
+        write_into_tree(tree, patched, [*layout.phase("dependency"), *layout.phase("main")])
+        key = place_key_in_tree(tree) if needs_key(plan) else None
+        try:
+            sandbox = self.sandboxes.open(tree, network=False)
+        finally:
+            if key is not None:
+                (tree / key_file(key)).unlink()
+        return sandbox, key
 
     def _check_web(self, sandbox: Sandbox, tree: Path, repo: RepoConfig) -> WebCheck | None:
         """Boot and screenshot the app when the repository has a start command."""

@@ -1,0 +1,74 @@
+"""Every benchmark runs: each script in `benchmarks/` with `--smoke`, as a subprocess, exits 0
+and prints its table. A new benchmark without a smoke entry here fails the coverage test."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, VENV_BIN
+
+BENCHMARKS = ROOT / "benchmarks"
+SMOKE: dict[str, tuple[tuple[str, ...], str, bool]] = {
+    # module: (extra arguments, a line of its table header, needs Docker)
+    "app_mission": ((), "| measure (s) | p50 | p95 | max |", True),
+    "context_tokens": ((), "| measure | value |", False),
+    "fix_rate": (("--sandbox", "local"), "| task | agent | config | status |", False),
+    "loop_overhead": ((), "| measure | p50 | p95 | max |", True),
+    "phase_timing": ((), "| phase | python-invoice |", True),
+    "sandbox_start": ((), "p50 ms", True),
+    "sse_fanout": ((), "| measure | value |", False),
+    "verification_overhead": ((), "plain p50 ms", True),
+    "webhook_ack": ((), "| metric | value | target | met |", False),
+}
+NOT_BENCHMARKS = {
+    "fix_rate_peer": "runs the peer agent for one fix_rate run; fix_rate starts it",
+    "model_router": "the loopback router fix_rate puts in front of its model servers",
+}
+
+
+def modules() -> set[str]:
+    return {p.stem for p in BENCHMARKS.glob("*.py") if p.stem != "__init__"}
+
+
+def test_every_benchmark_module_has_a_smoke_run() -> None:
+    missing = modules() - set(SMOKE) - set(NOT_BENCHMARKS)
+    assert not missing, f"benchmarks without a --smoke entry in {__file__}: {sorted(missing)}"
+    assert not set(SMOKE) & set(NOT_BENCHMARKS)
+    gone = (set(SMOKE) | set(NOT_BENCHMARKS)) - modules()
+    assert not gone, f"entries for benchmarks that no longer exist: {sorted(gone)}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.docker) if SMOKE[n][2] else n for n in sorted(SMOKE)],
+)
+def test_benchmark_smoke_run_exits_zero_with_its_table(
+    name: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    extra, header, docker = SMOKE[name]
+    if docker:
+        request.getfixturevalue("docker_ready")
+    env = {
+        **os.environ,
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PYTHONPATH": str(ROOT),
+        "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", "--smoke", *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    tail = (run.stdout[-3000:], run.stderr[-3000:])
+    assert run.returncode == 0, tail
+    assert header in run.stdout, tail
