@@ -131,6 +131,9 @@ def verify_once(
                 raise SystemExit(
                     f"the verification sandbox did not start: {mission.standby.problem}"
                 )
+            # A claim from the pool starts a replacement; in a mission it comes up while the
+            # model works, so it must not share the cores with the verification measured here.
+            provider.fill_pool()
         started = time.perf_counter()
         try:
             mission._verify(base, plan, repo, before, patch)
