@@ -25,7 +25,6 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from loopwright.app.hosts import LOOPBACK_HOSTS
-    from loopwright.app.server import create_app
 
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port")
@@ -91,6 +90,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         "timeout_graceful_shutdown": 5,
     }
     if workers == 1:
+        from loopwright.app.server import create_app
+
         uvicorn.run(create_app(settings, mode=mode, allowed_hosts=allowed_hosts), **options)
         return EXIT_OK
     return _serve_workers(settings, mode, allowed_hosts, workers, options)
