@@ -207,3 +207,23 @@ def test_a_sign_in_holds_on_every_worker(tmp_path):
         finally:
             server.stop()
         assert len(pids) == 2
+
+
+def test_serve_refuses_zero_workers(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwright.cli", "serve", "--workers", "0"],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+            "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--workers 0: give 1 or more worker processes" in done.stderr
