@@ -18,6 +18,7 @@ from loopwright.github.ratelimit import WriteSpacer
 from loopwright.github.service import GitHubApp, GitHubError
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.factory import get_provider
+from loopwright.store.models import Mission
 from loopwright.store.queue import InProcessQueue, MissionQueue
 from loopwright.store.repository import Store, open_store
 
@@ -61,6 +62,8 @@ def open_runtime(
     recover: bool = True,
     webhooks: bool = True,
     write_spacer: WriteSpacer | None = None,
+    start_up: bool = True,
+    poll_queued: float | None = None,
 ) -> Iterator[Runtime]:
     """Open the store, the sandbox provider, the GitHub client and the queue; recover
     missions a previous process left behind; close everything on the way out.
@@ -73,6 +76,11 @@ def open_runtime(
     A server keeps a warm pool (`warm_pool_size`, 2 unless LOOPWRIGHT_WARM_POOL says
     otherwise); a provider that records pool claims records them in the store, so the next
     process (a restarted server, another worker) knows which mission each one serves.
+
+    `start_up=False` is for a worker process of `serve --workers N`: the parent already did
+    the start-up work (`start_up_once`), so this process neither marks missions interrupted
+    nor reaps sandboxes; it runs the `queued` missions it finds. `poll_queued` (seconds)
+    keeps taking `queued` missions from the shared store, whichever process stored them.
     """
     missing = settings.github.missing(webhooks=webhooks)
     if missing:
@@ -81,6 +89,8 @@ def open_runtime(
     store = open_store(settings)
     provider: SandboxProvider | None = None
     queue: InProcessQueue | None = None
+    stop_feeding = threading.Event()
+    feeder: threading.Thread | None = None
     try:
         provider = provider_factory(
             settings.with_overrides(warm_pool=warm_pool_size(settings, server=True))
@@ -103,22 +113,109 @@ def open_runtime(
             extra_sinks=extra_sinks,
         )
         queue = InProcessQueue(store, runner, settings.max_concurrent_missions)
-        interrupted = queue.recover() if recover else []
-        # Sandboxes of the previous (dead) server process go, its pool members and claimed
-        # pool containers included; live CLI runs and workers keep theirs.
-        provider.reap_abandoned()
+        interrupted = queue.recover() if recover and start_up else []
+        if start_up:
+            # Sandboxes of the previous (dead) server process go, its pool members and
+            # claimed pool containers included; live CLI runs and workers keep theirs.
+            provider.reap_abandoned()
+        else:
+            for mission in store.queued_missions():
+                queue.submit(mission.id)
         for mission in interrupted:
             log.warning("mission interrupted by a restart", mission=mission.id)
         runtime = Runtime(settings, store, queue, github, provider)
         _finish_interrupted_checks(runtime, [m.id for m in interrupted])
         queue.start()
+        if poll_queued is not None:
+            feeder = threading.Thread(
+                target=feed_from_store,
+                args=(runtime, stop_feeding, poll_queued),
+                name="loopwright-queued-missions",
+                daemon=True,
+            )
+            feeder.start()
         yield runtime
     finally:
+        stop_feeding.set()
+        if feeder is not None:
+            feeder.join(timeout=5)
         if queue is not None:
             queue.stop(timeout=30)
         if provider is not None:
             provider.close()
         store.close()
+
+
+def feed_from_store(runtime: Runtime, stop: threading.Event, poll: float) -> None:
+    """Until `stop`, hand every `queued` mission of the shared store to this process's
+    queue every `poll` seconds. Several processes may feed from one store: a mission is
+    claimed by one conditional update, so it runs exactly once."""
+    submitted: set[str] = set()
+    while not stop.is_set():
+        queued = {m.id for m in runtime.store.queued_missions()}
+        for mission_id in sorted(queued - submitted):
+            runtime.queue.submit(mission_id)
+        # Forget ids that left the queue, so a re-queued mission runs again.
+        submitted = (submitted | queued) & (queued | set(runtime.queue.running()))
+        stop.wait(poll)
+
+
+def start_up_once(
+    settings: Settings,
+    *,
+    provider_factory: Callable[[Settings], SandboxProvider] = get_provider,
+    write_spacer: WriteSpacer | None = None,
+) -> list[str]:
+    """The start-up work of a server that runs several worker processes, done once by the
+    parent before any worker starts: migrate the store, mark the missions the previous
+    server left `running` as interrupted (their check runs completed, their tracking
+    comments told), reap the sandboxes of dead processes. Returns the interrupted ids."""
+    missing = settings.github.missing()
+    if missing:
+        raise ConfigError(f"the server needs {', '.join(missing)}; see README → GitHub App")
+    assert settings.github.app_id is not None and settings.github.private_key is not None
+    store = open_store(settings)
+    provider: SandboxProvider | None = None
+    try:
+        provider = provider_factory(settings)
+        github = GitHubApp(
+            settings.github.app_id,
+            settings.github.private_key,
+            settings.github.api_url,
+            spacer=write_spacer,
+        )
+        interrupted = [m.id for m in store.interrupt_running()]
+        provider.reap_abandoned()
+        for mission_id in interrupted:
+            log.warning("mission interrupted by a restart", mission=mission_id)
+        runtime = Runtime(settings, store, _NoQueue(), github, provider)
+        _finish_interrupted_checks(runtime, interrupted)
+        for thread in runtime._background:
+            thread.join(60)
+        return interrupted
+    finally:
+        if provider is not None:
+            provider.close()
+        store.close()
+
+
+class _NoQueue:
+    """The queue of a process that runs no missions (the parent of the workers)."""
+
+    def submit(self, mission_id: str) -> None:
+        raise RuntimeError(f"mission {mission_id}: this process runs no missions")
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, timeout: float | None = None) -> bool:
+        return True
+
+    def running(self) -> list[str]:
+        return []
+
+    def recover(self) -> list[Mission]:
+        return []
 
 
 def _finish_interrupted_checks(runtime: Runtime, mission_ids: list[str]) -> None:

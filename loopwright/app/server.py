@@ -111,6 +111,8 @@ def create_app(
     channels: ChannelsPlugin | None = None,
     allowed_hosts: frozenset[str] | None = None,
     write_spacer: WriteSpacer | None = None,
+    start_up: bool = True,
+    poll_queued: float | None = None,
 ) -> Litestar:
     """The server. Nothing is opened until the lifespan starts; everything is closed after.
 
@@ -122,6 +124,9 @@ def create_app(
     arbitrary_channels_allowed=True)`.
 
     `write_spacer` replaces the one-second spacing of GitHub writes (for a test GitHub).
+
+    `start_up=False` and `poll_queued` are for one worker process of several
+    (`loopwright serve --workers N`; see `open_runtime`).
     """
     hub = LiveHub(channels)
     metrics = Metrics()
@@ -142,6 +147,8 @@ def create_app(
                         model_factory=model_factory,
                         extra_sinks=lambda mission_id: [hub.sink(mission_id)],
                         write_spacer=write_spacer,
+                        start_up=start_up,
+                        poll_queued=poll_queued,
                     )
                 )
                 app.state.runtime = runtime

@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="uvicorn worker processes over the shared store (default 1)",
+    )
 
     worker = sub.add_parser("worker", help="run queued App missions from the shared store")
     worker.add_argument(

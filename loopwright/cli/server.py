@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import contextlib
+import dataclasses
+import functools
+from typing import TYPE_CHECKING, Literal
 
 from loopwright.cli.base import EXIT_OK, UsageError
-from loopwright.config import Settings
+from loopwright.config import Settings, warm_pool_size
 from loopwright.redaction import Redactor
 
 if TYPE_CHECKING:
-    pass
+    from litestar import Litestar
+
+WORKER_POLL_S = 2.0
+"""How often a worker process of `serve --workers N` looks for queued missions."""
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -19,10 +25,12 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from loopwright.app.hosts import LOOPBACK_HOSTS
-    from loopwright.app.server import create_app
 
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port")
+    workers = int(getattr(args, "workers", 1))
+    if workers < 1:
+        raise UsageError(f"--workers {workers}: give 1 or more worker processes")
     missing = settings.github.missing()
     app = settings.github
     # Some App settings but not all is a half-configured App, not a wish for the dashboard.
@@ -68,23 +76,91 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
                 f"{identity.slug!r}; set it to {identity.slug!r} so the App recognises its "
                 "own comments and commits"
             )
+    mode: Literal["app", "local"] = "local" if local else "app"
+    # A local dashboard on loopback answers only to loopback names (DNS rebinding).
+    allowed_hosts = LOOPBACK_HOSTS if local and args.host in LOOPBACK_HOSTS else None
     # Live streams stay open until their mission ends; on shutdown they get a moment to
     # finish, then they are cut (browsers reconnect to the next server with Last-Event-ID).
-    uvicorn.run(
-        create_app(
-            settings,
-            mode="local" if local else "app",
-            # A local dashboard on loopback answers only to loopback names (DNS rebinding).
-            allowed_hosts=LOOPBACK_HOSTS if local and args.host in LOOPBACK_HOSTS else None,
-        ),
-        host=args.host,
-        port=args.port,
-        log_level="info",
+    options = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": "info",
         # uvicorn's own log config would bring its own format; its records go to ours.
-        log_config=None,
-        timeout_graceful_shutdown=5,
+        "log_config": None,
+        "timeout_graceful_shutdown": 5,
+    }
+    if workers == 1:
+        from loopwright.app.server import create_app
+
+        uvicorn.run(create_app(settings, mode=mode, allowed_hosts=allowed_hosts), **options)
+        return EXIT_OK
+    return _serve_workers(settings, mode, allowed_hosts, workers, options)
+
+
+def _serve_workers(
+    settings: Settings,
+    mode: Literal["app", "local"],
+    allowed_hosts: frozenset[str] | None,
+    workers: int,
+    options: dict[str, object],
+) -> int:
+    """`serve --workers N`: the start-up work once here, then N uvicorn worker processes
+    on one listening socket over the shared store."""
+    import structlog
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    log = structlog.get_logger("loopwright.serve")
+    if mode == "app":
+        from loopwright.app.runtime import start_up_once
+
+        # Before any worker exists: a worker's start must never mark another worker's
+        # new missions interrupted.
+        start_up_once(settings)
+    total = settings.max_concurrent_missions
+    each = max(1, total // workers)
+    if each * workers != total:
+        log.warning(
+            f"LOOPWRIGHT_MAX_CONCURRENT_MISSIONS={total} does not split evenly over "
+            f"{workers} workers; each runs up to {each} missions at a time "
+            f"({each * workers} in all)"
+        )
+    # The server's warm pool is shared out the same way, so N workers keep about as many
+    # idle sandboxes as one server would, each at least one.
+    pool = warm_pool_size(settings, server=True)
+    pool_each = max(1, pool // workers) if pool else 0
+    worker_settings = dataclasses.replace(
+        settings, max_concurrent_missions=each, warm_pool=pool_each
     )
+    config = uvicorn.Config(
+        functools.partial(worker_app, worker_settings, mode, allowed_hosts),
+        factory=True,
+        workers=workers,
+        **options,  # type: ignore[arg-type]
+    )
+    log.info(
+        f"serving with {workers} worker processes, up to {each} missions and "
+        f"{pool_each} ready sandboxes each"
+    )
+    Multiprocess(config, sockets=[config.bind_socket()]).run()
     return EXIT_OK
+
+
+def worker_app(
+    settings: Settings, mode: Literal["app", "local"], allowed_hosts: frozenset[str] | None
+) -> Litestar:
+    """The app of one worker process of `serve --workers N` (a fresh interpreter)."""
+    from loopwright.app.server import create_app
+    from loopwright.logs import configure_logging
+
+    configure_logging(Redactor(settings.secrets()))
+    return create_app(
+        settings,
+        mode=mode,
+        allowed_hosts=allowed_hosts,
+        start_up=False,
+        poll_queued=WORKER_POLL_S if mode == "app" else None,
+    )
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
@@ -98,7 +174,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     import structlog
 
-    from loopwright.app.runtime import open_runtime
+    from loopwright.app.runtime import feed_from_store, open_runtime
     from loopwright.logs import configure_logging
 
     missing = settings.github.missing(webhooks=False)
@@ -109,20 +185,11 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     configure_logging(Redactor(settings.secrets()))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    submitted: set[str] = set()
     with open_runtime(settings, recover=False, webhooks=False) as runtime:
         structlog.get_logger("loopwright.worker").info(
             f"worker running up to {settings.max_concurrent_missions} missions at a "
             "time from the shared store"
         )
-        try:
-            while not stop.is_set():
-                queued = {m.id for m in runtime.store.queued_missions()}
-                for mission_id in sorted(queued - submitted):
-                    runtime.queue.submit(mission_id)
-                # Forget ids that left the queue, so a re-queued mission runs again.
-                submitted = (submitted | queued) & (queued | set(runtime.queue.running()))
-                stop.wait(args.poll)
-        except KeyboardInterrupt:
-            pass
+        with contextlib.suppress(KeyboardInterrupt):
+            feed_from_store(runtime, stop, args.poll)
     return EXIT_OK

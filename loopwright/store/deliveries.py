@@ -6,11 +6,12 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.request import MissionRequest
+from loopwright.store.group_commit import GroupCommit
 from loopwright.store.missions import mission_row
 from loopwright.store.models import Delivery, Mission, utcnow
 
@@ -30,6 +31,7 @@ class DeliveryRecords:
     """The store's reads and writes of webhook deliveries."""
 
     _session: sessionmaker[Session]
+    _writes: GroupCommit
 
     def record_delivery(self, delivery_id: str, event: str, action: str | None) -> bool:
         """Store a delivery; False when this `X-GitHub-Delivery` id was seen before."""
@@ -68,29 +70,35 @@ class DeliveryRecords:
 
         The webhook answers right after this, so it is the one durable write on that path:
         a replayed delivery id changes nothing, and a second delivery about the same
-        failure points at the existing mission.
+        failure points at the existing mission. Deliveries that arrive together share one
+        commit (`GroupCommit`); this returns once the commit holding this one is made.
         """
+
+        def write(session: Session) -> Accepted:
+            # Core statements, not the unit of work: the batch shares one session, and a
+            # duplicate id must fail in the database, not in the session's identity map.
+            row = {"id": delivery_id, "event": event, "action": action, "decision": decision}
+            if request is None:
+                session.execute(insert(Delivery).values(**row))
+                return Accepted(True, None, False)
+            mission = mission_row(request, None, "queued", None)
+            created = True
+            try:
+                with session.begin_nested():
+                    session.execute(insert(Mission).values(**_columns(mission)))
+            except IntegrityError:
+                created = False
+                mission = session.scalars(
+                    select(Mission).where(Mission.dedupe_key == request.dedupe_key)
+                ).one()
+                session.expunge(mission)
+                row["decision"] = "duplicate mission"
+            # A replayed delivery id fails here and takes the new mission back with it.
+            session.execute(insert(Delivery).values(**row, mission_id=mission.id))
+            return Accepted(True, mission, created)
+
         try:
-            with self._session.begin() as session:
-                delivery = Delivery(id=delivery_id, event=event, action=action, decision=decision)
-                session.add(delivery)
-                session.flush()
-                if request is None:
-                    return Accepted(True, None, False)
-                mission = mission_row(request, None, "queued", None)
-                created = True
-                try:
-                    with session.begin_nested():
-                        session.add(mission)
-                except IntegrityError:
-                    created = False
-                    existing = session.scalars(
-                        select(Mission).where(Mission.dedupe_key == request.dedupe_key)
-                    ).one()
-                    mission = existing
-                    delivery.decision = "duplicate mission"
-                delivery.mission_id = mission.id
-                return Accepted(True, mission, created)
+            return self._writes.run(write)
         except IntegrityError:
             return Accepted(False, None, False)
 
@@ -104,3 +112,7 @@ class DeliveryRecords:
                 .where(Delivery.decision == decision, Delivery.received_at >= since)
             )
         return int(count or 0)
+
+
+def _columns(mission: Mission) -> dict[str, object]:
+    return {column.key: getattr(mission, column.key) for column in Mission.__table__.columns}

@@ -19,6 +19,7 @@ from loopwright.store.costs import CostView
 from loopwright.store.deliveries import Accepted, DeliveryRecords
 from loopwright.store.engine import database_url, make_engine, migrate
 from loopwright.store.event_log import EventLog
+from loopwright.store.group_commit import GroupCommit
 from loopwright.store.missions import (
     CANCEL_REQUESTED,
     INTERRUPTED_MESSAGE,
@@ -58,8 +59,10 @@ class Store(DeliveryRecords, MissionRecords, EventLog, CostView, SessionRevocati
         self.engine = make_engine(url)
         # Objects handed out stay readable after their session closes.
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self._writes = GroupCommit(self._session)
 
     def close(self) -> None:
+        self._writes.close()
         self.engine.dispose()
 
     def __enter__(self) -> Store:

@@ -228,10 +228,11 @@ def uvicorn_in_thread(app: Litestar) -> Iterator[str]:
 class ServeProcess:
     """`loopwright serve` as a separate process: the real CLI, configured by environment."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, *, workers: int = 1) -> None:
         self.env = env
         self.log = log
         self.port = free_port()
+        self.workers = workers
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -241,7 +242,8 @@ class ServeProcess:
     def start(self, timeout: float = 60) -> ServeProcess:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [f"{VENV_BIN}/loopwright", "serve", "--port", str(self.port)],
+                [f"{VENV_BIN}/loopwright", "serve", "--port", str(self.port),
+                 "--workers", str(self.workers)],
                 env={**self.env, "HOME": os.environ.get("HOME", "/tmp"), **_pythonpath()},
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
@@ -258,9 +260,10 @@ class ServeProcess:
         raise AssertionError(f"serve did not answer: {self.log.read_text()[-3000:]}")
 
     def kill(self) -> None:
-        """SIGKILL: no lifespan shutdown, no cleanup, as when a machine dies."""
+        """SIGKILL to every process of the server (its workers too): no lifespan shutdown,
+        no cleanup, as when a machine dies."""
         if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
+            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
 
     def stop(self) -> None:

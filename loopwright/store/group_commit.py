@@ -1,0 +1,141 @@
+"""Group commit: writes that arrive together share one transaction and one commit.
+
+SQLite has one writer at a time, so a burst of webhook deliveries, each committing its own
+transaction from its own thread, queues on the database lock. `GroupCommit` owns one
+writer thread instead: a caller hands it a unit of work and blocks; the writer takes every
+unit waiting at that moment (up to `max_batch`), runs each in its own savepoint of one
+transaction, commits once and then wakes each caller with its own result. An idle writer
+starts on the first unit that arrives, so a lone write waits for nobody.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy.orm import Session, sessionmaker
+
+T = TypeVar("T")
+DEFAULT_MAX_BATCH = 64
+"""Units per transaction at most: a bound on how long the last unit of a batch waits."""
+
+
+class GroupCommitClosed(RuntimeError):
+    """The store was closed; the write was not made."""
+
+
+@dataclass(frozen=True)
+class _Unit:
+    work: Callable[[Session], Any]
+    done: Future[Any]
+
+
+_STOP = object()
+
+
+class GroupCommit:
+    """The one writer thread of a store for writes that may share a commit.
+
+    `run(work)` returns what `work(session)` returned once the transaction holding it is
+    committed. An exception raised by `work` rolls back only that unit's savepoint and is
+    raised to its caller; the other units of the batch still commit. An exception from the
+    commit itself (the database is gone, the disk is full) is raised to every caller of the
+    batch: none of their writes was made. Units run in the order they arrived.
+    """
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        name: str = "loopwright-group-commit",
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        self._sessions = sessions
+        self._max_batch = max_batch
+        self._name = name
+        self._units: queue.SimpleQueue[_Unit | object] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.batches = 0
+        """Transactions committed so far (for tests and the benchmark's reading)."""
+
+    def run(self, work: Callable[[Session], T]) -> T:
+        unit = _Unit(work, Future())
+        with self._lock:
+            if self._closed:
+                raise GroupCommitClosed("the store is closed; nothing was written")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._write, name=self._name, daemon=True)
+                self._thread.start()
+            self._units.put(unit)
+        result: T = unit.done.result()
+        return result
+
+    def close(self, timeout: float | None = 30) -> None:
+        """Finish the units already handed in, then stop the writer."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+            self._units.put(_STOP)
+        if thread is not None:
+            thread.join(timeout)
+
+    def _write(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._units.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            while len(batch) < self._max_batch:
+                try:
+                    more = self._units.get_nowait()
+                except queue.Empty:
+                    break
+                if more is _STOP:
+                    stopping = True
+                    break
+                batch.append(more)
+            self._commit([u for u in batch if isinstance(u, _Unit)])
+
+    def _commit(self, batch: list[_Unit]) -> None:
+        results: list[tuple[_Unit, bool, Any]] = []
+        try:
+            with self._sessions.begin() as session:
+                connection = session.connection()
+                if connection.dialect.name == "sqlite":
+                    # pysqlite opens a transaction only before DML; a SAVEPOINT first would be
+                    # its own transaction and each RELEASE a commit of its own.
+                    connection.exec_driver_sql("BEGIN IMMEDIATE")
+                for unit in batch:
+                    savepoint = session.begin_nested()
+                    try:
+                        value = unit.work(session)
+                        savepoint.commit()
+                    except Exception as exc:  # noqa: BLE001 - raised to this unit's caller
+                        if savepoint.is_active:
+                            savepoint.rollback()
+                        results.append((unit, False, exc))
+                    else:
+                        results.append((unit, True, value))
+        except BaseException as exc:  # the commit failed: every caller of the batch hears it
+            for unit in batch:
+                unit.done.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self.batches += 1
+        for unit, ok, value in results:
+            if ok:
+                unit.done.set_result(value)
+            else:
+                unit.done.set_exception(value)

@@ -1,0 +1,183 @@
+"""The group-commit writer on a real SQLite store: units that wait together share one
+commit, each caller gets its own result or error, a failed commit fails every caller of
+the batch, and units are applied in the order they arrived."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import insert, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from loopwright.store.engine import make_engine, migrate
+from loopwright.store.group_commit import GroupCommit, GroupCommitClosed
+from loopwright.store.models import Delivery
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> Any:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    yield sessionmaker(engine, expire_on_commit=False)
+    engine.dispose()
+
+
+def _add(delivery_id: str) -> Callable[[Session], str]:
+    def work(session: Session) -> str:
+        session.execute(insert(Delivery).values(id=delivery_id, event="ping", action=None))
+        return delivery_id
+
+    return work
+
+
+def _stored(sessions: sessionmaker[Session]) -> list[str]:
+    with sessions() as session:
+        return list(session.scalars(select(Delivery.id).order_by(Delivery.received_at)))
+
+
+def _blocked_writer(writer: GroupCommit, pool: ThreadPoolExecutor) -> tuple[threading.Event, Any]:
+    """Hold the writer inside a first unit, so the next units queue up behind it."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(session: Session) -> str:
+        entered.set()
+        release.wait(10)
+        return "held"
+
+    first = pool.submit(writer.run, hold)
+    assert entered.wait(10)
+    return release, first
+
+
+def _wait_queued(writer: GroupCommit, n: int) -> None:
+    deadline = time.monotonic() + 10
+    while writer._units.qsize() < n:
+        assert time.monotonic() < deadline, "the units never reached the writer"
+        time.sleep(0.005)
+
+
+def test_units_waiting_together_share_one_commit(sessions: sessionmaker[Session]) -> None:
+    writer = GroupCommit(sessions, max_batch=64)
+    with ThreadPoolExecutor(20) as pool:
+        release, first = _blocked_writer(writer, pool)
+        waiting = [pool.submit(writer.run, _add(f"d{i}")) for i in range(10)]
+        _wait_queued(writer, 10)
+        release.set()
+        assert first.result(10) == "held"
+        assert [f.result(10) for f in waiting] == [f"d{i}" for i in range(10)]
+    # One commit for the held unit, one for the ten that queued behind it.
+    assert writer.batches == 2
+    assert sorted(_stored(sessions)) == sorted(f"d{i}" for i in range(10))
+    writer.close()
+
+
+def test_a_batch_is_bounded(sessions: sessionmaker[Session]) -> None:
+    writer = GroupCommit(sessions, max_batch=4)
+    with ThreadPoolExecutor(20) as pool:
+        release, first = _blocked_writer(writer, pool)
+        waiting = [pool.submit(writer.run, _add(f"d{i}")) for i in range(10)]
+        _wait_queued(writer, 10)
+        release.set()
+        first.result(10)
+        for future in waiting:
+            future.result(10)
+    assert writer.batches == 1 + 3  # 10 units in batches of 4, 4 and 2
+    writer.close()
+
+
+def test_an_idle_writer_commits_a_lone_unit_at_once(sessions: sessionmaker[Session]) -> None:
+    writer = GroupCommit(sessions)
+    started = time.perf_counter()
+    assert writer.run(_add("alone")) == "alone"
+    assert time.perf_counter() - started < 1.0
+    assert _stored(sessions) == ["alone"] and writer.batches == 1
+    writer.close()
+
+
+def test_a_failing_unit_fails_only_its_caller(sessions: sessionmaker[Session]) -> None:
+    writer = GroupCommit(sessions)
+    writer.run(_add("taken"))
+    with ThreadPoolExecutor(10) as pool:
+        release, first = _blocked_writer(writer, pool)
+        before = pool.submit(writer.run, _add("before"))
+        _wait_queued(writer, 1)
+        replay = pool.submit(writer.run, _add("taken"))
+        _wait_queued(writer, 2)
+        after = pool.submit(writer.run, _add("after"))
+        _wait_queued(writer, 3)
+        release.set()
+        first.result(10)
+        assert before.result(10) == "before" and after.result(10) == "after"
+        with pytest.raises(IntegrityError):
+            replay.result(10)
+    assert writer.batches == 3  # "taken", the held unit, then one batch of three
+    assert sorted(_stored(sessions)) == ["after", "before", "taken"]
+    writer.close()
+
+
+def test_a_failed_commit_fails_every_caller_of_the_batch(sessions: sessionmaker[Session]) -> None:
+    writer = GroupCommit(sessions)
+
+    def dangling(session: Session) -> str:
+        # A deferred foreign key is checked at COMMIT: the commit itself fails.
+        session.execute(text("PRAGMA defer_foreign_keys=ON"))
+        session.execute(
+            insert(Delivery).values(id="dangling", event="ping", mission_id="no-such-mission")
+        )
+        return "dangling"
+
+    with ThreadPoolExecutor(10) as pool:
+        release, first = _blocked_writer(writer, pool)
+        futures: list[Future[str]] = []
+        for work in (_add("a"), dangling, _add("b")):
+            futures.append(pool.submit(writer.run, work))
+            _wait_queued(writer, len(futures))
+        release.set()
+        first.result(10)
+        for future in futures:
+            with pytest.raises(IntegrityError):
+                future.result(10)
+    assert _stored(sessions) == []
+    assert writer.run(_add("later")) == "later"  # the writer goes on after a failed batch
+    writer.close()
+
+
+def test_units_are_applied_in_arrival_order(sessions: sessionmaker[Session]) -> None:
+    writer = GroupCommit(sessions)
+    seen: list[str] = []
+
+    def record(name: str) -> Callable[[Session], str]:
+        def work(session: Session) -> str:
+            seen.append(name)
+            return _add(name)(session)
+
+        return work
+
+    with ThreadPoolExecutor(30) as pool:
+        release, first = _blocked_writer(writer, pool)
+        futures = []
+        for i in range(25):
+            futures.append(pool.submit(writer.run, record(f"u{i:02d}")))
+            _wait_queued(writer, i + 1)
+        release.set()
+        first.result(10)
+        assert [f.result(10) for f in futures] == [f"u{i:02d}" for i in range(25)]
+    assert seen == [f"u{i:02d}" for i in range(25)]
+    writer.close()
+
+
+def test_a_closed_writer_refuses_new_units(sessions: sessionmaker[Session]) -> None:
+    writer = GroupCommit(sessions)
+    writer.run(_add("first"))
+    writer.close()
+    with pytest.raises(GroupCommitClosed, match="nothing was written"):
+        writer.run(_add("second"))
+    assert _stored(sessions) == ["first"]
