@@ -159,20 +159,23 @@ def test_sigkill_mid_mission_leaves_no_container_and_no_duplicate_pr(tmp_path, d
                     "SELECT container_id, owner FROM sandbox_claims WHERE mission_id = ?",
                     mission_id,
                 )
-                assert len(claims) == 1, claims
-                ((serving, owner),) = claims
-                labels = _containers_of(killed_pid)[serving]
-                assert labels["loopwright.pool"] == "1"
-                assert labels["loopwright.mission"].startswith("pool-")
-                assert owner == labels["loopwright.owner"]
-                claim = json.loads(_docker_exec(serving, "cat", CLAIM_FILE).stdout)
-                assert (claim["container"], claim["mission"]) == (serving, mission_id)
-                assert claim["owner"] == owner
-                forged = _docker_exec(
-                    serving, "sh", "-c", f"echo forged > {CLAIM_FILE}", user="10001"
-                )
-                assert forged.returncode != 0 and "Permission denied" in forged.stderr
-                assert json.loads(_docker_exec(serving, "cat", CLAIM_FILE).stdout) == claim
+                # The loop's sandbox, and the verification sandbox started during the loop
+                # once it has been claimed too.
+                assert 1 <= len(claims) <= 2, claims
+                labelled = _containers_of(killed_pid)
+                for serving, owner in claims:
+                    labels = labelled[serving]
+                    assert labels["loopwright.pool"] == "1"
+                    assert labels["loopwright.mission"].startswith("pool-")
+                    assert owner == labels["loopwright.owner"]
+                    claim = json.loads(_docker_exec(serving, "cat", CLAIM_FILE).stdout)
+                    assert (claim["container"], claim["mission"]) == (serving, mission_id)
+                    assert claim["owner"] == owner
+                    forged = _docker_exec(
+                        serving, "sh", "-c", f"echo forged > {CLAIM_FILE}", user="10001"
+                    )
+                    assert forged.returncode != 0 and "Permission denied" in forged.stderr
+                    assert json.loads(_docker_exec(serving, "cat", CLAIM_FILE).stdout) == claim
                 assert _labelled_containers(mission_id) == []
             else:
                 assert _labelled_containers(mission_id), "the mission's sandbox is not running"
@@ -183,7 +186,7 @@ def test_sigkill_mid_mission_leaves_no_container_and_no_duplicate_pr(tmp_path, d
         assert left, "SIGKILL leaves the containers behind"
         if pool == "default":
             # The claimed one and the idle members refilled next to it.
-            assert serving in left
+            assert {serving for serving, _ in claims} <= set(left)
             assert sum(1 for labels in left.values() if labels.get("loopwright.pool")) >= 2
 
         again = ServeProcess(world.env, tmp_path / "serve.log").start()
@@ -206,9 +209,10 @@ def test_sigkill_mid_mission_leaves_no_container_and_no_duplicate_pr(tmp_path, d
         assert _labelled_containers(mission_id) == []
         if pool == "default":
             # The ledger keeps the record of which container served the mission.
-            assert world.db(
+            kept = world.db(
                 "SELECT container_id FROM sandbox_claims WHERE mission_id = ?", mission_id
-            ) == [(serving,)]
+            )
+            assert {(serving,) for serving, _ in claims} <= set(kept) and len(kept) <= 2
         (run,) = [r for r in world.github.check_runs(REPO) if r["external_id"] == mission_id]
         assert run["conclusion"] == "neutral"
         assert [
