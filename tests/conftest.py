@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,15 +282,26 @@ def no_sandbox_left_behind() -> Iterator[None]:
     before = {c["Id"] for c in client.api.containers(all=True, filters={"label": MISSION_LABEL})}
     yield
     me = owner_id()
-    left = [
-        c["Id"][:12]
-        for c in client.api.containers(all=True, filters={"label": MISSION_LABEL})
-        if c["Id"] not in before
-        and (
-            (c.get("Labels") or {}).get(OWNER_LABEL) == me
-            or not owner_alive((c.get("Labels") or {}).get(OWNER_LABEL, ""))
-        )
-    ]
+
+    def left_behind() -> list[str]:
+        return [
+            c["Id"][:12]
+            for c in client.api.containers(all=True, filters={"label": MISSION_LABEL})
+            if c["Id"] not in before
+            and (
+                (c.get("Labels") or {}).get(OWNER_LABEL) == me
+                or not owner_alive((c.get("Labels") or {}).get(OWNER_LABEL, ""))
+            )
+        ]
+
+    # A test on another worker may have just killed a server whose containers it is about to
+    # see reaped by the restarted one: a dead owner's container counts only once that had
+    # time to happen.
+    deadline = time.monotonic() + 60
+    left = left_behind()
+    while left and time.monotonic() < deadline:
+        time.sleep(1)
+        left = left_behind()
     client.close()
     assert not left, f"sandbox containers left behind: {left}"
 
