@@ -147,9 +147,11 @@ def apply_patch(tree: Path, patch: str) -> str:
         git_dir = Path(tmp) / "git"
         git(["init", "--quiet", "--bare", str(git_dir)], Path(tmp))
         where = ["--git-dir", str(git_dir), "--work-tree", str(root)]
-        git([*where, "apply", "--check", "--whitespace=nowarn", "-"], root, input=patch)
-        git([*where, "apply", "--whitespace=nowarn", "-"], root, input=patch)
-        return git([*where, "apply", "--stat", "-"], root, input=patch)
+        # One run: `apply` is atomic (a patch with a hunk that does not apply changes no
+        # file), and `--apply` next to `--stat` applies as well as summarises.
+        return git(
+            [*where, "apply", "--stat", "--apply", "--whitespace=nowarn", "-"], root, input=patch
+        )
 
 
 def prepare_sandbox_repo(sandbox: Sandbox, timeout_s: float) -> None:
