@@ -298,3 +298,63 @@ def test_without_python3_the_sandbox_falls_back_to_docker_exec(
             box.close()
     finally:
         fallback.close()
+
+
+FILE_CASES = [
+    ("read", "src/app.py"),
+    ("read", "missing.txt"),
+    ("read", "src"),
+    ("read", "fifo"),
+    ("read", "big.bin"),
+    ("read", "escape"),
+    ("read", "dangling"),
+    ("write", "src/app.py"),
+    ("write", "tool.sh"),
+    ("write", "new/deeper/file.txt"),
+    ("write", "src"),
+    ("write", "escape"),
+    ("write", "dangling"),
+    ("write", "fifo"),
+]
+
+
+def test_the_servers_file_reads_and_writes_answer_as_the_scripts_do(
+    sandbox: DockerSandbox,
+) -> None:
+    """The server does a file tool's read (and a write's preparation) itself; every answer,
+    refusals and their words included, is the one `read_file.sh` / `write_file.sh` give."""
+    from loopwright.sandbox.docker.engine import script
+    from loopwright.sandbox.paths import CONTAINER_RESOLVER
+
+    assert sandbox.channel is not None
+    run(
+        sandbox,
+        "mkfifo fifo && head -c 3000 /dev/zero > big.bin && printf '#!/bin/sh\\n' > tool.sh && "
+        "chmod 4755 tool.sh 2>/dev/null || chmod 755 tool.sh; "
+        "ln -s /etc/passwd escape && ln -s nowhere/at/all dangling",
+    )
+    for kind, rel in FILE_CASES:
+        native = sandbox._file_request(sandbox.channel, kind, rel, limit=2000)
+        extra = ["2000"] if kind == "read" else []
+        scripted = sandbox._run_script(script(f"{kind}_file.sh"), CONTAINER_RESOLVER, rel, *extra)
+        assert native == scripted, (kind, rel)
+
+
+def test_a_read_larger_than_one_frame_arrives_whole_and_a_planted_fifo_never_blocks(
+    sandbox: DockerSandbox,
+) -> None:
+    from loopwright.sandbox.base import FileToolError
+
+    size = 9_500_000  # more than a frame's payload (8 MiB), less than the read limit
+    run(sandbox, f"head -c {size} /dev/urandom > big.bin && sha256sum big.bin > big.sum")
+    data = sandbox.read_file("big.bin")
+    assert len(data) == size
+    import hashlib
+
+    digest = run(sandbox, "cat big.sum").split()[0]
+    assert hashlib.sha256(data).hexdigest() == digest
+    run(sandbox, "rm big.bin; mkfifo big.bin")
+    started = time.monotonic()
+    with pytest.raises(FileToolError, match="not a regular file"):
+        sandbox.read_file("big.bin")
+    assert time.monotonic() - started < 5

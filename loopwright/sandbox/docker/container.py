@@ -358,21 +358,24 @@ class DockerSandbox:
 
     def read_file(self, path: str) -> bytes:
         """Read a workspace file; the path is resolved inside the container and must stay in it."""
-        code, out, err = self._run_script(
-            script("read_file.sh"),
-            CONTAINER_RESOLVER,
-            normalize_relative(path),
-            str(MAX_FILE_BYTES),
-        )
+        rel = normalize_relative(path)
+        if (channel := self.channel) is not None:
+            code, out, err = self._file_request(channel, "read", rel, limit=MAX_FILE_BYTES)
+        else:
+            code, out, err = self._run_script(
+                script("read_file.sh"), CONTAINER_RESOLVER, rel, str(MAX_FILE_BYTES)
+            )
         if code != 0:
             raise FileToolError(err.strip() or f"reading {path} failed (exit {code})")
         return out
 
     def write_file(self, path: str, data: bytes) -> None:
         """Create or replace a workspace file (and its parent directories) as the sandbox user."""
-        code, out, err = self._run_script(
-            script("write_file.sh"), CONTAINER_RESOLVER, normalize_relative(path)
-        )
+        rel = normalize_relative(path)
+        if (channel := self.channel) is not None:
+            code, out, err = self._file_request(channel, "write", rel)
+        else:
+            code, out, err = self._run_script(script("write_file.sh"), CONTAINER_RESOLVER, rel)
         if code != 0:
             raise FileToolError(err.strip() or f"writing {path} failed (exit {code})")
         mode_line, _, resolved = out.decode("utf-8", "surrogateescape").partition("\n")
@@ -466,6 +469,27 @@ class DockerSandbox:
         )
         out, err = result.output
         return int(result.exit_code), out or b"", (err or b"").decode("utf-8", "replace")
+
+    def _file_request(
+        self, channel: ResidentChannel, kind: str, rel: str, *, limit: int = 0
+    ) -> tuple[int, bytes, str]:
+        """A file read, or a write's preparation, done by the server itself (the answers of
+        `read_file.sh` / `write_file.sh` without starting a process for them)."""
+        header = {"op": "file", "kind": kind, "path": rel, "limit": limit}
+        request = self._request(channel, {**header, "resolver": CONTAINER_RESOLVER})
+        chunks: list[bytes] = []
+        try:
+            deadline = time.monotonic() + SCRIPT_TIMEOUT_S
+            while True:
+                answer, data = self._response(channel, request, deadline, f"a file {kind}")
+                if answer.get("op") == "out":
+                    chunks.append(data)
+                    continue
+                if answer.get("op") != "done":
+                    raise FileToolError(str(answer.get("message") or f"the file {kind} failed"))
+                return int(answer["code"]), b"".join(chunks), str(answer.get("stderr") or "")
+        finally:
+            request.done()
 
     def _run_resident(
         self, channel: ResidentChannel, argv: list[str], env: dict[str, str], stdin: bytes
