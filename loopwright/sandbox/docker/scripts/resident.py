@@ -4,9 +4,11 @@ Started by `BOOT` (`python3 -I -c`, standard library only) under Docker's init a
 user. The host attaches to the container's stdin and stdout and speaks framed messages: each
 frame carries a JSON header (a request id and an operation) and a binary payload, sealed with
 HMAC-SHA256 under a key the host sends in its first frame, before any sandbox command runs.
-Docker's init holds the same stdio pipes and any sandbox process may open them through
-`/proc/1/fd`, so frames are numbered per direction and a frame that fails its seal ends the
-server (and with it the container) rather than being obeyed or passed on.
+Docker's init holds the same stdio pipes; the server makes init undumpable before any
+sandbox command runs (`_seal_init`), so no sandbox process may open them through
+`/proc/1/fd`, ptrace init or write its memory. Should one reach them all the same, frames
+are numbered per direction and a frame that fails its seal ends the server (and with it the
+container) rather than being obeyed or passed on.
 
 The host imports this file too, for `Codec` and the frame limits: one codec for both ends.
 """
