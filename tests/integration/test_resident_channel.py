@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import re
 import signal
 import tarfile
 import threading
@@ -171,18 +172,54 @@ def test_sandbox_commands_cannot_reach_into_the_server(sandbox: DockerSandbox) -
     assert run(sandbox, "echo still-served").strip() == "still-served"
 
 
+INIT_PROBE = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "print('PTRACE', libc.ptrace(16, 1, 0, 0), ctypes.get_errno())\n"  # PTRACE_ATTACH
+    "for path, mode in (('/proc/1/mem', 'r+b'), ('/proc/1/maps', 'rb'), ('/proc/1/fd/0', 'rb'),\n"
+    "                   ('/proc/1/fd/0', 'wb'), ('/proc/1/fd/1', 'rb'), ('/proc/1/fd/1', 'wb')):\n"
+    "    try:\n"
+    "        open(path, mode, buffering=0).close()\n"
+    "        print('OPENED', path, mode)\n"
+    "    except OSError as exc:\n"
+    "        print('REFUSED', path, mode, exc.errno)\n"
+)
+
+
+def test_docker_init_is_out_of_the_sandbox_users_reach(sandbox: DockerSandbox) -> None:
+    """Init runs as the sandbox user, holds the channel's pipes and outlives every sweep: a
+    command that could ptrace it or write its memory would leave code running after it ended,
+    reading the frames (a run key written later included) and stopping or feeding the
+    server. The server makes init undumpable before any command runs."""
+    server_pid(sandbox)
+    sandbox.write_file("init_probe.py", INIT_PROBE.encode())
+    out = run(sandbox, "python3 init_probe.py; ps -o stat= -p 1")
+    assert "PTRACE -1 1" in out, out  # EPERM
+    assert "OPENED" not in out, out
+    assert out.count("REFUSED") == 6, out
+    assert out.split()[-1].startswith("S"), out  # init runs on, neither stopped nor traced
+    # Init still reaps and the sweep still ends what a command left behind.
+    assert run(sandbox, "(sleep 1 & exec true); setsid sleep 300 & echo left").strip() == "left"
+    listing = run(sandbox, "ps -eo stat=,args=")
+    assert "sleep 300" not in listing and not re.search(r"^\s*Z", listing, re.M), listing
+
+
 @pytest.mark.parametrize("stream", ["/proc/1/fd/1", "/proc/1/fd/0"])
 def test_a_forged_frame_on_inits_copy_of_the_channel_is_refused(
     sandbox: DockerSandbox, stream: str
 ) -> None:
-    """Docker's init holds the channel's pipes too; what a command writes there is not obeyed."""
+    """Docker's init holds the channel's pipes too; they cannot be opened, and were they
+    opened, what a command wrote there would not be obeyed."""
     server_pid(sandbox)
     sandbox.write_file("forge.py", FORGED_EXIT.encode())
     started = time.monotonic()
-    result = None
-    with pytest.raises(SandboxError):
+    try:
         result = sandbox.exec(f"python3 forge.py {stream}; echo REAL; exit 7", timeout_s=60)
-    assert result is None
+    except SandboxError:
+        result = None
+    if result is not None:
+        assert result.exit_code == 7 and "REAL" in result.output, result.output
+        assert "Permission denied" in result.output, result.output
     assert time.monotonic() - started < DEATH_NOTICE_S + 5
 
 

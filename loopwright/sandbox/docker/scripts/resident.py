@@ -4,9 +4,11 @@ Started by `BOOT` (`python3 -I -c`, standard library only) under Docker's init a
 user. The host attaches to the container's stdin and stdout and speaks framed messages: each
 frame carries a JSON header (a request id and an operation) and a binary payload, sealed with
 HMAC-SHA256 under a key the host sends in its first frame, before any sandbox command runs.
-Docker's init holds the same stdio pipes and any sandbox process may open them through
-`/proc/1/fd`, so frames are numbered per direction and a frame that fails its seal ends the
-server (and with it the container) rather than being obeyed or passed on.
+Docker's init holds the same stdio pipes; the server makes init undumpable before any
+sandbox command runs (`_seal_init`), so no sandbox process may open them through
+`/proc/1/fd`, ptrace init or write its memory. Should one reach them all the same, frames
+are numbered per direction and a frame that fails its seal ends the server (and with it the
+container) rather than being obeyed or passed on.
 
 The host imports this file too, for `Codec` and the frame limits: one codec for both ends.
 """
@@ -64,6 +66,14 @@ ORPHAN_CHECK_S = 0.5
 """While a command's output is open, how often to check that its wrapper still runs."""
 KILL_TRIES = 20
 PR_SET_DUMPABLE = 4
+PTRACE_GETREGS, PTRACE_SETREGS, PTRACE_SINGLESTEP, PTRACE_DETACH = 12, 13, 9, 17
+PTRACE_SEIZE, PTRACE_INTERRUPT = 0x4206, 0x4207
+WAIT_ALL = 0x40000000
+"""`__WALL`: wait for a tracee that is not a child."""
+X86_64_PRCTL = 157
+X86_64_REGS = 27
+"""`struct user_regs_struct` on x86_64: 27 registers; rax is the 11th, then rcx, rdx, rsi,
+rdi, orig_rax, rip."""
 
 
 class FrameError(Exception):
@@ -531,6 +541,78 @@ def _set_title() -> None:
         ctypes.memmove(start, TITLE + b"\0" * (end - start - len(TITLE)), end - start)
 
 
+def _seal_init(libc: Any) -> str:
+    """Make Docker's init (PID 1) undumpable, as this process is: it runs as the sandbox user,
+    holds the channel's pipes and is spared by every sweep, so a command that could ptrace
+    it, write its /proc/1/mem or open /proc/1/fd would leave code running past its end, with
+    the channel's traffic in reach. Init cannot be asked, so for one system call it is made
+    to do so itself: stopped, given the call, stepped over it, restored and let go, all
+    before any sandbox command exists. An empty string when done, else why not."""
+    if os.uname().machine != "x86_64":
+        return f"init is left dumpable on {os.uname().machine}"
+    ptrace = libc.ptrace
+    ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    ptrace.restype = ctypes.c_long
+
+    def call(request: int, data: Any = None) -> None:
+        if ptrace(request, 1, None, data) != 0:
+            raise OSError(ctypes.get_errno(), f"ptrace({request}, 1)")
+
+    def stopped() -> int:
+        _, status = os.waitpid(1, WAIT_ALL)
+        if not os.WIFSTOPPED(status):
+            raise OSError(errno.ESRCH, "init ended")
+        return os.WSTOPSIG(status) if not status >> 16 else 0
+
+    try:
+        call(PTRACE_SEIZE)
+    except OSError as exc:
+        return f"init could not be sealed: {os.strerror(exc.errno or 0)}"
+    signum = 0
+    try:
+        call(PTRACE_INTERRUPT)
+        signum = stopped()
+        saved = (ctypes.c_ulonglong * X86_64_REGS)()
+        call(PTRACE_GETREGS, ctypes.addressof(saved))
+        regs = (ctypes.c_ulonglong * X86_64_REGS)(*saved)
+        # rax: the call; rdi, rsi: its arguments; orig_rax -1: no syscall restart on the way
+        # in; rip: a `syscall` instruction in init's own code.
+        regs[10], regs[14], regs[13], regs[15] = X86_64_PRCTL, PR_SET_DUMPABLE, 0, 2**64 - 1
+        regs[16] = _syscall_site()
+        call(PTRACE_SETREGS, ctypes.addressof(regs))
+        while True:
+            call(PTRACE_SINGLESTEP)
+            got = stopped()
+            if got == signal.SIGTRAP:
+                break
+            signum = got or signum
+        call(PTRACE_GETREGS, ctypes.addressof(regs))
+        call(PTRACE_SETREGS, ctypes.addressof(saved))
+        if regs[10] != 0:
+            return f"init could not be sealed: prctl returned {regs[10] - 2**64}"
+        return ""
+    except (OSError, ValueError) as exc:
+        return f"init could not be sealed: {exc}"
+    finally:
+        with contextlib.suppress(OSError):
+            call(PTRACE_DETACH, signum or None)
+
+
+def _syscall_site() -> int:
+    """The address of a `syscall` instruction (0f 05) in init's executable mappings."""
+    with open("/proc/1/maps", encoding="ascii") as maps, open("/proc/1/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            if len(fields) < 5 or "x" not in fields[1]:
+                continue
+            start, end = (int(bound, 16) for bound in fields[0].split("-"))
+            mem.seek(start)
+            at = mem.read(end - start).find(b"\x0f\x05")
+            if at >= 0:
+                return start + at
+    raise ValueError("no syscall instruction in init's code")
+
+
 def main() -> None:
     # First of all: processes of the same uid may then neither ptrace this one nor open its
     # /proc entries (fds, environ, mem).
@@ -538,6 +620,8 @@ def main() -> None:
     refused = ""
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         refused = f"prctl(PR_SET_DUMPABLE, 0) failed: {os.strerror(ctypes.get_errno())}"
+    if sealed := _seal_init(libc):
+        sys.stderr.write(f"resident: {sealed}\n")
     with contextlib.suppress(OSError, ValueError, IndexError):
         _set_title()
     # The channel moves off 0 and 1, so nothing started later can inherit it by accident.
