@@ -23,11 +23,12 @@ SMOKE: dict[str, tuple[tuple[str, ...], str, bool]] = {
     "sandbox_start": ((), "p50 ms", True),
     "sse_fanout": ((), "| measure | value |", False),
     "verification_overhead": ((), "plain p50 ms", True),
-    "webhook_ack": ((), "| metric | value | target | met |", False),
+    "webhook_ack": ((), "| server | workers | p50 | p99 | max | deliveries/s |", False),
 }
 NOT_BENCHMARKS = {
     "fix_rate_peer": "runs the peer agent for one fix_rate run; fix_rate starts it",
     "model_router": "the loopback router fix_rate puts in front of its model servers",
+    "litestar_floor": "the bare Litestar endpoint webhook_ack measures beside Loopwright",
 }
 
 
