@@ -5,6 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# The scale-out tests start their own Redis and PostgreSQL servers on loopback (see
+# tests/services.py); only the binaries come from Debian. No service is left enabled.
+need_pkgs=()
+command -v redis-server >/dev/null || need_pkgs+=(redis-server)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_pkgs+=(postgresql)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "== installing ${need_pkgs[*]} for the scale-out tests"
+  as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${need_pkgs[@]}" >/dev/null
+fi
 
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff"

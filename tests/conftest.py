@@ -22,6 +22,7 @@ import pytest
 from loopwright.agent.scripted import ScriptedModelServer
 from loopwright.agent.scripted_steps import load_script
 from loopwright.cli.main import main
+from tests.services import PostgresCluster, RedisServer, postgres_cluster, redis_server
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -311,3 +312,23 @@ def sandbox_kind(request: pytest.FixtureRequest) -> str:
     if request.param == "docker":
         request.getfixturevalue("docker_ready")
     return str(request.param)
+
+
+@pytest.fixture
+def redis_service() -> Iterator[RedisServer]:
+    """A private `redis-server` for this test, on a free loopback port (see tests/services.py)."""
+    with redis_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """A PostgreSQL cluster for this pytest worker (see tests/services.py)."""
+    with postgres_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresCluster) -> str:
+    """The SQLAlchemy URL of a fresh, empty database for this test."""
+    return postgres.new_database()
