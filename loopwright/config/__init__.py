@@ -119,7 +119,15 @@ class Settings:
     database_url: str | None = None
     """SQLAlchemy URL of the missions store; None means SQLite at `data_dir/loopwright.db`."""
     max_concurrent_missions: int = 2
-    """Missions the server runs at once; the rest wait in the queue."""
+    """Missions run at once; the rest wait in the queue. With `queue_url` the cap holds
+    across every worker on the queue (a semaphore in the store), not per process."""
+    max_missions_per_installation: int | None = None
+    """At most this many missions of one App installation run at once, so one busy
+    organisation cannot take every slot; None: only `max_concurrent_missions` applies."""
+    queue_url: str | None = None
+    """Where missions queue between processes: `redis://…` (SAQ on Redis; live events fan
+    out through Redis too) or `postgresql://…` (SAQ on PostgreSQL). None: the embedded
+    in-process queue over the store."""
     github: GitHubAppSettings = field(default_factory=lambda: GitHubAppSettings())
     dashboard_token: str | None = None
     """Bearer token required by the web views and API when set."""
@@ -186,6 +194,12 @@ class Settings:
             max_concurrent_missions=read_int(
                 env, "LOOPWRIGHT_MAX_CONCURRENT_MISSIONS", defaults.max_concurrent_missions
             ),
+            max_missions_per_installation=(
+                read_int(env, "LOOPWRIGHT_MAX_MISSIONS_PER_INSTALLATION", 1)
+                if (get("LOOPWRIGHT_MAX_MISSIONS_PER_INSTALLATION") or "").strip()
+                else None
+            ),
+            queue_url=_read_queue_url(get("LOOPWRIGHT_QUEUE_URL")),
             github=GitHubAppSettings.from_env(env),
             dashboard_token=get("LOOPWRIGHT_DASHBOARD_TOKEN") or None,
             allow_dependency_changes=read_bool(env, "LOOPWRIGHT_ALLOW_DEPENDENCY_CHANGES", False),
@@ -220,6 +234,7 @@ class Settings:
     def secrets(self) -> list[str]:
         """Values that must never appear in a sandbox, log, event or pull request."""
         db_password = urlsplit(self.database_url).password if self.database_url else None
+        queue_password = urlsplit(self.queue_url).password if self.queue_url else None
         values = (
             self.model_api_key,
             self.github.private_key,
@@ -227,6 +242,7 @@ class Settings:
             self.github.client_secret,
             self.dashboard_token,
             db_password,
+            queue_password,
         )
         return [s for s in values if s]
 
@@ -250,6 +266,26 @@ def warm_pool_size(settings: Settings, *, server: bool) -> int:
     if settings.warm_pool is not None:
         return settings.warm_pool
     return SERVER_WARM_POOL if server else 0
+
+
+QUEUE_SCHEMES = ("redis", "rediss", "postgresql", "postgres")
+
+
+def _read_queue_url(value: str | None) -> str | None:
+    """LOOPWRIGHT_QUEUE_URL: empty is the embedded queue; otherwise a Redis or PostgreSQL
+    URL (a SQLAlchemy driver suffix such as `postgresql+psycopg://` is accepted)."""
+    if not (value or "").strip():
+        return None
+    assert value is not None
+    url = value.strip()
+    scheme = urlsplit(url).scheme.split("+", 1)[0]
+    if scheme not in QUEUE_SCHEMES or not urlsplit(url).hostname:
+        raise ConfigError(
+            "LOOPWRIGHT_QUEUE_URL must be a Redis or PostgreSQL URL with a host, such as "
+            "redis://redis:6379/0 or postgresql://loopwright@db/loopwright; leave it unset "
+            "for the embedded queue"
+        )
+    return url
 
 
 def _read_warm_pool(env: Mapping[str, str]) -> int | None:

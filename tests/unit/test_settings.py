@@ -208,3 +208,26 @@ def test_warm_pool_defaults_to_two_for_servers_none_for_one_shot_runs_and_env_wi
     settings = Settings.from_env(env)
     assert settings.warm_pool == (None if raw is None or not raw.strip() else int(raw))
     assert warm_pool_size(settings, server=server) == size
+
+
+def test_queue_url_takes_redis_and_postgresql_and_its_password_is_a_secret() -> None:
+    s = Settings.from_env({"LOOPWRIGHT_QUEUE_URL": " redis://:hunter2@redis:6379/0 "})
+    assert s.queue_url == "redis://:hunter2@redis:6379/0"
+    assert "hunter2" in s.secrets()
+    pg = Settings.from_env({"LOOPWRIGHT_QUEUE_URL": "postgresql+psycopg://lw@db/lw"})
+    assert pg.queue_url == "postgresql+psycopg://lw@db/lw"
+    assert Settings.from_env({"LOOPWRIGHT_QUEUE_URL": ""}).queue_url is None
+
+
+@pytest.mark.parametrize("url", ["amqp://rabbit/", "redis://", "sqlite:///q.db", "redis-host:6379"])
+def test_queue_url_that_is_not_redis_or_postgresql_says_what_to_give(url: str) -> None:
+    with pytest.raises(ConfigError, match="LOOPWRIGHT_QUEUE_URL must be a Redis or PostgreSQL"):
+        Settings.from_env({"LOOPWRIGHT_QUEUE_URL": url})
+
+
+def test_per_installation_cap_is_unset_by_default_and_at_least_one() -> None:
+    assert Settings.from_env({}).max_missions_per_installation is None
+    env = {"LOOPWRIGHT_MAX_MISSIONS_PER_INSTALLATION": "2"}
+    assert Settings.from_env(env).max_missions_per_installation == 2
+    with pytest.raises(ConfigError, match="LOOPWRIGHT_MAX_MISSIONS_PER_INSTALLATION"):
+        Settings.from_env({"LOOPWRIGHT_MAX_MISSIONS_PER_INSTALLATION": "0"})
