@@ -56,10 +56,17 @@ class ScriptedModelServer:
         *,
         api_key: str | None = None,
         models: Sequence[str] | None = None,
+        per_conversation: bool = False,
     ) -> None:
         """`api_key`: when set, requests must carry it as a bearer token (else 401).
-        `models`: when set, only these model ids exist (else 404 model_not_found)."""
+        `models`: when set, only these model ids exist (else 404 model_not_found).
+        `per_conversation`: instead of one script shared by every request in arrival order,
+        each conversation gets the script from its start: the step is the one at the index
+        of the number of assistant turns already in the request. Many missions at once
+        then each see the whole script, however their requests interleave (a retried
+        request gets the same step again)."""
         self.steps = list(steps)
+        self.per_conversation = per_conversation
         self.requests: list[dict[str, Any]] = []
         self.api_key = api_key
         self.models = list(models) if models is not None else None
@@ -141,8 +148,17 @@ class ScriptedModelServer:
             shared += 1
         return math.ceil(len(json.dumps(messages[:shared])) / 4) if shared else 0
 
-    def _take_step(self) -> ScriptStep | None:
+    def _take_step(self, body: dict[str, Any]) -> ScriptStep | None:
         with self._lock:
+            if self.per_conversation:
+                messages = body.get("messages") or []
+                turn = sum(
+                    1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
+                )
+                self._next_step = max(self._next_step, turn + 1)
+                if turn < len(self.steps):
+                    return self.steps[turn]
+                return self.steps[-1] if self.steps and self.steps[-1].repeat else None
             if self._next_step < len(self.steps):
                 step = self.steps[self._next_step]
                 self._next_step += 1
@@ -206,7 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
         except RequestError as err:
             self._send_error(err)
             return
-        step = self.scripted._take_step()
+        step = self.scripted._take_step(body)
         if step is None:
             step = ScriptStep(content=EXHAUSTED_CONTENT)
         self.scripted._wait(step.delay_s)

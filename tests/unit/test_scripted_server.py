@@ -336,3 +336,22 @@ def test_runs_standalone_and_prints_its_base_url(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=5)
+
+
+def test_per_conversation_each_conversation_gets_the_script_from_its_own_turn(serve):
+    server = serve([{"content": "one"}, {"content": "two"}, {"content": "three"}],
+                   per_conversation=True)  # fmt: skip
+
+    def ask(history: list[dict[str, Any]]) -> str:
+        status, _, raw = post(server, {"model": "m", "messages": [USER, *history]})
+        assert status == 200
+        return str(json.loads(raw)["choices"][0]["message"]["content"])
+
+    a1 = ask([])
+    b1 = ask([])  # a second mission starts while the first is mid-script
+    a2 = ask([{"role": "assistant", "content": a1}, {"role": "user", "content": "go on"}])
+    b2 = ask([{"role": "assistant", "content": b1}, {"role": "user", "content": "go on"}])
+    again = ask([{"role": "assistant", "content": a1}, {"role": "user", "content": "go on"}])
+    assert (a1, b1, a2, b2, again) == ("one", "one", "two", "two", "two")
+    done = [{"role": "assistant", "content": c} for c in ("one", "two", "three")]
+    assert ask(done) == EXHAUSTED_CONTENT
