@@ -331,10 +331,11 @@ def _find_head_sha(payload: dict[str, Any]) -> str | None:
 @contextmanager
 def app_world(tmp: Path, steps: list[dict[str, Any]], *, config: str = CONFIG,
               env: dict[str, str] | None = None, app_kwargs: dict[str, Any] | None = None,
-              serve: bool = True) -> Iterator[World]:  # fmt: skip
+              serve: bool = True, per_conversation: bool = False) -> Iterator[World]:  # fmt: skip
     """`app_kwargs` go to `create_app` (test doubles of the sandbox provider); with
     `serve=False` no in-process server runs (the test starts its own on `world.settings`
-    or `world.env`), and `world.client` is a client of nothing."""
+    or `world.env`), and `world.client` is a client of nothing. `per_conversation` gives
+    every mission the whole model script (see `ScriptedModelServer`)."""
     work = tmp / "work"
     shutil.copytree(EXAMPLES / "python-invoice", work)
     (work / ".github").mkdir()
@@ -360,7 +361,9 @@ def app_world(tmp: Path, steps: list[dict[str, Any]], *, config: str = CONFIG,
             github.set_permission(REPO, "reader", "read")
             number = github.add_pull(REPO, head_ref="feature", head_sha=head_sha, base_ref="main",
                                      title="Feature", body="", user="maintainer")  # fmt: skip
-            model = ScriptedModelServer(parse_steps(steps)).start()
+            model = ScriptedModelServer(
+                parse_steps(steps), per_conversation=per_conversation
+            ).start()
             try:
                 values = {
                     "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
