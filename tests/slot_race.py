@@ -1,8 +1,10 @@
 """A process that races others for mission slots on one store, for the slot tests.
 
 `python -m tests.slot_race acquire URL START ROUNDS GLOBAL_CAP INSTALLATION_CAP INSTALLATIONS NAME`
-takes and gives back slots `ROUNDS` times from wall-clock time START and prints the intervals
-it held a slot, as JSON lines `[start, end, installation]` of monotonic time, on stdout.
+takes and gives back slots `ROUNDS` times from wall-clock time START; `python -m
+tests.slot_race queue URL START GLOBAL_CAP THREADS` runs the store's queued missions on an
+`InProcessQueue` until none is left. Both print the intervals they held a slot (or ran a
+mission), as JSON lines `[start, end, installation]` of monotonic time, on stdout.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import sys
 import time
 
-from loopwright.store import Store
+from loopwright.store import InProcessQueue, Store
 
 
 def hold_intervals(
@@ -57,9 +59,33 @@ def main(argv: list[str]) -> None:
                 int(installations),
             )
         else:
-            raise SystemExit(f"unknown mode {mode!r}")
+            intervals = run_queue(store, int(argv[3]), int(argv[4]))
     for interval in intervals:
         print(json.dumps(interval))
+
+
+def run_queue(store: Store, global_cap: int, threads: int) -> list[tuple[float, float, int]]:
+    """Run every queued mission of the store on `threads` threads (with other processes
+    doing the same), each holding its slot for a moment."""
+    from loopwright.missions.result import MissionResult
+
+    ran: list[tuple[float, float, int]] = []
+
+    def run(mission_id: str) -> None:
+        start = time.monotonic()
+        time.sleep(0.15)
+        ran.append((start, time.monotonic(), 0))
+        store.mark_finished(MissionResult(mission_id, "verified"))
+
+    queue = InProcessQueue(store, run, threads, global_cap=global_cap, retry_s=0.05)
+    queue.start()
+    for mission in store.queued_missions():
+        queue.submit(mission.id)
+    while store.count_by_status().keys() & {"queued", "running"}:
+        time.sleep(0.05)
+    if not queue.stop(timeout=30):
+        raise SystemExit("the queue did not stop")
+    return ran
 
 
 if __name__ == "__main__":
