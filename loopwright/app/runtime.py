@@ -112,7 +112,15 @@ def open_runtime(
             model_factory=model_factory,
             extra_sinks=extra_sinks,
         )
-        queue = InProcessQueue(store, runner, settings.max_concurrent_missions)
+        # Every process on the store may run up to the cap; the store's slots keep all of
+        # them together under it, and each installation under its own cap.
+        queue = InProcessQueue(
+            store,
+            runner,
+            settings.max_concurrent_missions,
+            global_cap=settings.max_concurrent_missions,
+            installation_cap=settings.max_missions_per_installation,
+        )
         interrupted = queue.recover() if recover and start_up else []
         if start_up:
             # Sandboxes of the previous (dead) server process go, its pool members and
@@ -169,7 +177,8 @@ def start_up_once(
     """The start-up work of a server that runs several worker processes, done once by the
     parent before any worker starts: migrate the store, mark the missions the previous
     server left `running` as interrupted (their check runs completed, their tracking
-    comments told), reap the sandboxes of dead processes. Returns the interrupted ids."""
+    comments told, their slots freed), reap the sandboxes of dead processes. Returns the
+    interrupted ids."""
     missing = settings.github.missing()
     if missing:
         raise ConfigError(f"the server needs {', '.join(missing)}; see README → GitHub App")
@@ -185,6 +194,8 @@ def start_up_once(
             spacer=write_spacer,
         )
         interrupted = [m.id for m in store.interrupt_running()]
+        for mission_id in interrupted:
+            store.release_slot(mission_id)  # the dead process cannot give them back
         provider.reap_abandoned()
         for mission_id in interrupted:
             log.warning("mission interrupted by a restart", mission=mission_id)

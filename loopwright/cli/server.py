@@ -105,7 +105,12 @@ def _serve_workers(
     options: dict[str, object],
 ) -> int:
     """`serve --workers N`: the start-up work once here, then N uvicorn worker processes
-    on one listening socket over the shared store."""
+    on one listening socket over the shared store.
+
+    `LOOPWRIGHT_MAX_CONCURRENT_MISSIONS` is the cap of the whole store, not of a worker:
+    each worker has that many mission threads, and a mission runs only once it holds one
+    of the store's slots (`Store.acquire_slot`), which every process on the store shares.
+    """
     import structlog
     import uvicorn
     from uvicorn.supervisors import Multiprocess
@@ -117,21 +122,14 @@ def _serve_workers(
         # Before any worker exists: a worker's start must never mark another worker's
         # new missions interrupted.
         start_up_once(settings)
-    total = settings.max_concurrent_missions
-    each = max(1, total // workers)
-    if each * workers != total:
-        log.warning(
-            f"LOOPWRIGHT_MAX_CONCURRENT_MISSIONS={total} does not split evenly over "
-            f"{workers} workers; each runs up to {each} missions at a time "
-            f"({each * workers} in all)"
-        )
-    # The server's warm pool is shared out the same way, so N workers keep about as many
-    # idle sandboxes as one server would, each at least one.
+    # Each worker may run up to LOOPWRIGHT_MAX_CONCURRENT_MISSIONS missions, and the
+    # store's mission slots hold all of them (and any `loopwright worker` on the store)
+    # together under that cap: a busy worker takes the slots an idle one does not use.
+    # The server's warm pool is shared out, so N workers keep about as many idle
+    # sandboxes as one server would, each at least one.
     pool = warm_pool_size(settings, server=True)
     pool_each = max(1, pool // workers) if pool else 0
-    worker_settings = dataclasses.replace(
-        settings, max_concurrent_missions=each, warm_pool=pool_each
-    )
+    worker_settings = dataclasses.replace(settings, warm_pool=pool_each)
     config = uvicorn.Config(
         functools.partial(worker_app, worker_settings, mode, allowed_hosts),
         factory=True,
@@ -139,8 +137,9 @@ def _serve_workers(
         **options,  # type: ignore[arg-type]
     )
     log.info(
-        f"serving with {workers} worker processes, up to {each} missions and "
-        f"{pool_each} ready sandboxes each"
+        f"serving with {workers} worker processes, up to "
+        f"{settings.max_concurrent_missions} missions at a time in all and {pool_each} "
+        "ready sandboxes each"
     )
     Multiprocess(config, sockets=[config.bind_socket()]).run()
     return EXIT_OK
@@ -167,7 +166,10 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     """Run queued missions from the store the server writes (SQLite file or PostgreSQL).
 
     Any number of workers and the server's own workers can share one store: a mission is
-    claimed by one conditional update, so it runs exactly once.
+    claimed by one conditional update, so it runs exactly once. They share the caps too:
+    `LOOPWRIGHT_MAX_CONCURRENT_MISSIONS` missions at a time across all of them and
+    `LOOPWRIGHT_MAX_MISSIONS_PER_INSTALLATION` of one installation (slots in the store), so
+    give every process on the store the same values.
     """
     import signal
     import threading
@@ -188,7 +190,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     with open_runtime(settings, recover=False, webhooks=False) as runtime:
         structlog.get_logger("loopwright.worker").info(
             f"worker running up to {settings.max_concurrent_missions} missions at a "
-            "time from the shared store"
+            "time from the shared store (the cap of every process on it together)"
         )
         with contextlib.suppress(KeyboardInterrupt):
             feed_from_store(runtime, stop, args.poll)

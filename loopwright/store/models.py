@@ -1,5 +1,5 @@
 """The tables behind the App: missions, webhook deliveries, the event log, per-tier usage,
-the revoked sign-in sessions and the warm-pool sandbox claims.
+the revoked sign-in sessions, the warm-pool sandbox claims and the mission slots.
 
 Plain SQLAlchemy that runs unchanged on SQLite and PostgreSQL: timestamps are aware UTC on
 every dialect, JSON is JSONB on PostgreSQL. The keys are our own (a mission's short hex id,
@@ -233,6 +233,24 @@ class SandboxClaimRecord(Base):
     owner: Mapped[str] = mapped_column(String(255))
     """The claiming process, `host:pid:start` as in the container's `loopwright.owner` label."""
     claimed_at: Mapped[datetime.datetime]
+
+
+class MissionSlot(Base):
+    """A running mission's place under the concurrency caps, shared by every process on the
+    store: a row is a slot taken, so the rows of one installation count against its cap and
+    all rows against the global one."""
+
+    __tablename__ = "mission_slots"
+
+    mission_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    installation_id: Mapped[int | None] = mapped_column(BigInteger, index=True)
+    """The App installation the mission works for; None (a local mission) counts only
+    against the global cap."""
+    holder: Mapped[str] = mapped_column(String(255), index=True)
+    """The process running the mission, `host:pid:start` as in sandbox owner labels."""
+    acquired_at: Mapped[datetime.datetime]
+    heartbeat_at: Mapped[datetime.datetime]
+    """When the holder last said it is alive; a slot not renewed for long is freed."""
 
 
 def _iso(value: datetime.datetime | None) -> str | None:

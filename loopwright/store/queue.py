@@ -3,13 +3,17 @@
 The database is the source of truth. A worker claims a mission with `Store.mark_running`
 (a conditional UPDATE from `queued`), so a mission submitted twice runs once, and anything
 not yet claimed when the process stops is still `queued` in the database for `recover()`.
+Before the claim a mission takes a slot in the store (`Store.acquire_slot`), which is what
+holds `max_concurrent_missions` and the per-installation cap across every process on the
+store; the slot is given back however the mission ends.
 
 A distributed backend implements the same `MissionQueue` with SAQ on Redis or PostgreSQL:
 `submit` enqueues a job `run_mission(mission_id)` with `key=mission_id` (SAQ drops a second
 job with the same key); `start`/`stop` start and stop a SAQ `Worker` whose `concurrency` is
 `max_concurrent_missions` per worker process; `running` lists the ids of the jobs that
-worker holds. The job calls the same `run` function, which claims the mission with
-`mark_running` exactly as here. `recover` re-enqueues `queued` missions (idempotent thanks
+worker holds. The job takes a slot exactly as here (refused: the job is deferred and
+enqueued again after a short delay) and calls the same `run` function, which claims the
+mission with `mark_running`. `recover` re-enqueues `queued` missions (idempotent thanks
 to the job key) but must not call `interrupt_running()` blindly, because other workers may
 be alive: it marks `interrupted` only missions whose SAQ job is gone or whose heartbeat
 expired (SAQ's `heartbeat_timeout` aborts jobs of dead workers).
@@ -25,15 +29,17 @@ from collections.abc import Callable
 from typing import Protocol
 
 import structlog
+from sqlalchemy.exc import SQLAlchemyError
 
 from loopwright.redaction import Redactor
+from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store.models import Mission
 from loopwright.store.repository import Store
 
 log = structlog.get_logger(__name__)
 
 _WAKE = ""
-"""Put on the queue to wake an idle worker so it notices the queue is stopping."""
+"""Handed to an idle worker thread so it notices the queue is stopping."""
 
 
 class MissionQueue(Protocol):
@@ -60,7 +66,24 @@ class MissionQueue(Protocol):
 
 
 class InProcessQueue:
-    """`concurrency` worker threads in this process, fed from an in-memory queue of ids.
+    """Missions run on `concurrency` worker threads of this process, each under a slot of the
+    store (`MissionSlots`), so the caps hold across every process on the store.
+
+    `concurrency` is how many missions this process runs at once at most; `global_cap`
+    (default `concurrency`) how many run at once in all processes on the store together;
+    `installation_cap` how many of one App installation (None: no such cap). The server
+    passes `LOOPWRIGHT_MAX_CONCURRENT_MISSIONS` as both `concurrency` and `global_cap`:
+    any one process may take every slot when the others are idle, and together they never
+    run more than the cap.
+
+    One dispatcher thread takes submitted ids in order and hands a mission to an idle
+    worker thread only once it holds a slot and is claimed (`mark_running`). A mission that
+    gets no slot stays `queued` and waits in this process's pending list, without a
+    thread, while missions of other installations go ahead; the dispatcher tries again
+    when a mission here ends, when one is submitted, or every `retry_s` seconds (slots
+    freed by other processes). Every exit of a claimed mission gives its slot back. A
+    heartbeat thread renews this process's slots every `heartbeat_s` seconds and frees
+    those of dead processes (`expire_slots(stale_after_s)`).
 
     A mission whose `run` raises ends as `error` with the exception's message, redacted by
     `redactor` (token-shaped strings by default; pass one built with `Settings.secrets()`).
@@ -72,45 +95,97 @@ class InProcessQueue:
         run: Callable[[str], None],
         concurrency: int,
         *,
+        global_cap: int | None = None,
+        installation_cap: int | None = None,
+        holder: str | None = None,
         redactor: Redactor | None = None,
+        retry_s: float = 1.0,
+        heartbeat_s: float = 10.0,
+        stale_after_s: float = 60.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if global_cap is not None and global_cap < 1:
+            raise ValueError(f"global_cap must be at least 1, not {global_cap}")
+        if installation_cap is not None and installation_cap < 1:
+            raise ValueError(f"installation_cap must be at least 1 or None, not {installation_cap}")
+        if not 0 < heartbeat_s < stale_after_s:
+            raise ValueError(
+                f"heartbeat_s ({heartbeat_s}) must be positive and below stale_after_s "
+                f"({stale_after_s}), or live slots would be freed"
+            )
         self._store = store
         self._run = run
         self._concurrency = concurrency
+        self._global_cap = global_cap or concurrency
+        self._installation_cap = installation_cap
+        self._holder = holder or owner_id()
         self._redactor = redactor or Redactor()
-        self._ids: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._retry_s = retry_s
+        self._heartbeat_s = heartbeat_s
+        self._stale_after_s = stale_after_s
+        self._submitted: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._admitted: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._pending: dict[str, None] = {}
+        """Submitted ids not yet claimed, in order (only the dispatcher touches it)."""
+        self._wake = threading.Event()
         self._workers: list[threading.Thread] = []
+        self._helpers: list[threading.Thread] = []
         self._running: set[str] = set()
+        self._idle = concurrency
+        self._unreleased: set[str] = set()
+        """Slots whose release failed (the database was unreachable); retried by the
+        heartbeat, which would otherwise keep them alive."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
+    @property
+    def holder(self) -> str:
+        """The owner id this queue's slots are held under."""
+        return self._holder
+
     def submit(self, mission_id: str) -> None:
         if not self._stopping.is_set():
-            self._ids.put(mission_id)
+            self._submitted.put(mission_id)
+            self._wake.set()
 
     def start(self) -> None:
         with self._lock:
             if self._workers or self._stopping.is_set():
                 return
+            # Daemon threads: a mission that outlives stop(timeout) must not keep the
+            # process alive; it stays `running` and the next start marks it interrupted.
             for n in range(self._concurrency):
-                # Daemon threads: a mission that outlives stop(timeout) must not keep the
-                # process alive; it stays `running` and the next start marks it interrupted.
                 worker = threading.Thread(
                     target=self._work, name=f"loopwright-mission-{n}", daemon=True
                 )
                 self._workers.append(worker)
-                worker.start()
+            self._helpers = [
+                threading.Thread(target=self._dispatch, name="loopwright-dispatch", daemon=True),
+                threading.Thread(
+                    target=self._heartbeat, name="loopwright-slot-heartbeat", daemon=True
+                ),
+            ]
+            for thread in [*self._workers, *self._helpers]:
+                thread.start()
 
     def stop(self, timeout: float | None = None) -> bool:
         self._stopping.set()
-        for _ in self._workers:
-            self._ids.put(_WAKE)
+        self._wake.set()
         deadline = None if timeout is None else time.monotonic() + timeout
+
+        def remaining() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        # The dispatcher first, so no mission is handed to a worker after its wake-up call.
+        if self._helpers:
+            self._helpers[0].join(remaining())
+        for _ in self._workers:
+            self._admitted.put(_WAKE)
         for worker in self._workers:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            worker.join(remaining)
+            worker.join(remaining())
+        for helper in self._helpers[1:]:
+            helper.join(remaining())
         return not any(w.is_alive() for w in self._workers)
 
     def running(self) -> list[str]:
@@ -119,24 +194,109 @@ class InProcessQueue:
 
     def recover(self) -> list[Mission]:
         interrupted = self._store.interrupt_running()
+        for mission in interrupted:
+            self._store.release_slot(mission.id)
         for mission in self._store.queued_missions():
             self.submit(mission.id)
         return interrupted
 
-    def _work(self) -> None:
+    def _dispatch(self) -> None:
         while not self._stopping.is_set():
-            mission_id = self._ids.get()
-            if self._stopping.is_set() or mission_id == _WAKE:
+            self._wake.clear()
+            while True:
+                try:
+                    mission_id = self._submitted.get_nowait()
+                except queue.Empty:
+                    break
+                self._pending.setdefault(mission_id, None)
+            try:
+                self._admit()
+            except SQLAlchemyError as exc:
+                log.error("could not take missions from the queue", error=str(exc))
+            # Waiting missions are retried now and then: other processes free slots too.
+            self._wake.wait(self._retry_s if self._pending else self._heartbeat_s)
+
+    def _admit(self) -> None:
+        """Hand pending missions, oldest first, to idle workers while slots allow."""
+        with self._lock:
+            idle = self._idle
+        if idle == 0 or not self._pending:
+            return
+        queued = self._store.queued_installations(list(self._pending))
+        for mission_id in [m for m in self._pending if m not in queued]:
+            del self._pending[mission_id]  # claimed elsewhere, cancelled or gone
+        refused: set[int | None] = set()
+        for mission_id, installation in [(m, queued[m]) for m in self._pending]:
+            if idle == 0 or self._stopping.is_set():
+                return
+            if installation in refused:
                 continue
-            if not self._store.mark_running(mission_id):
-                continue  # already claimed, finished or refused
+            if not self._store.acquire_slot(
+                mission_id, installation, self._holder, self._global_cap, self._installation_cap
+            ):
+                if installation is None or self._installation_cap is None:
+                    return  # only the global cap can have refused: nothing else fits now
+                refused.add(installation)
+                continue
+            del self._pending[mission_id]
+            try:
+                claimed = self._store.mark_running(mission_id)
+            except SQLAlchemyError:
+                self._pending[mission_id] = None
+                self._release(mission_id)
+                raise
+            if not claimed:
+                self._release(mission_id)  # claimed by another process, or cancelled
+                continue
             with self._lock:
+                self._idle -= 1
                 self._running.add(mission_id)
+            idle -= 1
+            self._admitted.put(mission_id)
+
+    def _work(self) -> None:
+        while True:
+            mission_id = self._admitted.get()
+            if mission_id == _WAKE:
+                return
             try:
                 self._run_one(mission_id)
             finally:
+                self._release(mission_id)
                 with self._lock:
                     self._running.discard(mission_id)
+                    self._idle += 1
+                self._wake.set()
+
+    def _release(self, mission_id: str) -> None:
+        try:
+            self._store.release_slot(mission_id)
+        except SQLAlchemyError as exc:
+            log.error("could not give a mission slot back", mission=mission_id, error=str(exc))
+            with self._lock:
+                self._unreleased.add(mission_id)
+
+    def _heartbeat(self) -> None:
+        while True:
+            try:
+                self._beat()
+            except SQLAlchemyError as exc:
+                log.error("could not renew the mission slots", error=str(exc))
+            if self._stopping.wait(self._heartbeat_s):
+                return
+
+    def _beat(self) -> None:
+        with self._lock:
+            unreleased = sorted(self._unreleased)
+        for mission_id in unreleased:
+            self._store.release_slot(mission_id)
+            with self._lock:
+                self._unreleased.discard(mission_id)
+        self._store.heartbeat_slots(self._holder)
+        expired = self._store.expire_slots(self._stale_after_s)
+        if expired:
+            log.warning("freed the mission slots of a stopped process", missions=expired)
+            self._wake.set()
 
     def _run_one(self, mission_id: str) -> None:
         try:

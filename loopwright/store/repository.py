@@ -1,5 +1,5 @@
 """`Store`: every read and write of missions, deliveries, events, usage, revoked sign-in
-sessions and warm-pool sandbox claims goes through here.
+sessions, warm-pool sandbox claims and mission slots goes through here.
 
 Sync SQLAlchemy, because missions run on worker threads and the web handlers call it through
 a thread. Whatever must happen once (a delivery, a mission per dedupe key, an event per
@@ -30,6 +30,7 @@ from loopwright.store.missions import (
     new_mission_id,
 )
 from loopwright.store.sessions import SessionRevocations
+from loopwright.store.slots import MissionSlots
 
 __all__ = [
     "CANCEL_REQUESTED",
@@ -51,9 +52,18 @@ def open_store(settings: Settings) -> Store:
     return Store(url)
 
 
-class Store(DeliveryRecords, MissionRecords, EventLog, CostView, SessionRevocations, SandboxClaims):
-    """The store: deliveries, missions, the event log, the cost view, revoked sessions and
-    sandbox claims (the `ClaimLedger` of the Docker provider) over one engine."""
+class Store(
+    DeliveryRecords,
+    MissionRecords,
+    EventLog,
+    CostView,
+    SessionRevocations,
+    SandboxClaims,
+    MissionSlots,
+):
+    """The store: deliveries, missions, the event log, the cost view, revoked sessions,
+    sandbox claims (the `ClaimLedger` of the Docker provider) and mission slots (the
+    concurrency caps of every process on the store) over one engine."""
 
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)

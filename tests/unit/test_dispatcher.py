@@ -1,17 +1,28 @@
-"""The in-process mission queue against a real SQLite store: limits, shutdown, recovery."""
+"""The in-process mission queue against a real SQLite store: limits, shutdown, recovery,
+the slots that hold the caps across processes."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from loopwright.missions.result import MissionResult
 from loopwright.request import MissionRequest
+from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store import InProcessQueue, MissionQueue, Store, migrate
+from tests.unit.test_slots import peak
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -27,15 +38,18 @@ def store(url: str) -> Iterator[Store]:
         yield store
 
 
-def create(store: Store, n: int) -> list[str]:
+def create(
+    store: Store, n: int, *, installation: int | None = None, repo: str = "acme/app"
+) -> list[str]:
     ids = []
     for i in range(n):
         request = MissionRequest(
             trigger="check_run",
-            repo="acme/app",
-            clone_url="https://github.com/acme/app.git",
+            repo=repo,
+            clone_url=f"https://github.com/{repo}.git",
             head_sha=f"{i:040x}",
             check_name="tests",
+            installation_id=installation,
         )
         mission, created = store.create_mission(request)
         assert created
@@ -211,3 +225,131 @@ def test_stop_times_out_on_a_mission_that_will_not_end(store: Store):
 def test_concurrency_must_be_positive(store: Store):
     with pytest.raises(ValueError, match="at least 1"):
         InProcessQueue(store, finisher(store), concurrency=0)
+
+
+def test_an_installation_at_its_cap_does_not_hold_back_another_installations_mission(
+    store: Store,
+):
+    backlog = create(store, 5, installation=11, repo="busy/app")
+    (other,) = create(store, 1, installation=22, repo="quiet/app")
+    started: list[str] = []
+    release = threading.Event()
+
+    def run(mission_id: str) -> None:
+        started.append(mission_id)
+        if mission_id != other:
+            release.wait(20)
+        store.mark_finished(MissionResult(mission_id, "verified"))
+
+    queue = InProcessQueue(store, run, concurrency=3, installation_cap=1, retry_s=0.05)
+    queue.start()
+    for mission_id in [*backlog, other]:
+        queue.submit(mission_id)
+    # The quiet installation's mission runs to the end while the busy one's first mission
+    # still holds its only slot and its other four wait, holding no thread.
+    wait_for(lambda: statuses(store)[other] == "verified")
+    wait_for(lambda: queue.running() == [backlog[0]])
+    assert started == [backlog[0], other]
+    assert [statuses(store)[m] for m in backlog[1:]] == ["queued"] * 4
+    assert store.slots_held(11) == 1
+    release.set()
+    wait_for(lambda: set(statuses(store).values()) == {"verified"})
+    assert queue.stop(timeout=10)
+    assert started == [*backlog[:1], other, *backlog[1:]]
+    assert store.slots_held() == 0
+
+
+def test_missions_refused_a_slot_wait_without_busy_looping(store: Store):
+    (held, waiting) = create(store, 2, installation=11)
+    assert store.acquire_slot(held, 11, "elsewhere.example:1:1", 5, 1)
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    queue = InProcessQueue(store, finisher(store), concurrency=2, installation_cap=1, retry_s=0.2)
+    queue.start()
+    queue.submit(waiting)
+    time.sleep(0.3)
+    event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        time.sleep(1.0)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", count)
+    # About five tries a second, each a handful of statements; a busy loop makes thousands.
+    assert 0 < len(statements) < 60, statements
+    assert statuses(store)[waiting] == "queued"
+    store.release_slot(held)  # the other process finished
+    wait_for(lambda: statuses(store)[waiting] == "verified")
+    assert queue.stop(timeout=10)
+
+
+def test_every_way_a_mission_ends_gives_its_slot_back(store: Store):
+    bad, good, cancelled = create(store, 3)
+
+    def run(mission_id: str) -> None:
+        if mission_id == bad:
+            raise RuntimeError("the sandbox died")
+        store.mark_finished(MissionResult(mission_id, "verified"))
+
+    assert store.request_cancel(cancelled, "not needed") == "cancelled"
+    queue = InProcessQueue(store, run, concurrency=1, global_cap=1, retry_s=0.05)
+    queue.start()
+    for mission_id in (bad, cancelled, good):
+        queue.submit(mission_id)
+    wait_for(lambda: statuses(store)[good] == "verified")
+    assert queue.stop(timeout=10)
+    assert statuses(store) == {bad: "error", good: "verified", cancelled: "cancelled"}
+    assert store.slots_held() == 0
+
+
+def test_the_slots_of_a_dead_process_are_freed_and_its_queued_missions_run(store: Store):
+    (mission_id,) = create(store, 1)
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert store.acquire_slot("of-the-dead", None, owner_id(child.pid), 1, None)
+    queue = InProcessQueue(
+        store, finisher(store), concurrency=1, global_cap=1, retry_s=0.05, heartbeat_s=0.1
+    )
+    queue.start()
+    queue.submit(mission_id)
+    wait_for(lambda: statuses(store)[mission_id] == "verified")
+    assert queue.stop(timeout=10)
+    assert store.slots_held() == 0
+
+
+def test_recover_frees_the_slots_of_the_missions_it_marks_interrupted(store: Store):
+    (crashed,) = create(store, 1)
+    assert store.acquire_slot(crashed, None, "elsewhere.example:1:1", 1, None)
+    assert store.mark_running(crashed)
+    queue = InProcessQueue(store, finisher(store), concurrency=1)
+    assert [m.id for m in queue.recover()] == [crashed]
+    assert store.slots_held() == 0
+
+
+def test_the_global_cap_holds_across_two_processes_on_one_sqlite_file(url: str, store: Store):
+    # Two threads each: three at once means both processes ran missions together, and
+    # more than three (four threads) is what only the slots prevent.
+    global_cap, threads = 3, 2
+    create(store, 14)
+    start = time.time() + 3
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.slot_race", "queue", url, str(start), str(global_cap),
+             str(threads)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]  # fmt: skip
+    ran: list[list[Any]] = []
+    for process in processes:
+        out, _ = process.communicate(timeout=120)
+        assert process.returncode == 0
+        ran.append([json.loads(line) for line in out.splitlines()])
+    assert len(ran[0]) + len(ran[1]) == 14
+    assert peak([tuple(i) for r in ran for i in r]) == global_cap
+    assert set(statuses(store).values()) == {"verified"}
+    assert all(m.attempts == 1 for m in store.list_missions())
+    assert store.slots_held() == 0
