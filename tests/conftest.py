@@ -332,3 +332,30 @@ def postgres() -> Iterator[PostgresCluster]:
 def postgres_url(postgres: PostgresCluster) -> str:
     """The SQLAlchemy URL of a fresh, empty database for this test."""
     return postgres.new_database()
+
+
+FAR_FROM_UTC = "Pacific/Kiritimati"
+"""UTC+14: a PostgreSQL session in this zone shows any timestamp handled in local time."""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database on each dialect the store runs on: a SQLite file, and a fresh
+    PostgreSQL database whose sessions run far from UTC (so nothing may rely on the
+    server's time zone)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'loopwright.db'}"
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    url: str = request.getfixturevalue("postgres_url")
+    name = url.rsplit("/", 1)[1]
+    cluster.sql(f"ALTER DATABASE \"{name}\" SET timezone TO '{FAR_FROM_UTC}'")
+    return url
+
+
+@pytest.fixture
+def store_url(empty_database_url: str) -> str:
+    """A database of each dialect, migrated to the newest schema."""
+    from loopwright.store import migrate
+
+    migrate(empty_database_url)
+    return empty_database_url

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, distinct, func, select
+from sqlalchemy import ColumnElement, Date, distinct, func, select
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import GenericFunction
 
 from loopwright.store.models import ACTIVE_STATUSES, Mission, MissionUsage
 
@@ -49,7 +52,7 @@ class CostView:
 
     def costs_by_day(self) -> list[dict[str, Any]]:
         """Spend and tokens per UTC day the missions were created on, oldest first."""
-        day = func.date(Mission.created_at)
+        day = utc_date(Mission.created_at)
         rows = self._usage_totals(day, select_from=Mission, outer=True)
         result = [{"day": str(d), **totals} for d, totals in rows.items()]
         return sorted(result, key=lambda r: r["day"])
@@ -81,6 +84,24 @@ class CostView:
             }
             for k, missions, calls, prompt, completion, cost in rows
         }
+
+
+class utc_date(GenericFunction[Any]):
+    """The UTC calendar day of a timestamp. PostgreSQL's `date()` of a `timestamptz` is the
+    day in the session's time zone; SQLite stores the UTC text, whose date is the UTC day."""
+
+    type = Date()
+    inherit_cache = True
+
+
+@compiles(utc_date, "postgresql")
+def _utc_date_postgresql(element: utc_date, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"date(timezone('UTC', {compiler.process(element.clauses, **kw)}))"
+
+
+@compiles(utc_date)
+def _utc_date(element: utc_date, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"date({compiler.process(element.clauses, **kw)})"
 
 
 def _zero_totals() -> dict[str, Any]:

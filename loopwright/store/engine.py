@@ -3,10 +3,16 @@
 SQLite (a file in `LOOPWRIGHT_DATA_DIR`) by default, in WAL mode with a busy timeout so the
 web process and the mission workers can write at once; any other SQLAlchemy URL (PostgreSQL
 with a sync driver such as `postgresql+psycopg://`) from `LOOPWRIGHT_DATABASE_URL`.
+
+PostgreSQL's text and JSONB cannot hold a NUL character, which a command's output (and so a
+`tool_result` event or an error message) may carry. On PostgreSQL the store writes U+FFFD
+(the replacement character) in its place rather than failing the write; SQLite keeps it.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +26,9 @@ from loopwright.config import ConfigError, Settings
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_S = 30.0
 """How long a SQLite writer waits for another writer's lock before giving up."""
+NUL = "\x00"
+NUL_STAND_IN = "\ufffd"
+"""What PostgreSQL stores for a NUL character, which its text types reject."""
 
 
 def database_url(settings: Settings) -> str:
@@ -35,6 +44,10 @@ def make_engine(url: str) -> Engine:
             f"LOOPWRIGHT_DATABASE_URL uses the async driver {parsed.drivername!r}; the store "
             "needs a sync one, e.g. postgresql+psycopg://user@host/db or sqlite:///path.db"
         )
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg":
+        engine = create_engine(parsed, pool_pre_ping=True, json_serializer=_json_without_nul)
+        event.listen(engine, "connect", _psycopg_text_without_nul)
+        return engine
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, pool_pre_ping=True)
     database = parsed.database
@@ -65,6 +78,44 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
+
+
+def without_nul(value: Any) -> Any:
+    """`value` (JSON-shaped data) with every NUL in its strings and keys replaced."""
+    if isinstance(value, str):
+        return value.replace(NUL, NUL_STAND_IN)
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(v) for v in value]
+    return value
+
+
+def _json_without_nul(value: Any) -> str:
+    return json.dumps(without_nul(value))
+
+
+def _psycopg_text_without_nul(dbapi_connection: Any, _record: Any) -> None:
+    text, binary = _nul_free_dumpers()
+    dbapi_connection.adapters.register_dumper(str, text)
+    dbapi_connection.adapters.register_dumper(str, binary)
+
+
+@functools.cache
+def _nul_free_dumpers() -> tuple[type, type]:
+    """psycopg's `str` dumpers (its pure-Python ones: the C ones cannot be subclassed),
+    replacing NUL before dumping. Imported here: only PostgreSQL engines need psycopg."""
+    from psycopg.types.string import StrBinaryDumper, StrDumperUnknown
+
+    class NulFreeText(StrDumperUnknown):
+        def dump(self, obj: str) -> Any:
+            return super().dump(obj.replace(NUL, NUL_STAND_IN))
+
+    class NulFreeBinary(StrBinaryDumper):
+        def dump(self, obj: str) -> Any:
+            return super().dump(obj.replace(NUL, NUL_STAND_IN))
+
+    return NulFreeText, NulFreeBinary
 
 
 def migrate(url: str) -> None:

@@ -6,6 +6,11 @@ writer thread instead: a caller hands it a unit of work and blocks; the writer t
 unit waiting at that moment (up to `max_batch`), runs each in its own savepoint of one
 transaction, commits once and then wakes each caller with its own result. An idle writer
 starts on the first unit that arrives, so a lone write waits for nobody.
+
+On PostgreSQL several processes (servers) write at once, each with its own writer: two
+batches that insert the same keys in opposite orders deadlock, and PostgreSQL aborts one
+statement to break the cycle. That unit is run again in the next transaction, after its
+batch committed and released what the other batch waits for.
 """
 
 from __future__ import annotations
@@ -14,14 +19,17 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 T = TypeVar("T")
 DEFAULT_MAX_BATCH = 64
 """Units per transaction at most: a bound on how long the last unit of a batch waits."""
+RETRIES = 3
+"""How many times a unit aborted by a deadlock or serialization failure is run again."""
 
 
 class GroupCommitClosed(RuntimeError):
@@ -32,6 +40,7 @@ class GroupCommitClosed(RuntimeError):
 class _Unit:
     work: Callable[[Session], Any]
     done: Future[Any]
+    attempt: int = 0
 
 
 _STOP = object()
@@ -109,6 +118,7 @@ class GroupCommit:
 
     def _commit(self, batch: list[_Unit]) -> None:
         results: list[tuple[_Unit, bool, Any]] = []
+        again: list[_Unit] = []
         try:
             with self._sessions.begin() as session:
                 connection = session.connection()
@@ -124,11 +134,14 @@ class GroupCommit:
                     except Exception as exc:  # noqa: BLE001 - raised to this unit's caller
                         if savepoint.is_active:
                             savepoint.rollback()
-                        results.append((unit, False, exc))
+                        if _transient(exc) and unit.attempt < RETRIES:
+                            again.append(replace(unit, attempt=unit.attempt + 1))
+                        else:
+                            results.append((unit, False, exc))
                     else:
                         results.append((unit, True, value))
         except BaseException as exc:  # the commit failed: every caller of the batch hears it
-            for unit in batch:
+            for unit in [*batch, *again]:
                 unit.done.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
@@ -139,3 +152,12 @@ class GroupCommit:
                 unit.done.set_result(value)
             else:
                 unit.done.set_exception(value)
+        if again:
+            self._commit(again)
+
+
+def _transient(exc: Exception) -> bool:
+    """A deadlock or serialization failure (SQLSTATE class 40): the database aborted this
+    statement so that another transaction could go on; the same work may succeed later."""
+    code = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    return isinstance(exc, DBAPIError) and isinstance(code, str) and code.startswith("40")

@@ -61,7 +61,8 @@ NAMING_CONVENTION = {
 
 
 class UTCDateTime(TypeDecorator[datetime.datetime]):
-    """Aware datetimes in, aware UTC datetimes out, also on SQLite (which drops the zone)."""
+    """Aware datetimes in, aware UTC datetimes out: also on SQLite (which drops the zone) and
+    on PostgreSQL (which answers in the session's `TimeZone`, whatever the server says)."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
@@ -78,9 +79,11 @@ class UTCDateTime(TypeDecorator[datetime.datetime]):
     def process_result_value(
         self, value: datetime.datetime | None, dialect: Dialect
     ) -> datetime.datetime | None:
-        if value is None or value.tzinfo is not None:
-            return value
-        return value.replace(tzinfo=datetime.UTC)
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=datetime.UTC)
+        return value.astimezone(datetime.UTC)
 
 
 def utcnow() -> datetime.datetime:

@@ -1,6 +1,6 @@
-"""The group-commit writer on a real SQLite store: units that wait together share one
-commit, each caller gets its own result or error, a failed commit fails every caller of
-the batch, and units are applied in the order they arrived."""
+"""The group-commit writer on a real SQLite store and a real PostgreSQL database: units that
+wait together share one commit, each caller gets its own result or error, a failed commit
+fails every caller of the batch, and units are applied in the order they arrived."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,16 +15,14 @@ from sqlalchemy import insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from loopwright.store.engine import make_engine, migrate
+from loopwright.store.engine import make_engine
 from loopwright.store.group_commit import GroupCommit, GroupCommitClosed
 from loopwright.store.models import Delivery
 
 
 @pytest.fixture
-def sessions(tmp_path: Path) -> Any:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    migrate(url)
-    engine = make_engine(url)
+def sessions(store_url: str) -> Any:
+    engine = make_engine(store_url)
     yield sessionmaker(engine, expire_on_commit=False)
     engine.dispose()
 
@@ -126,9 +123,21 @@ def test_a_failing_unit_fails_only_its_caller(sessions: sessionmaker[Session]) -
 def test_a_failed_commit_fails_every_caller_of_the_batch(sessions: sessionmaker[Session]) -> None:
     writer = GroupCommit(sessions)
 
+    if sessions.kw["bind"].dialect.name == "postgresql":
+        with sessions.begin() as session:
+            session.execute(
+                text(
+                    "ALTER TABLE deliveries ALTER CONSTRAINT fk_deliveries_mission_id_missions"
+                    " DEFERRABLE"
+                )
+            )
+        defer = "SET CONSTRAINTS ALL DEFERRED"
+    else:
+        defer = "PRAGMA defer_foreign_keys=ON"
+
     def dangling(session: Session) -> str:
         # A deferred foreign key is checked at COMMIT: the commit itself fails.
-        session.execute(text("PRAGMA defer_foreign_keys=ON"))
+        session.execute(text(defer))
         session.execute(
             insert(Delivery).values(id="dangling", event="ping", mission_id="no-such-mission")
         )
@@ -181,3 +190,51 @@ def test_a_closed_writer_refuses_new_units(sessions: sessionmaker[Session]) -> N
     with pytest.raises(GroupCommitClosed, match="nothing was written"):
         writer.run(_add("second"))
     assert _stored(sessions) == ["first"]
+
+
+def test_two_writers_deadlocking_on_postgresql_both_finish(postgres_url: str) -> None:
+    """Two servers' writers insert the same ids in opposite orders: PostgreSQL aborts one
+    statement; its unit runs again after its batch committed, and sees the other's row."""
+    from loopwright.store.engine import migrate
+
+    migrate(postgres_url)
+    engines = [make_engine(postgres_url) for _ in range(2)]
+    writers = [GroupCommit(sessionmaker(e, expire_on_commit=False)) for e in engines]
+    has_first = [threading.Event(), threading.Event()]
+
+    def insert_after(me: int, delivery_id: str) -> Callable[[Session], str]:
+        def work(session: Session) -> str:
+            if delivery_id == ("d1", "d2")[me]:
+                result = _add(delivery_id)(session)
+                has_first[me].set()
+                return result
+            assert has_first[1 - me].wait(10)
+            return _add(delivery_id)(session)
+
+        return work
+
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            holds = [_blocked_writer(w, pool) for w in writers]
+            futures: list[list[Future[str]]] = [[], []]
+            for me, order in enumerate((("d1", "d2"), ("d2", "d1"))):
+                for delivery_id in order:
+                    futures[me].append(pool.submit(writers[me].run, insert_after(me, delivery_id)))
+                    _wait_queued(writers[me], len(futures[me]))
+            for release, _ in holds:
+                release.set()
+            outcomes = []
+            for future in [*futures[0], *futures[1]]:
+                try:
+                    outcomes.append(future.result(30))
+                except IntegrityError:
+                    outcomes.append("duplicate")
+        # Each id was inserted once; the unit that lost the deadlock found the other's row.
+        assert sorted(outcomes) == ["d1", "d2", "duplicate", "duplicate"]
+        assert sum(w.batches for w in writers) == 2 + 2 + 1  # holds, batches, one retry
+        assert sorted(_stored(sessionmaker(engines[0]))) == ["d1", "d2"]
+    finally:
+        for writer in writers:
+            writer.close()
+        for engine in engines:
+            engine.dispose()

@@ -1,4 +1,5 @@
-"""The missions store on a real SQLite file: schema, race-safe dedupe, event log, costs."""
+"""The missions store on a real SQLite file and a real PostgreSQL database: schema and
+migrations, race-safe dedupe, deliveries, claims, revocations, the event log, costs."""
 
 from __future__ import annotations
 
@@ -37,10 +38,8 @@ def sqlite_url(path: Path) -> str:
 
 
 @pytest.fixture
-def url(tmp_path: Path) -> str:
-    url = sqlite_url(tmp_path / "loopwright.db")
-    migrate(url)
-    return url
+def url(store_url: str) -> str:
+    return store_url
 
 
 @pytest.fixture
@@ -88,12 +87,18 @@ def concurrently(n: int, call: Callable[[], Any]) -> list[Any]:
 # -- schema ----------------------------------------------------------------------------
 
 
-def test_migrations_create_the_schema_on_an_empty_file_and_are_idempotent(tmp_path: Path):
+def test_migrations_create_a_missing_sqlite_directory(tmp_path: Path):
     path = tmp_path / "nested" / "dir" / "loopwright.db"
-    url = sqlite_url(path)
-    migrate(url)
-    migrate(url)
+    migrate(sqlite_url(path))
     assert path.is_file()
+
+
+def test_migrations_create_the_schema_on_an_empty_database_and_are_idempotent(
+    empty_database_url: str,
+):
+    url = empty_database_url
+    migrate(url)
+    migrate(url)
     engine = make_engine(url)
     try:
         with engine.connect() as connection:
@@ -109,22 +114,37 @@ def test_migrations_create_the_schema_on_an_empty_file_and_are_idempotent(tmp_pa
                 "mission_slots",
             }
             version = connection.execute(text("SELECT version_num FROM alembic_version")).all()
-            assert version == [("0005",)]
-            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-            assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+            assert version == [(head_revision(),)]
             uniques = inspect(connection).get_unique_constraints("missions")
             assert [u["column_names"] for u in uniques] == [["dedupe_key"]]
             assert inspect(connection).get_pk_constraint("events")["constrained_columns"] == [
                 "mission_id",
                 "seq",
             ]
+            if connection.dialect.name == "sqlite":
+                assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+            else:
+                columns = {c["name"]: c["type"] for c in inspect(connection).get_columns("events")}
+                assert columns["body"].__class__.__name__ == "JSONB"
     finally:
         engine.dispose()
 
 
-def database_at(url: str, revision: str, insert: str) -> list[str]:
-    """A database migrated only to `revision`, with one row written by `insert`; its
-    tables before the upgrade."""
+def head_revision() -> str:
+    """The newest migration shipped (a new migration should not have to edit this test)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from loopwright.store.engine import MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    (head,) = ScriptDirectory.from_config(config).get_heads()
+    return str(head)
+
+
+def alembic_to(url: str, revision: str, *, down: bool = False) -> None:
     from alembic import command
     from alembic.config import Config
 
@@ -136,7 +156,45 @@ def database_at(url: str, revision: str, insert: str) -> list[str]:
             config = Config()
             config.set_main_option("script_location", str(MIGRATIONS))
             config.attributes["connection"] = connection
-            command.upgrade(config, revision)
+            (command.downgrade if down else command.upgrade)(config, revision)
+    finally:
+        engine.dispose()
+
+
+def schema_drift(url: str) -> list[Any]:
+    """What alembic's autogenerate would change to make the database match the models."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"compare_type": True})
+            return list(compare_metadata(context, Base.metadata))
+    finally:
+        engine.dispose()
+
+
+def test_migrations_downgrade_to_base_and_upgrade_again_to_the_models(empty_database_url: str):
+    url = empty_database_url
+    alembic_to(url, "head")
+    alembic_to(url, "base", down=True)
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            assert set(inspect(connection).get_table_names()) <= {"alembic_version"}
+    finally:
+        engine.dispose()
+    alembic_to(url, "head")
+    assert schema_drift(url) == []
+    with Store(url) as store:
+        assert store.create_mission(request())[1]
+
+
+def database_at(url: str, revision: str, insert: str) -> list[str]:
+    """A database migrated only to `revision`, with one row written by `insert`; its
+    tables before the upgrade."""
+    alembic_to(url, revision)
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
             connection.execute(text(insert))
             return inspect(connection).get_table_names()
     finally:
@@ -144,9 +202,9 @@ def database_at(url: str, revision: str, insert: str) -> list[str]:
 
 
 def test_a_database_from_before_the_tracking_comment_upgrades_and_keeps_its_missions(
-    tmp_path: Path,
+    empty_database_url: str,
 ):
-    url = sqlite_url(tmp_path / "old.db")
+    url = empty_database_url
     database_at(
         url,
         "0001",
@@ -164,9 +222,9 @@ def test_a_database_from_before_the_tracking_comment_upgrades_and_keeps_its_miss
 
 
 def test_a_database_from_before_session_revocation_upgrades_and_keeps_its_missions(
-    tmp_path: Path,
+    empty_database_url: str,
 ):
-    url = sqlite_url(tmp_path / "old.db")
+    url = empty_database_url
     tables = database_at(
         url,
         "0002",
@@ -186,9 +244,9 @@ def test_a_database_from_before_session_revocation_upgrades_and_keeps_its_missio
 
 
 def test_a_database_from_before_sandbox_claims_upgrades_and_keeps_its_missions(
-    tmp_path: Path,
+    empty_database_url: str,
 ):
-    url = sqlite_url(tmp_path / "old.db")
+    url = empty_database_url
     tables = database_at(
         url,
         "0003",
@@ -206,13 +264,7 @@ def test_a_database_from_before_sandbox_claims_upgrades_and_keeps_its_missions(
 
 
 def test_the_migration_matches_the_models(url: str):
-    engine = make_engine(url)
-    try:
-        with engine.connect() as connection:
-            context = MigrationContext.configure(connection, opts={"compare_type": True})
-            assert compare_metadata(context, Base.metadata) == []
-    finally:
-        engine.dispose()
+    assert schema_drift(url) == []
 
 
 def test_database_url_defaults_to_sqlite_in_the_data_dir(tmp_path: Path):
@@ -287,7 +339,7 @@ def test_a_delivery_remembers_what_was_decided(store: Store):
     assert delivery is not None
     assert (delivery.event, delivery.action) == ("check_run", "completed")
     assert (delivery.decision, delivery.mission_id) == ("mission", mission.id)
-    assert delivery.received_at.tzinfo is not None
+    assert delivery.received_at.utcoffset() == datetime.timedelta(0)
     assert store.get_delivery("unknown") is None
 
 
@@ -312,8 +364,9 @@ def test_a_mission_keeps_its_request(store: Store):
     assert (stored.repo, stored.head_sha, stored.pr_number) == ("acme/app", req.head_sha, 7)
     assert stored.dedupe_key == req.dedupe_key
     assert (stored.attempts, stored.cost_usd, stored.finished_at) == (0, 0.0, None)
-    assert stored.created_at.tzinfo is not None
+    assert stored.created_at.utcoffset() == datetime.timedelta(0)  # UTC, whatever the server's zone
     assert stored.to_dict()["created_at"] == stored.created_at.isoformat()
+    assert stored.to_dict()["created_at"].endswith("+00:00")
     assert store.get_mission("nope") is None
 
 
@@ -524,6 +577,23 @@ def test_a_repeated_event_is_not_stored_twice_and_unknown_missions_fail(store: S
         store.append_event(stray.events[0])
 
 
+def test_a_nul_in_command_output_or_a_message_is_stored_not_refused(url: str, store: Store):
+    """PostgreSQL's text types cannot hold NUL; there the store keeps U+FFFD in its place."""
+    mission, _ = store.create_mission(request())
+    bus = EventBus(mission.id, sinks=[store.event_sink(mission.id)], redactor=Redactor())
+    bus.emit("tool_result", id="c1", tool="run_command", status="failed",
+             output="find -print0: a\x00b\x00", exit_code=1)  # fmt: skip
+    bus.emit("verification", verified=False, rows=[{"id\x00": ["\x00"]}])
+    store.set_status(mission.id, "error", message="boom\x00")
+    nul = "\x00" if url.startswith("sqlite") else "\ufffd"
+    output, verification = store.events_after(mission.id, 0)
+    assert output["output"] == f"find -print0: a{nul}b{nul}"
+    assert verification["rows"] == [{f"id{nul}": [nul]}]
+    assert store.get_mission(mission.id).message == f"boom{nul}"  # type: ignore[union-attr]
+    # A NUL in a lookup finds nothing rather than failing the query.
+    assert store.get_mission(f"{mission.id}\x00") is None
+
+
 def test_model_calls_make_cost_and_usage_live_while_the_mission_runs(store: Store):
     mission, _ = store.create_mission(request())
     bus = EventBus(mission.id, sinks=[store.event_sink(mission.id)], redactor=Redactor())
@@ -574,11 +644,12 @@ def test_cost_aggregates_by_tier_repository_and_day(store: Store):
     finish(store, a, "nano", {"nano": (100, 10, 0.25)})
     finish(store, b, "super", {"nano": (100, 10, 0.25), "super": (1000, 100, 2.0)})
     finish(store, c, "nano", {"nano": (50, 5, 0.5)})
+    # Late in the UTC day, so a day counted in any other time zone would be the next one.
+    late = datetime.datetime(2026, 6, 30, 23, 30, tzinfo=datetime.UTC)
     with store.engine.begin() as connection:
+        connection.execute(update(Mission).values(created_at=late))
         connection.execute(
-            update(Mission)
-            .where(Mission.id == c.id)
-            .values(created_at=a.created_at.replace(year=2020, month=1, day=2))
+            update(Mission).where(Mission.id == c.id).values(created_at=late.replace(year=2020))
         )
 
     by_tier = {row["tier"]: row for row in store.costs_by_tier()}
@@ -598,8 +669,7 @@ def test_cost_aggregates_by_tier_repository_and_day(store: Store):
     assert (by_repo[2]["missions"], by_repo[2]["cost_usd"]) == (1, 0.0)
 
     by_day = store.costs_by_day()
-    today = a.created_at.date().isoformat()
-    assert [row["day"] for row in by_day] == ["2020-01-02", today]
+    assert [row["day"] for row in by_day] == ["2020-06-30", "2026-06-30"]
     assert by_day[0]["cost_usd"] == pytest.approx(0.5)
     assert (by_day[1]["missions"], by_day[1]["cost_usd"]) == (3, pytest.approx(2.5))
 
@@ -645,7 +715,7 @@ def test_sandbox_claims_are_kept_per_container_and_read_back_by_another_store(ur
         assert [c.container_id for c in reader.claims_of_mission("m1")] == ["a" * 64, "b" * 64]
         assert [c.owner for c in reader.claims_of_mission("m2")] == ["h:11:200"]
         # Read back aware and in UTC, like every other timestamp of the store.
-        assert reader.claim_of("c" * 64).claimed_at.tzinfo is not None  # type: ignore[union-attr]
+        assert reader.claim_of("c" * 64).claimed_at.utcoffset() == datetime.timedelta(0)  # type: ignore[union-attr]
 
 
 def test_a_container_recorded_twice_keeps_the_latest_claim(store: Store):
