@@ -108,7 +108,7 @@ def test_migrations_create_the_schema_on_an_empty_file_and_are_idempotent(tmp_pa
                 "sandbox_claims",
             }
             version = connection.execute(text("SELECT version_num FROM alembic_version")).all()
-            assert version == [("0004",)]
+            assert version == [("0007",)]
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
             uniques = inspect(connection).get_unique_constraints("missions")
