@@ -45,6 +45,7 @@ from saq.utils import now_seconds
 from saq.worker import Worker
 from sqlalchemy.exc import SQLAlchemyError
 
+from loopwright.config import ConfigError
 from loopwright.events import EventBus
 from loopwright.redaction import Redactor
 from loopwright.sandbox.docker.reaper import owner_alive, owner_id
@@ -91,8 +92,8 @@ def where(url: str) -> str:
     return f"{parts.scheme.split('+', 1)[0]}://{parts.hostname}:{parts.port or ''}"
 
 
-class QueueUnavailable(RuntimeError):
-    """The queue's backend could not be reached at start."""
+class QueueUnavailable(ConfigError):
+    """The queue's backend could not be reached at start (the message says where)."""
 
 
 class SaqQueue:
