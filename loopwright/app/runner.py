@@ -227,6 +227,9 @@ class AppMissionRunner:
         )
         self.store.set_links(mission_id, check_run_id=check_id)
         workdir = self.settings.data_dir / "missions" / mission_id
+        if stored is not None and stored.attempts > 1:
+            # This start begins from nothing: whatever a lost worker's start left goes.
+            shutil.rmtree(workdir, ignore_errors=True)
         delivery = GitHubDelivery(
             request=request,
             session=session,

@@ -242,8 +242,22 @@ class MissionRecords:
             "attempts": Mission.attempts + 1,
             "message": None,
             "runner": runner,
+            "runner_seen_at": utcnow(),
         }
         return self._update_mission(mission_id, values, "queued")
+
+    def touch_runner(self, mission_id: str, runner: str) -> None:
+        """The runner's heartbeat: it still runs the mission."""
+        with self._session.begin() as session:
+            session.execute(
+                update(Mission)
+                .where(
+                    Mission.id == mission_id,
+                    Mission.status == "running",
+                    Mission.runner == runner,
+                )
+                .values(runner_seen_at=utcnow())
+            )
 
     def take_over_lost(
         self, mission_id: str, runner: str | None, status: MissionStatus, message: str

@@ -124,6 +124,8 @@ class Mission(Base):
     runner: Mapped[str | None] = mapped_column(String(255))
     """The process running (or that last ran) the mission, `host:pid:start` like the
     sandboxes' owner label; a worker that takes over a lost mission reads whose it was."""
+    runner_seen_at: Mapped[datetime.datetime | None]
+    """When the runner last said it still runs the mission (its heartbeat)."""
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
     pr_url: Mapped[str | None] = mapped_column(String(1024))
     tracking_comment_id: Mapped[int | None] = mapped_column(BigInteger)

@@ -8,14 +8,15 @@ time on an event loop of its own, in a thread of this process; each job claims i
 with `Store.mark_running` and runs it on a thread (the runner blocks), sending the job's
 heartbeat meanwhile.
 
-A worker killed mid-mission sends no more heartbeats; after `heartbeat_s` SAQ's sweep, run
-by every live worker, puts the job back, and the worker that gets it finds the mission
-still `running` under the lost process (`Mission.runner`). That worker reaps the lost
-process's sandboxes (`on_lost`) and runs the mission again from the start, once: a mission
-lost a second time ends `interrupted`. The store stays the source of truth: every
-`requeue_s` each queue enqueues the `queued` missions again (a Redis restarted empty lost
-their jobs; the key makes it idempotent), and a worker also the `running` ones whose
-process on this host has exited.
+A worker killed mid-mission sends no more heartbeats, to SAQ or to the store
+(`Mission.runner_seen_at`). After `heartbeat_s` SAQ's sweep, run by every live worker,
+puts the job back; the worker that gets it finds the mission still `running` under a
+process that is gone (this host's process table says so, or its heartbeat in the store
+stopped), reaps that process's sandboxes (`on_lost`) and runs the mission again from the
+start, once: a mission lost a second time ends `interrupted`. The store stays the source
+of truth: every `requeue_s` each queue enqueues the `queued` missions again (a Redis
+restarted empty lost their jobs; the key makes it idempotent), and a worker also the
+`running` ones whose process is gone.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from loopwright.config import ConfigError
 from loopwright.events import EventBus
 from loopwright.redaction import Redactor
 from loopwright.sandbox.docker.reaper import owner_alive, owner_id
-from loopwright.store.models import Mission, MissionStatus
+from loopwright.store.models import Mission, MissionStatus, utcnow
 from loopwright.store.queue import LostMission, run_claimed
 from loopwright.store.repository import Store
 
@@ -287,9 +288,7 @@ class SaqQueue:
             self._queue,
             functions=[(JOB_FUNCTION, self._job)],
             concurrency=self._concurrency,
-            timers=PartialTimersDict(
-                sweep=max(1, self._heartbeat_s // 3), abort=1, schedule=1, worker_info=10
-            ),
+            timers=PartialTimersDict(sweep=self._heartbeat_s, abort=1, schedule=1, worker_info=10),
             after_process=self._after_job,
             dequeue_timeout=1.0,
             metadata={"runner": self._runner},
@@ -304,12 +303,16 @@ class SaqQueue:
         job: Job = ctx["job"]
         if self._stopping.is_set():
             return DEFERRED
-        beat = asyncio.create_task(self._beat(job))
+        beats = [
+            asyncio.create_task(self._beat(job)),
+            asyncio.create_task(self._beat_store(mission_id)),
+        ]
         try:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._missions, self._take, mission_id, job.attempts)
+            return await loop.run_in_executor(self._missions, self._take, mission_id)
         finally:
-            beat.cancel()
+            for beat in beats:
+                beat.cancel()
 
     async def _beat(self, job: Job) -> None:
         failing = False
@@ -323,9 +326,17 @@ class SaqQueue:
                 failing = True
                 continue
             failing = False
+
+    async def _beat_store(self, mission_id: str) -> None:
+        while True:
+            await asyncio.sleep(max(1.0, self._heartbeat_s / 3))
             heartbeat_slots = getattr(self._store, "heartbeat_slots", None)
-            if callable(heartbeat_slots):
-                await asyncio.to_thread(heartbeat_slots, self._runner)
+            try:
+                await asyncio.to_thread(self._store.touch_runner, mission_id, self._runner)
+                if callable(heartbeat_slots):
+                    await asyncio.to_thread(heartbeat_slots, self._runner)
+            except SQLAlchemyError as exc:
+                log.warning("mission heartbeat not stored", mission=mission_id, error=f"{exc}")
 
     async def _after_job(self, ctx: dict[str, Any]) -> None:
         job: Job | None = ctx.get("job")
@@ -333,13 +344,13 @@ class SaqQueue:
             return
         await self._enqueue(str(job.kwargs["mission_id"]), int(now_seconds()) + DEFER_S)
 
-    def _take(self, mission_id: str, delivery: int) -> str:
+    def _take(self, mission_id: str) -> str:
         """Claim and run one mission (on a mission thread); what happened, for the job."""
         mission = self._store.get_mission(mission_id)
         if mission is None:
             return "no such mission"
         if mission.status == "running":
-            if not self._lost(mission, delivery):
+            if not self._lost(mission):
                 return "running elsewhere"
             if not self._take_over(mission):
                 return "not run again"
@@ -362,16 +373,17 @@ class SaqQueue:
             self._release_slot(mission_id)
         return "ran"
 
-    def _lost(self, mission: Mission, delivery: int) -> bool:
-        """Whether the process running `mission` is gone. On this host the process table
-        says; elsewhere, SAQ gave the job back (delivery > 1) because its heartbeat
-        stopped."""
+    def _lost(self, mission: Mission) -> bool:
+        """Whether the process running `mission` is gone: on this host the process table
+        says; elsewhere, its heartbeat in the store stopped for `heartbeat_s`. (Not SAQ's
+        own view alone: its sweep can put back the job of a live worker.)"""
         runner = mission.runner
         if runner == self._runner:
             return False
         if runner is not None and runner.split(":", 1)[0] == socket.gethostname():
             return not owner_alive(runner)
-        return delivery > 1
+        seen = mission.runner_seen_at or mission.started_at
+        return seen is None or (utcnow() - seen).total_seconds() > self._heartbeat_s
 
     def _take_over(self, mission: Mission) -> bool:
         """Move a lost mission back to `queued` (True: run it now) or, lost before, to
@@ -435,11 +447,7 @@ class SaqQueue:
         try:
             missions = self._store.queued_missions()
             if self._run is not None:
-                missions += [
-                    m
-                    for m in self._store.running_missions()
-                    if m.runner is not None and self._lost(m, delivery=1)
-                ]
+                missions += [m for m in self._store.running_missions() if self._lost(m)]
             for mission in missions:
                 self._call(functools.partial(self._enqueue, mission.id))
         except (SQLAlchemyError, *QUEUE_ERRORS) as exc:  # type: ignore[misc]

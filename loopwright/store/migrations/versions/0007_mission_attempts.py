@@ -1,8 +1,8 @@
 """Which process runs a mission, so a mission whose worker was lost is retried once.
 
 `attempts` already counts the starts of a mission; `runner` names the process of the
-current start (`host:pid:start`, the sandboxes' owner label), so the worker that takes a
-lost mission over knows whose it was and whether that process is gone.
+current start (`host:pid:start`, the sandboxes' owner label) and `runner_seen_at` when it
+last said it was alive, so another worker can tell a lost mission from a running one.
 
 Revision ID: 0007
 Revises: 0004
@@ -25,8 +25,10 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("missions") as batch:
         batch.add_column(sa.Column("runner", sa.String(255), nullable=True))
+        batch.add_column(sa.Column("runner_seen_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("missions") as batch:
+        batch.drop_column("runner_seen_at")
         batch.drop_column("runner")
