@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import VENV_BIN, step, tool
 from tests.integration.app_harness import REPO, ServeProcess, World, app_world, post_webhook
 from tests.integration.test_app_restart import _containers_of, _labelled_containers, _wait_for
-from tests.scenarios import CORRECT
+from tests.scenarios import CORRECT, PLAN
 
 HEARTBEAT_S = "3"
 HANG = step(tool("finish", summary="slow"), delay_s=300)
@@ -253,3 +253,40 @@ def test_a_mission_lost_twice_ends_interrupted_and_says_so(tmp_path, redis_servi
         # Only two starts ever reached the model: the third worker ran nothing.
         assert len(world.model.requests) == 2
         world.github.assert_no_rejections()
+
+
+@pytest.mark.slow
+def test_a_redis_restarted_empty_mid_run_loses_no_mission(tmp_path, redis_service):
+    """One mission runs, one waits in Redis when it restarts with nothing in it, one
+    arrives after: the server and the worker reconnect, and all three run once."""
+    slow_first = [step(PLAN, delay_s=8), *CORRECT[1:]]
+    env = _queue_env({}, redis_service.url)
+    logs = [tmp_path / "serve.log", tmp_path / "worker.log"]
+    with app_world(tmp_path, [*slow_first, *CORRECT, *CORRECT], serve=False, env=env) as world:
+        server = _server_without_docker(world, logs[0])
+        worker = WorkerProcess(world, logs[1])
+        try:
+            ids = [_deliver(server, world)]
+            _wait_for(lambda: len(world.model.requests) == 1, 180, "the first mission's loop")
+            ids.append(_comment(server, world, 777101))
+            redis_service.restart(down_s=1.0)
+            ids.append(_comment(server, world, 777102))
+            done = [server.wait(mission_id, timeout=300) for mission_id in ids]
+            assert [d["status"] for d in done] == ["verified"] * 3, _logs(*logs)
+            assert [d["attempts"] for d in done] == [1, 1, 1]
+            assert worker.stop() == 0
+        finally:
+            worker.kill()
+            server.stop()
+        assert len(world.model.requests) == 3 * len(CORRECT)
+        assert len(_fix_pulls(world)) == 1
+        world.github.assert_no_rejections()
+
+
+def _comment(server: ServeProcess, world: World, comment_id: int) -> str:
+    payload = world.comment_payload("/loopwright fix")
+    payload["comment"]["id"] = comment_id
+    with httpx.Client(timeout=10) as client:
+        answer = post_webhook(client, server.url, "issue_comment", json.dumps(payload).encode())
+    assert answer.status_code == 202, answer.text
+    return str(answer.json()["mission"])
