@@ -62,8 +62,17 @@ class WorkerProcess:
         return self.proc.returncode
 
 
-def _queue_env(world_env: dict[str, str], redis_url: str, **more: str) -> dict[str, str]:
-    return {"LOOPWRIGHT_QUEUE_URL": redis_url, "LOOPWRIGHT_QUEUE_HEARTBEAT_S": HEARTBEAT_S, **more}
+def _queue_env(queue_url: str, **more: str) -> dict[str, str]:
+    return {"LOOPWRIGHT_QUEUE_URL": queue_url, "LOOPWRIGHT_QUEUE_HEARTBEAT_S": HEARTBEAT_S, **more}
+
+
+def _backend_env(request: pytest.FixtureRequest, backend: str) -> dict[str, str]:
+    """The queue on Redis beside the SQLite store, or on PostgreSQL in the store's own
+    database (a deployment with no Redis at all)."""
+    if backend == "redis":
+        return _queue_env(request.getfixturevalue("redis_service").url)
+    database = request.getfixturevalue("postgres_url")
+    return _queue_env(database, LOOPWRIGHT_DATABASE_URL=database)
 
 
 def _server_without_docker(world: World, log: Path) -> ServeProcess:
@@ -88,8 +97,9 @@ def _logs(*paths: Path) -> str:
     return "\n".join(p.read_text()[-4000:] for p in paths if p.exists())
 
 
-def test_serve_only_enqueues_and_a_worker_runs_the_mission(tmp_path, redis_service):
-    env = _queue_env({}, redis_service.url)
+@pytest.mark.parametrize("backend", ["redis", "postgres"])
+def test_serve_only_enqueues_and_a_worker_runs_the_mission(tmp_path, request, backend):
+    env = _backend_env(request, backend)
     with app_world(tmp_path, CORRECT, serve=False, env=env) as world:
         server = _server_without_docker(world, tmp_path / "serve.log")
         worker: WorkerProcess | None = None
@@ -121,7 +131,7 @@ def test_a_worker_killed_mid_mission_leaves_no_container_and_is_retried(
 ):
     """The first worker dies in the model loop, its sandbox running; the second reaps
     that sandbox and runs the mission from the start to a verified fix."""
-    env = _queue_env({}, redis_service.url, LOOPWRIGHT_SANDBOX="docker", LOOPWRIGHT_WARM_POOL="0")
+    env = _queue_env(redis_service.url, LOOPWRIGHT_SANDBOX="docker", LOOPWRIGHT_WARM_POOL="0")
     logs = [tmp_path / "serve.log", tmp_path / "worker-1.log", tmp_path / "worker-2.log"]
     with app_world(tmp_path, [HANG, *CORRECT], serve=False, env=env) as world:
         server = _server_without_docker(world, logs[0])
@@ -159,7 +169,7 @@ def test_a_worker_killed_after_opening_the_pr_is_retried_without_a_second_pr(
     """The first worker dies after its pull request is open but before the mission is
     stored as finished; the second runs the mission from the start and updates that pull
     request, its check run and its tracking comment, continuing its event log."""
-    env = _queue_env({}, redis_service.url)
+    env = _queue_env(redis_service.url)
     logs = [tmp_path / "serve.log", tmp_path / "worker-1.log", tmp_path / "worker-2.log"]
     with app_world(tmp_path, [*CORRECT, *CORRECT], serve=False, env=env) as world:
         server = _server_without_docker(world, logs[0])
@@ -209,8 +219,9 @@ def test_a_worker_killed_after_opening_the_pr_is_retried_without_a_second_pr(
 
 
 @pytest.mark.slow
-def test_a_mission_lost_twice_ends_interrupted_and_says_so(tmp_path, redis_service):
-    env = _queue_env({}, redis_service.url)
+@pytest.mark.parametrize("backend", ["redis", "postgres"])
+def test_a_mission_lost_twice_ends_interrupted_and_says_so(tmp_path, request, backend):
+    env = _backend_env(request, backend)
     logs = [tmp_path / f"worker-{n}.log" for n in (1, 2, 3)]
     with app_world(tmp_path, [HANG, HANG, *CORRECT], serve=False, env=env) as world:
         server = _server_without_docker(world, tmp_path / "serve.log")
@@ -260,7 +271,7 @@ def test_a_redis_restarted_empty_mid_run_loses_no_mission(tmp_path, redis_servic
     """One mission runs, one waits in Redis when it restarts with nothing in it, one
     arrives after: the server and the worker reconnect, and all three run once."""
     slow_first = [step(PLAN, delay_s=8), *CORRECT[1:]]
-    env = _queue_env({}, redis_service.url)
+    env = _queue_env(redis_service.url)
     logs = [tmp_path / "serve.log", tmp_path / "worker.log"]
     with app_world(tmp_path, [*slow_first, *CORRECT, *CORRECT], serve=False, env=env) as world:
         server = _server_without_docker(world, logs[0])
