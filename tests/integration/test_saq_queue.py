@@ -169,3 +169,78 @@ def test_a_redis_restarted_empty_mid_run_loses_no_mission(tmp_path, redis_servic
         server.stop(timeout=5)
         store.close()
     assert runs.counts() == Counter({m: 1 for m in ids})
+
+
+class SlotStore(Store):
+    """A store with mission slots as the `MissionSlots` contract describes them (the
+    store's semaphore): at most `global_cap` missions hold a slot at once."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.slots: dict[str, str] = {}
+        self.refused = 0
+        self.heartbeats: set[str] = set()
+        self._slot_lock = threading.Lock()
+
+    def acquire_slot(
+        self,
+        mission_id: str,
+        installation_id: int | None,
+        holder: str,
+        global_cap: int,
+        installation_cap: int | None,
+    ) -> bool:
+        with self._slot_lock:
+            if mission_id not in self.slots and len(self.slots) >= global_cap:
+                self.refused += 1
+                return False
+            self.slots[mission_id] = holder
+            return True
+
+    def heartbeat_slots(self, holder: str) -> None:
+        with self._slot_lock:
+            self.heartbeats.add(holder)
+
+    def release_slot(self, mission_id: str) -> None:
+        with self._slot_lock:
+            self.slots.pop(mission_id, None)
+
+
+def test_a_mission_refused_a_slot_waits_and_runs_later(backend: tuple[str, Store]) -> None:
+    url, plain = backend
+    store = SlotStore(str(plain.engine.url.render_as_string(hide_password=False)))
+    ids = _missions(store, 4)
+    running: set[str] = set()
+    most = 0
+    lock = threading.Lock()
+    runs = Runs(store, seconds=0)
+
+    def run(mission_id: str) -> None:
+        nonlocal most
+        with lock:
+            running.add(mission_id)
+            most = max(most, len(running))
+        time.sleep(1.2)
+        with lock:
+            running.discard(mission_id)
+        runs.runner("capped")(mission_id)
+
+    queues = [
+        SaqQueue(store, run, 2, url=url, heartbeat_s=3, requeue_s=30, global_cap=1)
+        for _ in range(2)
+    ]
+    try:
+        for queue in queues:
+            queue.start()
+        for mission_id in ids:
+            queues[0].submit(mission_id)
+        _wait_final(store, ids, timeout=120)
+    finally:
+        for queue in queues:
+            queue.stop(timeout=30)
+        store.close()
+    assert most == 1
+    assert store.refused >= 1  # four job slots, one mission slot: some were deferred
+    assert store.slots == {}
+    assert runs.counts() == Counter({m: 1 for m in ids})
+    assert store.heartbeats  # a running mission's holder kept its slots alive
