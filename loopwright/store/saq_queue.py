@@ -66,8 +66,9 @@ DEFER_S = 2
 """How long a job that found no free mission slot waits before it is tried again."""
 DEFERRED = "deferred"
 """What a job returns when it did not take its mission now; it is enqueued again."""
-CALL_TIMEOUT_S = 15.0
-"""How long a submit waits for the queue's backend before leaving it to the re-enqueue."""
+CALL_TIMEOUT_S = 5.0
+"""How long a submit waits for the queue's backend before leaving the mission to the
+re-enqueue (a webhook is answered after its submit, and GitHub waits 10 seconds)."""
 QUEUE_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.RedisError,
     psycopg.Error,
@@ -230,11 +231,12 @@ class SaqQueue:
     async def _open_queue(self) -> Queue:
         queue: Queue
         if self._url.startswith(("redis://", "rediss://")):
-            # Retries with backoff, so a worker waits out a Redis restart instead of
-            # spinning on refused connections.
+            # Retries with backoff (about 1.5 s in all), so a worker waits out a Redis
+            # restart instead of spinning on refused connections, and a submit gives up
+            # well within a webhook's time.
             client = aioredis.from_url(
                 self._url,
-                retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), 8),
+                retry=Retry(ExponentialBackoff(cap=1.0, base=0.2), 3),
                 retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
                 health_check_interval=10,
             )
