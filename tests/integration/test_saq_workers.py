@@ -75,10 +75,10 @@ def _backend_env(request: pytest.FixtureRequest, backend: str) -> dict[str, str]
     return _queue_env(database, LOOPWRIGHT_DATABASE_URL=database)
 
 
-def _server_without_docker(world: World, log: Path) -> ServeProcess:
+def _server_without_docker(world: World, log: Path, workers: int = 1) -> ServeProcess:
     """The server, with Docker configured but unreachable: it must never need it."""
     env = {**world.env, "LOOPWRIGHT_SANDBOX": "docker", "DOCKER_HOST": "unix:///nonexistent.sock"}
-    return ServeProcess(env, log).start()
+    return ServeProcess(env, log, workers=workers).start()
 
 
 def _deliver(server: ServeProcess, world: World) -> str:
@@ -97,11 +97,18 @@ def _logs(*paths: Path) -> str:
     return "\n".join(p.read_text()[-4000:] for p in paths if p.exists())
 
 
-@pytest.mark.parametrize("backend", ["redis", "postgres"])
-def test_serve_only_enqueues_and_a_worker_runs_the_mission(tmp_path, request, backend):
+@pytest.mark.parametrize(
+    ("backend", "serve_workers"),
+    [("redis", 1), ("postgres", 1), ("redis", 2)],
+    ids=["redis", "postgres", "redis-serve-workers-2"],
+)
+def test_serve_only_enqueues_and_a_worker_runs_the_mission(
+    tmp_path, request, backend, serve_workers
+):
+    """`serve --workers 2` too: its processes enqueue, none polls the store for work."""
     env = _backend_env(request, backend)
     with app_world(tmp_path, CORRECT, serve=False, env=env) as world:
-        server = _server_without_docker(world, tmp_path / "serve.log")
+        server = _server_without_docker(world, tmp_path / "serve.log", serve_workers)
         worker: WorkerProcess | None = None
         try:
             mission_id = _deliver(server, world)
