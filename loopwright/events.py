@@ -415,13 +415,17 @@ class EventBus:
         sinks: list[EventSink] | None,
         redactor: Scrubber,
         clock: Callable[[], float] = time.time,
+        *,
+        seq_after: int = 0,
     ) -> None:
+        """`seq_after`: the last sequence number already in the mission's log (a mission
+        run again after its worker was lost continues its log rather than restarting it)."""
         self.mission = mission
         self.sinks: list[EventSink] = list(sinks or [])
         self.stage: Stage | None = None
         self._redactor = redactor
         self._clock = clock
-        self._seq = 0
+        self._seq = seq_after
         self._lock = threading.Lock()
 
     def emit(self, type: EventType, stage: Stage | None = None, **fields: Any) -> Event:

@@ -143,6 +143,8 @@ class AppMissionRunner:
             mission_id,
             [self.store.event_sink(mission_id), *self.extra_sinks(mission_id)],
             redactor,
+            # A mission run again after its worker was lost continues its log.
+            seq_after=self.store.last_event_seq(mission_id),
         )
         try:
             self._run(mission_id, request, session, bus, redactor)
@@ -215,9 +217,19 @@ class AppMissionRunner:
         redactor: Redactor,
         tracker: TrackingComment | None,
     ) -> None:
-        check_id = session.start_check(request.head_sha, self._url(mission_id), mission_id)
+        # A mission run again after its worker was lost reports to the check run its
+        # first start opened, which nobody completed.
+        stored = self.store.get_mission(mission_id)
+        check_id = (
+            int(stored.check_run_id)
+            if stored is not None and stored.check_run_id is not None
+            else session.start_check(request.head_sha, self._url(mission_id), mission_id)
+        )
         self.store.set_links(mission_id, check_run_id=check_id)
         workdir = self.settings.data_dir / "missions" / mission_id
+        if stored is not None and stored.attempts > 1:
+            # This start begins from nothing: whatever a lost worker's start left goes.
+            shutil.rmtree(workdir, ignore_errors=True)
         delivery = GitHubDelivery(
             request=request,
             session=session,
@@ -284,8 +296,10 @@ class AppMissionRunner:
             redactor,
             interval_s=self.settings.github.comment_interval_s,
         )
+        stored = self.store.get_mission(mission_id)
+        earlier = stored.tracking_comment_id if stored is not None else None
         try:
-            comment_id = tracker.post()
+            comment_id = tracker.post(int(earlier) if earlier is not None else None)
         except GitHubError as exc:
             structlog.get_logger("loopwright.mission").warning(
                 "no tracking comment", mission=mission_id, error=str(exc)

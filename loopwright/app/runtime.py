@@ -16,10 +16,11 @@ from loopwright.events import EventSink
 from loopwright.github import tracking
 from loopwright.github.ratelimit import WriteSpacer
 from loopwright.github.service import GitHubApp, GitHubError
+from loopwright.redaction import Redactor
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.factory import get_provider
 from loopwright.store.models import Mission
-from loopwright.store.queue import InProcessQueue, MissionQueue
+from loopwright.store.queue import MissionQueue, open_queue
 from loopwright.store.repository import Store, open_store
 
 log = structlog.get_logger("loopwright.server")
@@ -31,7 +32,8 @@ class Runtime:
     store: Store
     queue: MissionQueue
     github: GitHubApp
-    provider: SandboxProvider
+    provider: SandboxProvider | None
+    """None in a server in front of SAQ workers: it runs no mission, so it has no sandboxes."""
     _background: list[threading.Thread] = field(default_factory=list)
 
     def in_background(self, name: str, work: Callable[[], None]) -> None:
@@ -64,6 +66,8 @@ def open_runtime(
     write_spacer: WriteSpacer | None = None,
     start_up: bool = True,
     poll_queued: float | None = None,
+    worker: bool = False,
+    concurrency: int | None = None,
 ) -> Iterator[Runtime]:
     """Open the store, the sandbox provider, the GitHub client and the queue; recover
     missions a previous process left behind; close everything on the way out.
@@ -81,57 +85,70 @@ def open_runtime(
     the start-up work (`start_up_once`), so this process neither marks missions interrupted
     nor reaps sandboxes; it runs the `queued` missions it finds. `poll_queued` (seconds)
     keeps taking `queued` missions from the shared store, whichever process stored them.
+
+    With `settings.queue_url` a server (`worker=False`) only submits missions to SAQ: no
+    sandbox provider (no Docker socket), no warm pool, no mission of its own, and nothing
+    marked interrupted, since workers elsewhere may be running missions; a `worker=True`
+    process consumes from SAQ, and takes over the missions of workers that were lost.
+    `concurrency`: missions this process runs at once (default
+    `settings.max_concurrent_missions`).
     """
     missing = settings.github.missing(webhooks=webhooks)
     if missing:
         raise ConfigError(f"the server needs {', '.join(missing)}; see README → GitHub App")
     assert settings.github.app_id is not None and settings.github.private_key is not None
+    runs_missions = worker or settings.queue_url is None
     store = open_store(settings)
     provider: SandboxProvider | None = None
-    queue: InProcessQueue | None = None
+    queue: MissionQueue | None = None
     stop_feeding = threading.Event()
     feeder: threading.Thread | None = None
     try:
-        provider = provider_factory(
-            settings.with_overrides(warm_pool=warm_pool_size(settings, server=True))
-        )
-        record_claims_in = getattr(provider, "record_claims_in", None)
-        if callable(record_claims_in):
-            record_claims_in(store)
         github = GitHubApp(
             settings.github.app_id,
             settings.github.private_key,
             settings.github.api_url,
             spacer=write_spacer,
         )
-        runner = AppMissionRunner(
-            settings=settings,
-            store=store,
-            github=github,
-            provider=provider,
-            model_factory=model_factory,
-            extra_sinks=extra_sinks,
-        )
+        runner: AppMissionRunner | None = None
+        if runs_missions:
+            provider = provider_factory(
+                settings.with_overrides(warm_pool=warm_pool_size(settings, server=True))
+            )
+            record_claims_in = getattr(provider, "record_claims_in", None)
+            if callable(record_claims_in):
+                record_claims_in(store)
+            runner = AppMissionRunner(
+                settings=settings,
+                store=store,
+                github=github,
+                provider=provider,
+                model_factory=model_factory,
+                extra_sinks=extra_sinks,
+            )
+        lost = _LostMissions()
         # Every process on the store may run up to the cap; the store's slots keep all of
         # them together under it, and each installation under its own cap.
-        queue = InProcessQueue(
+        queue = open_queue(
+            settings,
             store,
             runner,
-            settings.max_concurrent_missions,
-            global_cap=settings.max_concurrent_missions,
-            installation_cap=settings.max_missions_per_installation,
+            concurrency or settings.max_concurrent_missions,
+            redactor=Redactor(settings.secrets()),
+            on_lost=lost,
         )
         interrupted = queue.recover() if recover and start_up else []
-        if start_up:
+        if start_up and provider is not None:
             # Sandboxes of the previous (dead) server process go, its pool members and
             # claimed pool containers included; live CLI runs and workers keep theirs.
             provider.reap_abandoned()
-        else:
+        elif not start_up:
             for mission in store.queued_missions():
                 queue.submit(mission.id)
         for mission in interrupted:
             log.warning("mission interrupted by a restart", mission=mission.id)
         runtime = Runtime(settings, store, queue, github, provider)
+        lost.runtime = runtime
         _finish_interrupted_checks(runtime, [m.id for m in interrupted])
         queue.start()
         if poll_queued is not None:
@@ -152,6 +169,34 @@ def open_runtime(
         if provider is not None:
             provider.close()
         store.close()
+
+
+class _LostMissions:
+    """What a worker does for a mission whose worker was lost, before it runs again: the
+    lost process's sandboxes on this engine go (owner labels name dead processes); a
+    mission lost for good gets its check run completed and its tracking comment told."""
+
+    runtime: Runtime | None = None
+
+    def __call__(self, mission: Mission, interrupted: bool) -> None:
+        runtime = self.runtime
+        if runtime is None:
+            return
+        if runtime.provider is not None:
+            try:
+                removed = runtime.provider.reap_abandoned()
+            except SandboxError as exc:
+                log.error("sandboxes of a lost worker not reaped", error=str(exc))
+            else:
+                if removed:
+                    log.info(
+                        "reaped the sandboxes of a lost worker",
+                        mission=mission.id,
+                        runner=mission.runner,
+                        containers=len(removed),
+                    )
+        if interrupted:
+            _finish_interrupted_checks(runtime, [mission.id], why=WORKER_LOST)
 
 
 def feed_from_store(runtime: Runtime, stop: threading.Event, poll: float) -> None:
@@ -229,7 +274,13 @@ class _NoQueue:
         return []
 
 
-def _finish_interrupted_checks(runtime: Runtime, mission_ids: list[str]) -> None:
+SERVER_RESTARTED = "the server restarted while this mission ran"
+WORKER_LOST = "the worker running this mission was lost twice"
+
+
+def _finish_interrupted_checks(
+    runtime: Runtime, mission_ids: list[str], *, why: str = SERVER_RESTARTED
+) -> None:
     """Complete the check runs of missions a restart interrupted, so none spins forever."""
     from loopwright.request import MissionRequest
 
@@ -255,15 +306,14 @@ def _finish_interrupted_checks(runtime: Runtime, mission_ids: list[str]) -> None
                 "neutral",
                 {
                     "title": "Loopwright was interrupted",
-                    "summary": "The server restarted while this mission ran; comment "
+                    "summary": f"{why[0].upper()}{why[1:]}; comment "
                     "`/loopwright fix` on the pull request to try again.",
                 },
             )
             if comment_id is not None:
                 tracking.note(
                     mission_id,
-                    "⚠️ **Interrupted:** the server restarted while this mission ran; comment "
-                    "`/loopwright fix` to try again.",
+                    f"⚠️ **Interrupted:** {why}; comment `/loopwright fix` to try again.",
                     session=session,
                     comment_id=int(comment_id),
                 )

@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--poll", type=float, default=2.0, help="seconds between looks for queued missions"
     )
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="missions this worker runs at once (default LOOPWRIGHT_MAX_CONCURRENT_MISSIONS, "
+        "which with LOOPWRIGHT_QUEUE_URL is also the cap across all workers)",
+    )
 
     rep = sub.add_parser("replay", help="render a saved event log (NDJSON) in the terminal")
     rep.add_argument("events", type=Path, metavar="FILE.ndjson")

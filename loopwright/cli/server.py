@@ -116,11 +116,12 @@ def _serve_workers(
     from uvicorn.supervisors import Multiprocess
 
     log = structlog.get_logger("loopwright.serve")
-    if mode == "app":
+    if mode == "app" and settings.queue_url is None:
         from loopwright.app.runtime import start_up_once
 
         # Before any worker exists: a worker's start must never mark another worker's
-        # new missions interrupted.
+        # new missions interrupted. (With a queue the server runs no mission: there is
+        # nothing of its own to interrupt or reap.)
         start_up_once(settings)
     # Each worker may run up to LOOPWRIGHT_MAX_CONCURRENT_MISSIONS missions, and the
     # store's mission slots hold all of them (and any `loopwright worker` on the store)
@@ -158,12 +159,14 @@ def worker_app(
         mode=mode,
         allowed_hosts=allowed_hosts,
         start_up=False,
-        poll_queued=WORKER_POLL_S if mode == "app" else None,
+        # With a queue, missions reach the SAQ workers through it, not by polling.
+        poll_queued=WORKER_POLL_S if mode == "app" and settings.queue_url is None else None,
     )
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    """Run queued missions from the store the server writes (SQLite file or PostgreSQL).
+    """Run queued missions from the store the server writes (SQLite file or PostgreSQL),
+    or with LOOPWRIGHT_QUEUE_URL from the SAQ queue the servers submit to.
 
     Any number of workers and the server's own workers can share one store: a mission is
     claimed by one conditional update, so it runs exactly once. They share the caps too:
@@ -184,14 +187,30 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"worker needs {', '.join(missing)}; see README → GitHub App")
     if args.poll <= 0:
         raise UsageError("--poll must be a positive number of seconds")
+    concurrency = getattr(args, "concurrency", None) or settings.max_concurrent_missions
+    if concurrency < 1:
+        raise UsageError(f"--concurrency {concurrency}: give 1 or more missions at a time")
     configure_logging(Redactor(settings.secrets()))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with open_runtime(settings, recover=False, webhooks=False) as runtime:
-        structlog.get_logger("loopwright.worker").info(
-            f"worker running up to {settings.max_concurrent_missions} missions at a "
-            "time from the shared store (the cap of every process on it together)"
-        )
+    with open_runtime(
+        settings, recover=False, webhooks=False, worker=True, concurrency=concurrency
+    ) as runtime:
+        log = structlog.get_logger("loopwright.worker")
         with contextlib.suppress(KeyboardInterrupt):
-            feed_from_store(runtime, stop, args.poll)
+            if settings.queue_url is None:
+                log.info(
+                    f"worker running up to {concurrency} missions at a time from the shared store "
+                    "(the cap of every process on it together)"
+                )
+                feed_from_store(runtime, stop, args.poll)
+            else:
+                from loopwright.store.saq_queue import where
+
+                log.info(
+                    f"worker running up to {concurrency} missions at a "
+                    f"time from the queue at {where(settings.queue_url)}"
+                )
+                while not stop.wait(1.0):
+                    pass
     return EXIT_OK

@@ -128,6 +128,9 @@ class Settings:
     """Where missions queue between processes: `redis://…` (SAQ on Redis; live events fan
     out through Redis too) or `postgresql://…` (SAQ on PostgreSQL). None: the embedded
     in-process queue over the store."""
+    queue_heartbeat_s: int = 30
+    """With `queue_url`: a mission's job whose worker sent no heartbeat for this long is
+    taken as lost (the worker died) and run again once by another worker."""
     github: GitHubAppSettings = field(default_factory=lambda: GitHubAppSettings())
     dashboard_token: str | None = None
     """Bearer token required by the web views and API when set."""
@@ -200,6 +203,9 @@ class Settings:
                 else None
             ),
             queue_url=_read_queue_url(get("LOOPWRIGHT_QUEUE_URL")),
+            queue_heartbeat_s=read_int(
+                env, "LOOPWRIGHT_QUEUE_HEARTBEAT_S", defaults.queue_heartbeat_s, low=3
+            ),
             github=GitHubAppSettings.from_env(env),
             dashboard_token=get("LOOPWRIGHT_DASHBOARD_TOKEN") or None,
             allow_dependency_changes=read_bool(env, "LOOPWRIGHT_ALLOW_DEPENDENCY_CHANGES", False),

@@ -285,10 +285,18 @@ class TrackingComment:
         self._send = threading.Lock()
         self._final_written = False
 
-    def post(self) -> int:
-        """Post the comment (raises `GitHubError` when GitHub refuses); its id."""
+    def post(self, existing: int | None = None) -> int:
+        """Post the comment (raises `GitHubError` when GitHub refuses); its id.
+
+        `existing`: the comment of an earlier start of the same mission (its worker was
+        lost), rewritten from the top instead of a second comment on the pull request.
+        """
         body = render_tracking(self.state, self.redactor)
-        self.comment_id, self.url = self.session.post_comment(self.number, body)
+        if existing is None:
+            self.comment_id, self.url = self.session.post_comment(self.number, body)
+        else:
+            self.session.edit_comment(existing, body)
+            self.comment_id = existing
         self._written, self._last_write = body, self._clock()
         with _LIVE_LOCK:
             _LIVE[self.state.mission] = self

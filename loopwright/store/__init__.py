@@ -2,7 +2,7 @@
 
 from loopwright.store.engine import database_url, make_engine, migrate
 from loopwright.store.models import Delivery, EventRecord, Mission, MissionStatus, MissionUsage
-from loopwright.store.queue import InProcessQueue, MissionQueue
+from loopwright.store.queue import InProcessQueue, MissionQueue, open_queue
 from loopwright.store.repository import MissionNotFound, Store, new_mission_id, open_store
 
 __all__ = [
@@ -19,5 +19,6 @@ __all__ = [
     "make_engine",
     "migrate",
     "new_mission_id",
+    "open_queue",
     "open_store",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -48,6 +48,15 @@ class EventLog:
                     raise  # not a duplicate: the mission does not exist
             return False
         return True
+
+    def last_event_seq(self, mission_id: str) -> int:
+        """The sequence number of the mission's last stored event (0 for none): a mission
+        run again after its worker was lost goes on numbering from there."""
+        with self._session() as session:
+            seq = session.scalar(
+                select(func.max(EventRecord.seq)).where(EventRecord.mission_id == mission_id)
+            )
+        return int(seq or 0)
 
     def event_sink(self, mission_id: str) -> EventSink:
         """An `EventBus` sink that appends the mission's events to the log."""

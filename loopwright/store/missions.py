@@ -179,6 +179,14 @@ class MissionRecords:
             return message[len(CANCEL_REQUESTED) :]
         return None
 
+    def running_missions(self) -> list[Mission]:
+        """Every `running` mission, oldest start first."""
+        return self._all(
+            select(Mission)
+            .where(Mission.status == "running")
+            .order_by(Mission.started_at, Mission.id)
+        )
+
     def queued_missions(self) -> list[Mission]:
         """Oldest first, the order they should run in."""
         return self._all(
@@ -222,18 +230,53 @@ class MissionRecords:
             values["finished_at"] = utcnow()
         return self._update_mission(mission_id, values, expect)
 
-    def mark_running(self, mission_id: str) -> bool:
+    def mark_running(self, mission_id: str, *, runner: str | None = None) -> bool:
         """Claim a queued mission for a worker; False if it is not queued (any more).
 
         The claim is one conditional UPDATE, so two workers never run the same mission.
+        `runner` names the claiming process (`host:pid:start`).
         """
         values = {
             "status": "running",
             "started_at": utcnow(),
             "attempts": Mission.attempts + 1,
             "message": None,
+            "runner": runner,
+            "runner_seen_at": utcnow(),
         }
         return self._update_mission(mission_id, values, "queued")
+
+    def touch_runner(self, mission_id: str, runner: str) -> None:
+        """The runner's heartbeat: it still runs the mission."""
+        with self._session.begin() as session:
+            session.execute(
+                update(Mission)
+                .where(
+                    Mission.id == mission_id,
+                    Mission.status == "running",
+                    Mission.runner == runner,
+                )
+                .values(runner_seen_at=utcnow())
+            )
+
+    def take_over_lost(
+        self, mission_id: str, runner: str | None, status: MissionStatus, message: str
+    ) -> bool:
+        """Move a `running` mission whose `runner` was lost to `queued` (to run again from
+        the start) or to a final status; False if it is no longer running there (another
+        worker took it over first, or it finished after all)."""
+        _check_status(status)
+        values: dict[str, Any] = {"status": status, "message": message}
+        if status not in ACTIVE_STATUSES:
+            values["finished_at"] = utcnow()
+        query = update(Mission).where(Mission.id == mission_id, Mission.status == "running")
+        if runner is None:
+            query = query.where(Mission.runner.is_(None))
+        else:
+            query = query.where(Mission.runner == runner)
+        with self._session.begin() as session:
+            result = session.execute(query.values(**values))
+            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
     def mark_finished(self, result: FinishedResult) -> None:
         """Store a mission's result, its final status and its per-tier usage."""

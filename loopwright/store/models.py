@@ -124,6 +124,11 @@ class Mission(Base):
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     """How many times a worker has started this mission."""
+    runner: Mapped[str | None] = mapped_column(String(255))
+    """The process running (or that last ran) the mission, `host:pid:start` like the
+    sandboxes' owner label; a worker that takes over a lost mission reads whose it was."""
+    runner_seen_at: Mapped[datetime.datetime | None]
+    """When the runner last said it still runs the mission (its heartbeat)."""
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
     pr_url: Mapped[str | None] = mapped_column(String(1024))
     tracking_comment_id: Mapped[int | None] = mapped_column(BigInteger)
@@ -150,6 +155,7 @@ class Mission(Base):
             "tier_reached": self.tier_reached,
             "cost_usd": self.cost_usd,
             "attempts": self.attempts,
+            "runner": self.runner,
             "check_run_id": self.check_run_id,
             "pr_url": self.pr_url,
             "tracking_comment_id": self.tracking_comment_id,

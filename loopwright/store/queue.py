@@ -7,16 +7,11 @@ Before the claim a mission takes a slot in the store (`Store.acquire_slot`), whi
 holds `max_concurrent_missions` and the per-installation cap across every process on the
 store; the slot is given back however the mission ends.
 
-A distributed backend implements the same `MissionQueue` with SAQ on Redis or PostgreSQL:
-`submit` enqueues a job `run_mission(mission_id)` with `key=mission_id` (SAQ drops a second
-job with the same key); `start`/`stop` start and stop a SAQ `Worker` whose `concurrency` is
-`max_concurrent_missions` per worker process; `running` lists the ids of the jobs that
-worker holds. The job takes a slot exactly as here (refused: the job is deferred and
-enqueued again after a short delay) and calls the same `run` function, which claims the
-mission with `mark_running`. `recover` re-enqueues `queued` missions (idempotent thanks
-to the job key) but must not call `interrupt_running()` blindly, because other workers may
-be alive: it marks `interrupted` only missions whose SAQ job is gone or whose heartbeat
-expired (SAQ's `heartbeat_timeout` aborts jobs of dead workers).
+Two implementations of `MissionQueue`: `InProcessQueue` (threads in this process, the
+default) and `SaqQueue` (loopwright/store/saq_queue.py: SAQ on Redis or PostgreSQL, shared
+by every server and worker process, whose job takes a slot exactly as here; refused, the
+job is deferred and enqueued again after a short delay). `open_queue` picks one from
+`Settings.queue_url`.
 """
 
 from __future__ import annotations
@@ -31,6 +26,7 @@ from typing import Protocol
 import structlog
 from sqlalchemy.exc import SQLAlchemyError
 
+from loopwright.config import Settings
 from loopwright.redaction import Redactor
 from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store.models import Mission
@@ -138,6 +134,7 @@ class InProcessQueue:
         heartbeat, which would otherwise keep them alive."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._runner = owner_id()
 
     @property
     def holder(self) -> str:
@@ -240,7 +237,7 @@ class InProcessQueue:
                 continue
             del self._pending[mission_id]
             try:
-                claimed = self._store.mark_running(mission_id)
+                claimed = self._store.mark_running(mission_id, runner=self._runner)
             except SQLAlchemyError:
                 self._pending[mission_id] = None
                 self._release(mission_id)
@@ -299,18 +296,75 @@ class InProcessQueue:
             self._wake.set()
 
     def _run_one(self, mission_id: str) -> None:
-        try:
-            self._run(mission_id)
-        except Exception as exc:  # noqa: BLE001 - one mission's failure must not end the worker
-            message = self._redactor.text(f"{type(exc).__name__}: {exc}")
-            trace = self._redactor.text("".join(traceback.format_exception(exc)))
-            log.error("mission crashed", mission=mission_id, error=message, traceback=trace)
-            self._store.set_status(mission_id, "error", message=message, expect="running")
-            return
-        if self._store.set_status(
-            mission_id,
-            "error",
-            message="the runner returned without recording a result",
-            expect="running",
-        ):
-            log.error("mission left running by its runner", mission=mission_id)
+        run_claimed(self._store, self._run, mission_id, self._redactor)
+
+
+def run_claimed(
+    store: Store, run: Callable[[str], None], mission_id: str, redactor: Redactor
+) -> None:
+    """Run a mission this process has claimed; a crash or a runner that records no result
+    ends it `error` (the message redacted), so no mission stays `running` behind a live
+    worker."""
+    try:
+        run(mission_id)
+    except Exception as exc:  # noqa: BLE001 - one mission's failure must not end the worker
+        message = redactor.text(f"{type(exc).__name__}: {exc}")
+        trace = redactor.text("".join(traceback.format_exception(exc)))
+        log.error("mission crashed", mission=mission_id, error=message, traceback=trace)
+        store.set_status(mission_id, "error", message=message, expect="running")
+        return
+    if store.set_status(
+        mission_id,
+        "error",
+        message="the runner returned without recording a result",
+        expect="running",
+    ):
+        log.error("mission left running by its runner", mission=mission_id)
+
+
+LostMission = Callable[[Mission, bool], None]
+"""Called by a queue that took over a mission whose worker was lost, before it runs again:
+the mission as the lost worker left it, and whether it ended `interrupted` (lost twice)
+rather than going back to the queue. It reaps the lost worker's sandboxes and, when
+interrupted, completes the check run and tells the tracking comment."""
+
+
+def open_queue(
+    settings: Settings,
+    store: Store,
+    run: Callable[[str], None] | None,
+    concurrency: int,
+    *,
+    redactor: Redactor | None = None,
+    on_lost: LostMission | None = None,
+) -> MissionQueue:
+    """The queue `settings` ask for: SAQ on `queue_url`, else the in-process queue.
+
+    `run=None` is a process that only submits (a web server in front of SAQ workers): its
+    `start` runs no mission. The in-process queue has no other process to run them, so it
+    needs `run`.
+    """
+    if settings.queue_url is None:
+        if run is None:
+            raise ValueError("the in-process queue runs its own missions: pass `run`")
+        return InProcessQueue(
+            store,
+            run,
+            concurrency,
+            global_cap=settings.max_concurrent_missions,
+            installation_cap=settings.max_missions_per_installation,
+            redactor=redactor,
+        )
+    from loopwright.store.saq_queue import SaqQueue
+
+    return SaqQueue(
+        store,
+        run,
+        concurrency,
+        url=settings.queue_url,
+        redactor=redactor,
+        on_lost=on_lost,
+        heartbeat_s=settings.queue_heartbeat_s,
+        global_cap=settings.max_concurrent_missions,
+        installation_cap=settings.max_missions_per_installation,
+    )

@@ -1,0 +1,458 @@
+"""The mission queue on SAQ, over Redis or PostgreSQL: one queue for every server and worker.
+
+A process without a `run` function (a web server) only submits: `submit` enqueues the job
+`run_mission(mission_id)` with `key=mission_id`, so a mission submitted twice (a replayed
+webhook, two servers, the periodic re-enqueue) is one job while it waits. A process with
+one (`loopwright worker`) also consumes: a SAQ `Worker` runs up to `concurrency` jobs at a
+time on an event loop of its own, in a thread of this process; each job claims its mission
+with `Store.mark_running` and runs it on a thread (the runner blocks), sending the job's
+heartbeat meanwhile.
+
+A worker killed mid-mission sends no more heartbeats, to SAQ or to the store
+(`Mission.runner_seen_at`). After `heartbeat_s` SAQ's sweep, run by every live worker,
+puts the job back; the worker that gets it finds the mission still `running` under a
+process that is gone (this host's process table says so, or its heartbeat in the store
+stopped), reaps that process's sandboxes (`on_lost`) and runs the mission again from the
+start, once: a mission lost a second time ends `interrupted`. The store stays the source
+of truth: every `requeue_s` each queue enqueues the `queued` missions again (a Redis
+restarted empty lost their jobs; the key makes it idempotent), and a worker also the
+`running` ones whose process is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import socket
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import psycopg_pool
+import redis.exceptions
+import structlog
+from redis import asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from saq.job import Job
+from saq.queue import Queue
+from saq.queue.redis import RedisQueue
+from saq.types import PartialTimersDict
+from saq.utils import now_seconds
+from saq.worker import Worker
+from sqlalchemy.exc import SQLAlchemyError
+
+from loopwright.config import ConfigError
+from loopwright.events import EventBus
+from loopwright.redaction import Redactor
+from loopwright.sandbox.docker.reaper import owner_alive, owner_id
+from loopwright.store.models import Mission, MissionStatus, utcnow
+from loopwright.store.queue import LostMission, run_claimed
+from loopwright.store.repository import Store
+
+log = structlog.get_logger(__name__)
+
+QUEUE_NAME = "loopwright-missions"
+JOB_FUNCTION = "run_mission"
+MAX_STARTS = 2
+"""A mission whose worker is lost runs once more from the start; lost again, it ends."""
+REQUEUE_S = 5.0
+"""How often a queue enqueues the store's `queued` missions again."""
+DEFER_S = 2
+"""How long a job that found no free mission slot waits before it is tried again."""
+DEFERRED = "deferred"
+"""What a job returns when it did not take its mission now; it is enqueued again."""
+CALL_TIMEOUT_S = 5.0
+"""How long a submit waits for the queue's backend before leaving the mission to the
+re-enqueue (a webhook is answered after its submit, and GitHub waits 10 seconds)."""
+QUEUE_ERRORS: tuple[type[Exception], ...] = (
+    redis.exceptions.RedisError,
+    psycopg.Error,
+    psycopg_pool.PoolTimeout,
+    OSError,
+    TimeoutError,
+)
+"""The backend is unreachable or restarting: logged, and the next round tries again."""
+
+T = TypeVar("T")
+
+
+def saq_url(url: str) -> str:
+    """The URL SAQ's backends take: libpq wants `postgresql://`, so a SQLAlchemy driver
+    suffix (`postgresql+psycopg://`) is dropped."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(scheme=parts.scheme.split("+", 1)[0]))
+
+
+def where(url: str) -> str:
+    """The queue's host and port, for messages: never the password in the URL."""
+    parts = urlsplit(url)
+    return f"{parts.scheme.split('+', 1)[0]}://{parts.hostname}:{parts.port or ''}"
+
+
+class QueueUnavailable(ConfigError):
+    """The queue's backend could not be reached at start (the message says where)."""
+
+
+class SaqQueue:
+    """`MissionQueue` on SAQ. `run=None`: this process only submits."""
+
+    def __init__(
+        self,
+        store: Store,
+        run: Callable[[str], None] | None,
+        concurrency: int,
+        *,
+        url: str,
+        redactor: Redactor | None = None,
+        on_lost: LostMission | None = None,
+        heartbeat_s: int = 30,
+        requeue_s: float = REQUEUE_S,
+        global_cap: int | None = None,
+        installation_cap: int | None = None,
+    ) -> None:
+        """`global_cap` and `installation_cap`: missions at once across every worker, and
+        of one installation, held by the store's mission slots where the store has them
+        (`global_cap` defaults to `concurrency`)."""
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if heartbeat_s < 3:
+            raise ValueError(f"heartbeat_s must be at least 3 seconds, not {heartbeat_s}")
+        self._store = store
+        self._run = run
+        self._concurrency = concurrency
+        self._url = saq_url(url)
+        self._redactor = redactor or Redactor()
+        self._on_lost = on_lost
+        self._heartbeat_s = heartbeat_s
+        self._requeue_s = requeue_s
+        self._caps = (global_cap or concurrency, installation_cap)
+        self._runner = owner_id()
+        self._lock = threading.Lock()
+        self._connecting = threading.Lock()
+        self._running: set[str] = set()
+        self._stopping = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._queue: Queue | None = None
+        self._worker: Worker[Any] | None = None
+        self._worker_done: Any = None
+        self._requeuer: threading.Thread | None = None
+        # Missions block for minutes: they get threads of their own, as many as may run,
+        # rather than the event loop's small default pool.
+        self._missions = ThreadPoolExecutor(concurrency, thread_name_prefix="loopwright-mission")
+
+    # -- MissionQueue --------------------------------------------------------------------
+
+    def submit(self, mission_id: str) -> None:
+        if self._stopping.is_set():
+            return
+        try:
+            self._call(lambda: self._enqueue(mission_id))
+        except QUEUE_ERRORS as exc:
+            log.warning(
+                "mission not enqueued; it stays queued in the store and is enqueued again "
+                f"within {self._requeue_s:g}s",
+                mission=mission_id,
+                queue=where(self._url),
+                error=f"{type(exc).__name__}: {exc}",
+            )
+
+    def start(self) -> None:
+        self._connect()
+        with self._lock:
+            if self._requeuer is not None or self._stopping.is_set():
+                return
+            if self._run is not None:
+                self._worker = self._make_worker()
+                assert self._loop is not None
+                self._worker_done = asyncio.run_coroutine_threadsafe(
+                    self._worker.start(), self._loop
+                )
+            self._requeuer = threading.Thread(
+                target=self._requeue_loop, name="loopwright-requeue", daemon=True
+            )
+            self._requeuer.start()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        self._stopping.set()
+        if self._requeuer is not None:
+            self._requeuer.join(timeout=10)
+        if self._worker is not None and self._loop is not None:
+            # The worker takes no new job once its event is set; running missions get
+            # `timeout` seconds, then their jobs are cancelled (SAQ puts them back).
+            self._worker._shutdown_grace_period_s = (
+                24 * 3600 if timeout is None else max(1, math.ceil(timeout))
+            )
+            self._loop.call_soon_threadsafe(self._worker.event.set)
+            try:
+                self._worker_done.result(None if timeout is None else timeout + 15)
+            except (TimeoutError, asyncio.CancelledError) as exc:
+                log.warning("the queue's worker did not stop", error=repr(exc))
+        finished = not self.running()
+        self._close_loop()
+        self._missions.shutdown(wait=False)
+        return finished
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return sorted(self._running)
+
+    def recover(self) -> list[Mission]:
+        """Enqueue the `queued` missions again; mark nothing interrupted, since other
+        workers may be running missions now (a lost one comes back through its job)."""
+        self._connect()
+        self._requeue_once()
+        return []
+
+    # -- the event loop ------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        with self._connecting:
+            if self._queue is not None:
+                return
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="loopwright-saq", daemon=True)
+            thread.start()
+            self._loop, self._loop_thread = loop, thread
+            try:
+                self._queue = asyncio.run_coroutine_threadsafe(self._open_queue(), loop).result(60)
+            except QUEUE_ERRORS as exc:
+                self._close_loop()
+                raise QueueUnavailable(
+                    f"LOOPWRIGHT_QUEUE_URL: could not reach the queue at {where(self._url)} "
+                    f"({type(exc).__name__}: {exc}); check that it runs and the URL is right"
+                ) from exc
+
+    async def _open_queue(self) -> Queue:
+        queue: Queue
+        if self._url.startswith(("redis://", "rediss://")):
+            # Retries with backoff (about 1.5 s in all), so a worker waits out a Redis
+            # restart instead of spinning on refused connections, and a submit gives up
+            # well within a webhook's time.
+            client = aioredis.from_url(
+                self._url,
+                retry=Retry(ExponentialBackoff(cap=1.0, base=0.2), 3),
+                retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
+                health_check_interval=10,
+            )
+            queue = RedisQueue(client, name=QUEUE_NAME)
+        else:
+            queue = Queue.from_url(self._url, name=QUEUE_NAME, min_size=1, max_size=10)
+        await queue.connect()
+        return queue
+
+    def _close_loop(self) -> None:
+        loop, thread, queue = self._loop, self._loop_thread, self._queue
+        if loop is None:
+            return
+        if queue is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(queue.disconnect(), loop).result(10)
+            except QUEUE_ERRORS as exc:
+                log.warning("queue not disconnected cleanly", error=f"{type(exc).__name__}: {exc}")
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout=10)
+        if not loop.is_running():
+            loop.close()
+        with self._lock:
+            self._loop = self._loop_thread = None
+            self._queue = None
+
+    def _call(
+        self, work: Callable[[], Coroutine[Any, Any, T]], timeout: float = CALL_TIMEOUT_S
+    ) -> T:
+        """Run `work()` on the queue's event loop (connecting first) and wait for it."""
+        self._connect()
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(work(), self._loop).result(timeout)
+
+    async def _enqueue(self, mission_id: str, scheduled: int = 0) -> Job | None:
+        assert self._queue is not None
+        return await self._queue.enqueue(
+            JOB_FUNCTION,
+            key=mission_id,
+            mission_id=mission_id,
+            timeout=0,  # a mission's own limits end it, not the queue
+            heartbeat=self._heartbeat_s,
+            retries=MAX_STARTS + 1,  # the last delivery only records the second loss
+            scheduled=scheduled,
+        )
+
+    def _make_worker(self) -> Worker[Any]:
+        assert self._queue is not None
+        worker: Worker[Any] = Worker(
+            self._queue,
+            functions=[(JOB_FUNCTION, self._job)],
+            concurrency=self._concurrency,
+            timers=PartialTimersDict(sweep=self._heartbeat_s, abort=1, schedule=1, worker_info=10),
+            after_process=self._after_job,
+            dequeue_timeout=1.0,
+            metadata={"runner": self._runner},
+        )
+        # The worker's loop is not the main thread's: the process's signals stay with it.
+        worker.SIGNALS = []
+        return worker
+
+    # -- one job -------------------------------------------------------------------------
+
+    async def _job(self, ctx: dict[str, Any], *, mission_id: str) -> str:
+        job: Job = ctx["job"]
+        if self._stopping.is_set():
+            return DEFERRED
+        beats = [
+            asyncio.create_task(self._beat(job)),
+            asyncio.create_task(self._beat_store(mission_id)),
+        ]
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._missions, self._take, mission_id)
+        finally:
+            for beat in beats:
+                beat.cancel()
+
+    async def _beat(self, job: Job) -> None:
+        failing = False
+        while True:
+            await asyncio.sleep(max(1.0, self._heartbeat_s / 3))
+            try:
+                await job.update()
+            except QUEUE_ERRORS as exc:
+                if not failing:
+                    log.warning("job heartbeat failed", job=job.key, error=f"{exc}")
+                failing = True
+                continue
+            failing = False
+
+    async def _beat_store(self, mission_id: str) -> None:
+        while True:
+            await asyncio.sleep(max(1.0, self._heartbeat_s / 3))
+            heartbeat_slots = getattr(self._store, "heartbeat_slots", None)
+            try:
+                await asyncio.to_thread(self._store.touch_runner, mission_id, self._runner)
+                if callable(heartbeat_slots):
+                    await asyncio.to_thread(heartbeat_slots, self._runner)
+            except SQLAlchemyError as exc:
+                log.warning("mission heartbeat not stored", mission=mission_id, error=f"{exc}")
+
+    async def _after_job(self, ctx: dict[str, Any]) -> None:
+        job: Job | None = ctx.get("job")
+        if job is None or job.result != DEFERRED or not job.kwargs:
+            return
+        await self._enqueue(str(job.kwargs["mission_id"]), int(now_seconds()) + DEFER_S)
+
+    def _take(self, mission_id: str) -> str:
+        """Claim and run one mission (on a mission thread); what happened, for the job."""
+        mission = self._store.get_mission(mission_id)
+        if mission is None:
+            return "no such mission"
+        if mission.status == "running":
+            if not self._lost(mission):
+                return "running elsewhere"
+            if not self._take_over(mission):
+                return "not run again"
+        elif mission.status != "queued":
+            return f"already {mission.status}"
+        if self._stopping.is_set() or not self._acquire_slot(mission):
+            return DEFERRED
+        try:
+            if not self._store.mark_running(mission_id, runner=self._runner):
+                return "claimed elsewhere"
+            assert self._run is not None
+            with self._lock:
+                self._running.add(mission_id)
+            try:
+                run_claimed(self._store, self._run, mission_id, self._redactor)
+            finally:
+                with self._lock:
+                    self._running.discard(mission_id)
+        finally:
+            self._release_slot(mission_id)
+        return "ran"
+
+    def _lost(self, mission: Mission) -> bool:
+        """Whether the process running `mission` is gone: on this host the process table
+        says; elsewhere, its heartbeat in the store stopped for `heartbeat_s`. (Not SAQ's
+        own view alone: its sweep can put back the job of a live worker.)"""
+        runner = mission.runner
+        if runner == self._runner:
+            return False
+        if runner is not None and runner.split(":", 1)[0] == socket.gethostname():
+            return not owner_alive(runner)
+        seen = mission.runner_seen_at or mission.started_at
+        return seen is None or (utcnow() - seen).total_seconds() > self._heartbeat_s
+
+    def _take_over(self, mission: Mission) -> bool:
+        """Move a lost mission back to `queued` (True: run it now) or, lost before, to
+        `interrupted`; tell its log, and let `on_lost` reap and report."""
+        again = mission.attempts < MAX_STARTS
+        if again:
+            message = (
+                "the worker running this mission was lost; it runs again from the start "
+                f"(start {mission.attempts + 1} of {MAX_STARTS})"
+            )
+        else:
+            message = (
+                f"the worker running this mission was lost, {mission.attempts} times; "
+                "comment `/loopwright fix` to try again"
+            )
+        status: MissionStatus = "queued" if again else "interrupted"
+        if not self._store.take_over_lost(mission.id, mission.runner, status, message):
+            return False
+        log.warning("mission's worker lost", mission=mission.id, runner=mission.runner, now=status)
+        bus = EventBus(
+            mission.id,
+            [self._store.event_sink(mission.id)],
+            self._redactor,
+            seq_after=self._store.last_event_seq(mission.id),
+        )
+        bus.emit("error", message=message, kind="WorkerLost")
+        if self._on_lost is not None:
+            self._on_lost(mission, not again)
+        return again
+
+    # -- the global cap: the store's mission slots, where the store has them ------------
+
+    def _acquire_slot(self, mission: Mission) -> bool:
+        acquire = getattr(self._store, "acquire_slot", None)
+        if not callable(acquire):
+            return True
+        installation = (mission.request or {}).get("installation_id")
+        global_cap, installation_cap = self._caps
+        return bool(
+            acquire(
+                mission.id,
+                int(installation) if isinstance(installation, int) else None,
+                self._runner,
+                global_cap,
+                installation_cap,
+            )
+        )
+
+    def _release_slot(self, mission_id: str) -> None:
+        release = getattr(self._store, "release_slot", None)
+        if callable(release):
+            release(mission_id)
+
+    # -- the store is the source of truth ------------------------------------------------
+
+    def _requeue_loop(self) -> None:
+        while not self._stopping.wait(self._requeue_s):
+            self._requeue_once()
+
+    def _requeue_once(self) -> None:
+        try:
+            missions = self._store.queued_missions()
+            if self._run is not None:
+                missions += [m for m in self._store.running_missions() if self._lost(m)]
+            for mission in missions:
+                self._call(functools.partial(self._enqueue, mission.id))
+        except (SQLAlchemyError, *QUEUE_ERRORS) as exc:  # type: ignore[misc]
+            log.warning(
+                "re-enqueue of stored missions failed", error=f"{type(exc).__name__}: {exc}"
+            )

@@ -1,0 +1,246 @@
+"""`SaqQueue` on a real Redis and a real PostgreSQL: every stored mission runs exactly once
+however many processes submit it and however many consume, and a Redis restarted empty
+loses none."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from saq.queue import Queue
+
+from loopwright.request import MissionRequest
+from loopwright.store.engine import migrate
+from loopwright.store.repository import Store
+from loopwright.store.saq_queue import QUEUE_NAME, SaqQueue, saq_url
+
+BACKENDS = ["redis", "postgres"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Store]]:
+    """The queue URL and a store: SQLite beside Redis; PostgreSQL for both (one database
+    holds the store's tables and SAQ's, as in a deployment without Redis)."""
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_service").url
+        store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    else:
+        url = store_url = request.getfixturevalue("postgres_url")
+    migrate(store_url)
+    store = Store(store_url)
+    try:
+        yield url, store
+    finally:
+        store.close()
+
+
+def _missions(store: Store, count: int) -> list[str]:
+    ids = []
+    for n in range(count):
+        request = MissionRequest(
+            trigger="check_run", repo="acme/invoice", clone_url="", head_sha=f"{n:040x}"
+        )
+        mission, created = store.create_mission(request)
+        assert created
+        ids.append(mission.id)
+    return ids
+
+
+class Runs:
+    """The run function of each consumer: which consumer ran which mission, how often."""
+
+    def __init__(self, store: Store, seconds: float) -> None:
+        self.store = store
+        self.seconds = seconds
+        self.by: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def runner(self, name: str) -> Callable[[str], None]:
+        def run(mission_id: str) -> None:
+            with self.lock:
+                self.by.append((name, mission_id))
+            time.sleep(self.seconds)
+            assert self.store.set_status(mission_id, "verified", expect="running")
+
+        return run
+
+    def counts(self) -> Counter[str]:
+        with self.lock:
+            return Counter(mission for _, mission in self.by)
+
+
+def _wait_final(store: Store, ids: list[str], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        statuses = {m: store.get_mission(m).status for m in ids}  # type: ignore[union-attr]
+        if all(s not in ("queued", "running") for s in statuses.values()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"missions did not finish: {statuses}")
+
+
+def _saq_count(url: str, kind: str) -> int:
+    async def count() -> int:
+        queue = Queue.from_url(saq_url(url), name=QUEUE_NAME)
+        await queue.connect()
+        try:
+            return await queue.count(kind)  # type: ignore[arg-type]
+        finally:
+            await queue.disconnect()
+
+    return asyncio.run(count())
+
+
+def test_two_consumers_run_every_mission_exactly_once(backend: tuple[str, Store]) -> None:
+    url, store = backend
+    ids = _missions(store, 8)
+    runs = Runs(store, seconds=0.5)
+    queues = [
+        SaqQueue(store, runs.runner(name), 2, url=url, heartbeat_s=6, requeue_s=0.5)
+        for name in ("a", "b")
+    ]
+    try:
+        for queue in queues:
+            queue.start()
+        for mission_id in ids:
+            for queue in queues:  # each mission submitted by both processes
+                queue.submit(mission_id)
+        _wait_final(store, ids)
+    finally:
+        stopped = [queue.stop(timeout=30) for queue in queues]
+    assert stopped == [True, True]
+    assert runs.counts() == Counter({m: 1 for m in ids})
+    assert {name for name, _ in runs.by} == {"a", "b"}, runs.by
+    for mission_id in ids:
+        mission = store.get_mission(mission_id)
+        assert mission is not None
+        assert (mission.status, mission.attempts) == ("verified", 1)
+        assert mission.runner is not None
+
+
+def test_a_mission_submitted_three_times_is_one_job(backend: tuple[str, Store]) -> None:
+    url, store = backend
+    (mission_id,) = _missions(store, 1)
+    submitter = SaqQueue(store, None, 1, url=url)
+    try:
+        for _ in range(3):
+            submitter.submit(mission_id)
+        assert _saq_count(url, "queued") == 1
+        assert submitter.running() == []
+    finally:
+        assert submitter.stop(timeout=5)
+    runs = Runs(store, seconds=0)
+    consumer = SaqQueue(store, runs.runner("worker"), 2, url=url, requeue_s=0.5)
+    try:
+        consumer.start()
+        _wait_final(store, [mission_id])
+    finally:
+        consumer.stop(timeout=30)
+    assert runs.counts() == Counter({mission_id: 1})
+
+
+def test_a_redis_restarted_empty_mid_run_loses_no_mission(tmp_path, redis_service) -> None:
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(store_url)
+    store = Store(store_url)
+    ids = _missions(store, 5)
+    runs = Runs(store, seconds=1.0)
+    server = SaqQueue(store, None, 1, url=redis_service.url, requeue_s=0.5)
+    worker = SaqQueue(store, runs.runner("worker"), 1, url=redis_service.url, requeue_s=0.5)
+    try:
+        server.start()
+        worker.start()
+        for mission_id in ids:
+            server.submit(mission_id)
+        deadline = time.monotonic() + 30
+        while not runs.by and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert runs.by, "no mission started"
+        # Every job still waiting is gone with the restart; the store still has them.
+        redis_service.restart(down_s=1.0)
+        _wait_final(store, ids, timeout=120)
+    finally:
+        assert worker.stop(timeout=30)
+        server.stop(timeout=5)
+        store.close()
+    assert runs.counts() == Counter({m: 1 for m in ids})
+
+
+class SlotStore(Store):
+    """A store with mission slots as the `MissionSlots` contract describes them (the
+    store's semaphore): at most `global_cap` missions hold a slot at once."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.slots: dict[str, str] = {}
+        self.refused = 0
+        self.heartbeats: set[str] = set()
+        self._slot_lock = threading.Lock()
+
+    def acquire_slot(
+        self,
+        mission_id: str,
+        installation_id: int | None,
+        holder: str,
+        global_cap: int,
+        installation_cap: int | None,
+    ) -> bool:
+        with self._slot_lock:
+            if mission_id not in self.slots and len(self.slots) >= global_cap:
+                self.refused += 1
+                return False
+            self.slots[mission_id] = holder
+            return True
+
+    def heartbeat_slots(self, holder: str) -> None:
+        with self._slot_lock:
+            self.heartbeats.add(holder)
+
+    def release_slot(self, mission_id: str) -> None:
+        with self._slot_lock:
+            self.slots.pop(mission_id, None)
+
+
+def test_a_mission_refused_a_slot_waits_and_runs_later(backend: tuple[str, Store]) -> None:
+    url, plain = backend
+    store = SlotStore(str(plain.engine.url.render_as_string(hide_password=False)))
+    ids = _missions(store, 4)
+    running: set[str] = set()
+    most = 0
+    lock = threading.Lock()
+    runs = Runs(store, seconds=0)
+
+    def run(mission_id: str) -> None:
+        nonlocal most
+        with lock:
+            running.add(mission_id)
+            most = max(most, len(running))
+        time.sleep(1.2)
+        with lock:
+            running.discard(mission_id)
+        runs.runner("capped")(mission_id)
+
+    queues = [
+        SaqQueue(store, run, 2, url=url, heartbeat_s=3, requeue_s=30, global_cap=1)
+        for _ in range(2)
+    ]
+    try:
+        for queue in queues:
+            queue.start()
+        for mission_id in ids:
+            queues[0].submit(mission_id)
+        _wait_final(store, ids, timeout=120)
+    finally:
+        for queue in queues:
+            queue.stop(timeout=30)
+        store.close()
+    assert most == 1
+    assert store.refused >= 1  # four job slots, one mission slot: some were deferred
+    assert store.slots == {}
+    assert runs.counts() == Counter({m: 1 for m in ids})
+    assert store.heartbeats  # a running mission's holder kept its slots alive
