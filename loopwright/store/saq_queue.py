@@ -66,6 +66,9 @@ DEFER_S = 2
 """How long a job that found no free mission slot waits before it is tried again."""
 DEFERRED = "deferred"
 """What a job returns when it did not take its mission now; it is enqueued again."""
+SLOT_STALE_S = 60.0
+"""A slot whose holder has not renewed it for this long (nor for two heartbeats) is freed;
+a holder on this host whose process is gone loses its slots at once."""
 CALL_TIMEOUT_S = 5.0
 """How long a submit waits for the queue's backend before leaving the mission to the
 re-enqueue (a webhook is answered after its submit, and GitHub waits 10 seconds)."""
@@ -404,6 +407,9 @@ class SaqQueue:
         status: MissionStatus = "queued" if again else "interrupted"
         if not self._store.take_over_lost(mission.id, mission.runner, status, message):
             return False
+        # The lost process cannot give its slot back; left held, it would refuse this
+        # mission's next start (a slot is not shared between holders).
+        self._release_slot(mission.id)
         log.warning("mission's worker lost", mission=mission.id, runner=mission.runner, now=status)
         bus = EventBus(
             mission.id,
@@ -434,6 +440,16 @@ class SaqQueue:
             )
         )
 
+    def _expire_slots(self) -> None:
+        """Free the slots of dead holders: a worker killed between taking a slot and
+        claiming its mission, or one whose mission is not seen as lost yet, would
+        otherwise hold a place under the caps for good."""
+        expire = getattr(self._store, "expire_slots", None)
+        if not callable(expire):
+            return
+        for mission_id in expire(max(SLOT_STALE_S, 2 * self._heartbeat_s)):
+            log.warning("slot of a lost worker freed", mission=mission_id)
+
     def _release_slot(self, mission_id: str) -> None:
         release = getattr(self._store, "release_slot", None)
         if callable(release):
@@ -449,6 +465,7 @@ class SaqQueue:
         try:
             missions = self._store.queued_missions()
             if self._run is not None:
+                self._expire_slots()
                 missions += [m for m in self._store.running_missions() if self._lost(m)]
             for mission in missions:
                 self._call(functools.partial(self._enqueue, mission.id))

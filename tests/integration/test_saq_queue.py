@@ -5,16 +5,20 @@ loses none."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from saq.queue import Queue
 
 from loopwright.request import MissionRequest
+from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store.engine import migrate
 from loopwright.store.repository import Store
 from loopwright.store.saq_queue import QUEUE_NAME, SaqQueue, saq_url
@@ -93,7 +97,9 @@ def _saq_count(url: str, kind: str) -> int:
         finally:
             await queue.disconnect()
 
-    return asyncio.run(count())
+    # On a thread of its own: the test's thread may already have an event loop set.
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, count()).result(30)
 
 
 def test_two_consumers_run_every_mission_exactly_once(backend: tuple[str, Store]) -> None:
@@ -244,3 +250,41 @@ def test_a_mission_refused_a_slot_waits_and_runs_later(backend: tuple[str, Store
     assert store.slots == {}
     assert runs.counts() == Counter({m: 1 for m in ids})
     assert store.heartbeats  # a running mission's holder kept its slots alive
+
+
+def _dead_runner() -> str:
+    """The owner id of a process of this host that has exited."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    runner = owner_id(child.pid)
+    child.wait(10)
+    return runner
+
+
+def test_a_mission_lost_holding_its_slot_runs_again_and_frees_a_dead_holders_slots(
+    backend: tuple[str, Store],
+) -> None:
+    """A worker killed mid-mission leaves its mission `running` and its slot held; another
+    killed between taking a slot and claiming leaves a slot only. The next worker, under a
+    global cap of one, takes the first over and runs both."""
+    url, store = backend
+    lost, waiting = _missions(store, 2)
+    dead = _dead_runner()
+    assert store.acquire_slot(lost, None, dead, 2, None)
+    assert store.mark_running(lost, runner=dead)
+    assert store.acquire_slot("gone-before-claiming", None, dead, 2, None)
+    runs = Runs(store, seconds=0)
+    consumer = SaqQueue(
+        store, runs.runner("worker"), 1, url=url, heartbeat_s=3, requeue_s=0.5, global_cap=1
+    )
+    try:
+        consumer.start()
+        consumer.submit(lost)
+        consumer.submit(waiting)
+        _wait_final(store, [lost, waiting], timeout=60)
+    finally:
+        assert consumer.stop(timeout=30)
+    assert runs.counts() == Counter({lost: 1, waiting: 1})
+    mission = store.get_mission(lost)
+    assert mission is not None
+    assert (mission.status, mission.attempts) == ("verified", 2)
+    assert store.slots_held() == 0

@@ -167,7 +167,9 @@ def test_threads_racing_for_slots_never_hold_more_than_the_caps(store: Store):
         thread.join(120)
     intervals = [i for r in results for i in r]
     assert len(intervals) == 150
-    assert peak(intervals) == global_cap
+    # The cap being reached exactly is the sequential test's; racing threads on a loaded
+    # machine may not line three holds up at once.
+    assert 2 <= peak(intervals) <= global_cap
     for installation in range(installations):
         assert peak(intervals, installation) <= installation_cap
     assert store.slots_held() == 0
