@@ -321,6 +321,20 @@ def visible_missions(
     return [m for m in missions if viewer.can_see(m.repo)][:limit]
 
 
+def queue_positions_of(store: Store, missions: list[Mission]) -> dict[str, int]:
+    """Queue positions, read only when one of `missions` is queued (the read is over every
+    queued mission, also those the viewer cannot see: the position counts them)."""
+    if not any(m.status == "queued" for m in missions):
+        return {}
+    return store.queue_positions()
+
+
+def mission_json(mission: Mission, positions: dict[str, int]) -> dict[str, Any]:
+    """A mission as the API answers it: its stored fields and `queue_position`."""
+    position = positions.get(mission.id) if mission.status == "queued" else None
+    return {**mission.to_dict(), "queue_position": position}
+
+
 def visible_mission(store: Store, viewer: Viewer, mission_id: str) -> Mission:
     """The mission, or 404 when it does not exist or the viewer may not see it (a 403
     would tell a stranger the mission exists)."""
@@ -338,7 +352,8 @@ def list_missions(
     repo: FromQuery[str | None] = None,
     limit: FromQuery[int] = 100,
 ) -> list[dict[str, Any]]:
-    """Newest first; filter by status and repository (`owner/name`)."""
+    """Newest first; filter by status and repository (`owner/name`). A `queued` mission's
+    `queue_position` is its place in the queue (1 runs next); null for every other status."""
     missions = visible_missions(
         store,
         viewer,
@@ -346,7 +361,8 @@ def list_missions(
         check_repo_filter(repo),
         min(max(limit, 1), 500),
     )
-    return [m.to_dict() for m in missions]
+    positions = queue_positions_of(store, missions)
+    return [mission_json(m, positions) for m in missions]
 
 
 @get(
@@ -358,8 +374,10 @@ def list_missions(
 def get_mission(
     store: NamedDependency[Store], viewer: NamedDependency[Viewer], mission_id: FromPath[str]
 ) -> dict[str, Any]:
-    """The mission with its request, result (patch, verification evidence, usage) and links."""
-    return visible_mission(store, viewer, mission_id).to_dict()
+    """The mission with its request, result (patch, verification evidence, usage) and links;
+    `queue_position` is its place in the queue while `queued` (1 runs next), else null."""
+    mission = visible_mission(store, viewer, mission_id)
+    return mission_json(mission, queue_positions_of(store, [mission]))
 
 
 @get(

@@ -30,7 +30,13 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from loopwright.app.api import Viewer, require_token, visible_mission, visible_missions
+from loopwright.app.api import (
+    Viewer,
+    queue_positions_of,
+    require_token,
+    visible_mission,
+    visible_missions,
+)
 from loopwright.app.params import (
     check_repo_filter,
     check_status_filter,
@@ -198,8 +204,11 @@ def sse_event(event: dict[str, Any]) -> ServerSentEventMessage:
     )
 
 
-def mission_summary(mission: Mission, now: float | None = None) -> dict[str, Any]:
-    """What the list page and the mission header show: no request body, no patch."""
+def mission_summary(
+    mission: Mission, now: float | None = None, positions: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """What the list page and the mission header show: no request body, no patch.
+    `positions` (`Store.queue_positions`) gives a queued mission its `queue_position`."""
     started = mission.started_at or mission.created_at
     end = mission.finished_at.timestamp() if mission.finished_at else (now or time.time())
     return {
@@ -219,6 +228,7 @@ def mission_summary(mission: Mission, now: float | None = None) -> dict[str, Any
         "finished_at": mission.finished_at.isoformat() if mission.finished_at else None,
         "duration_s": round(max(end - started.timestamp(), 0.0), 1),
         "active": mission.status in ACTIVE_STATUSES,
+        "queue_position": (positions or {}).get(mission.id) if mission.status == "queued" else None,
     }
 
 
@@ -388,7 +398,8 @@ async def mission_list_stream(
     def read() -> list[dict[str, Any]]:
         now = time.time()
         missions = visible_missions(store, viewer, status or None, repo or None, cap)
-        return [mission_summary(m, now) for m in missions]
+        positions = queue_positions_of(store, missions)
+        return [mission_summary(m, now, positions) for m in missions]
 
     return ServerSentEvent(
         mission_list(store, hub, read, timing), headers={"X-Accel-Buffering": "no"}

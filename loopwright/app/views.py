@@ -21,6 +21,7 @@ from litestar.response import Template
 
 from loopwright.app.api import (
     Viewer,
+    queue_positions_of,
     require_full_access,
     require_token,
     visible_mission,
@@ -28,7 +29,7 @@ from loopwright.app.api import (
 )
 from loopwright.app.cancel import csrf_token
 from loopwright.app.params import valid_repo
-from loopwright.app.stream import mission_summary
+from loopwright.app.stream import StreamTiming, mission_summary
 from loopwright.config import Settings
 from loopwright.events import STAGES
 from loopwright.store.models import ACTIVE_STATUSES, MISSION_STATUSES
@@ -71,7 +72,9 @@ def missions_page(
     status = status if status in MISSION_STATUSES else None
     repo = repo if repo and valid_repo(repo) else None
     now = time.time()
-    missions = [mission_summary(m, now) for m in visible_missions(store, viewer, status, repo, 100)]
+    found = visible_missions(store, viewer, status, repo, 100)
+    positions = queue_positions_of(store, found)
+    missions = [mission_summary(m, now, positions) for m in found]
     repos = sorted(r["repo"] for r in store.costs_by_repo() if viewer.can_see(r["repo"]))
     return Template(
         template_name="missions.html",
@@ -93,12 +96,13 @@ def mission_page(
     store: NamedDependency[Store],
     settings: NamedDependency[Settings],
     viewer: NamedDependency[Viewer],
+    timing: NamedDependency[StreamTiming],
     mission_id: FromPath[str],
 ) -> Template:
     """One mission: pipeline, plan, timeline, verification, screenshot and outcome, filled
     in from the event stream (which replays the log first, so finished missions work)."""
     mission = visible_mission(store, viewer, mission_id)
-    summary = mission_summary(mission)
+    summary = mission_summary(mission, positions=queue_positions_of(store, [mission]))
     # Missions the App runs can be cancelled from here; the token binds the POST to this page.
     cancellable = request.app.state.mode == "app"
     return Template(
@@ -113,6 +117,8 @@ def mission_page(
             "tiers": settings.tier_names,
             "csrf": csrf_token(settings, request) if cancellable else "",
             "active": mission.status in ACTIVE_STATUSES,
+            # A queued mission's page reads its place in the queue this often.
+            "queue_poll_ms": max(int(timing.poll_s * 1000), 250),
         },
     )
 

@@ -22,6 +22,7 @@
   var FAILED = { error: 1, failed: 1, unverified: 1, budget_exceeded: 1 };
   var SKIPPED = { skipped: 1, nothing_to_fix: 1, flaky: 1, cancelled: 1 };
   var HEAD_LINES = 12, TAIL_LINES = 40, MAX_CHARS = 6000;
+  var QUEUE_POLL_MS = Number(root.dataset.queuePollMs) || 3000;
 
   function el(tag, cls, text) {
     var node = document.createElement(tag);
@@ -505,6 +506,31 @@
     var badge = document.getElementById("status");
     badge.textContent = status;
     badge.className = "status status-" + status;
+    if (status !== "queued") setQueuePosition(null);
+  }
+
+  function setQueuePosition(position) {
+    var box = document.getElementById("queue-position");
+    if (!box) return;
+    box.hidden = !position;
+    document.getElementById("queue-position-n").textContent = position ? String(position) : "";
+  }
+
+  // A queued mission sends no events until it starts; its place in the queue is read from
+  // the API until then.
+  function followQueue() {
+    if (document.getElementById("status").textContent !== "queued") return;
+    var timer = setInterval(function () {
+      if (received > 0 || ended) { clearInterval(timer); return; }
+      fetch("/api/missions/" + encodeURIComponent(missionId), { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (m) {
+          if (!m || received > 0) return;
+          if (m.status !== "queued") { clearInterval(timer); setStatus(m.status); return; }
+          setQueuePosition(m.queue_position);
+        })
+        .catch(function () { /* the next tick tries again */ });
+    }, QUEUE_POLL_MS);
   }
 
   var handlers = {
@@ -519,6 +545,8 @@
     if (seq <= lastSeq) { duplicates++; root.dataset.duplicates = duplicates; return; }
     lastSeq = seq;
     received++;
+    // Events mean the mission left the queue.
+    if (document.getElementById("status").textContent === "queued") setStatus("running");
     root.dataset.received = received;
     root.dataset.lastSeq = lastSeq;
     var fn = handlers[e.type];
@@ -596,4 +624,5 @@
   }
   setupCancel();
   connect();
+  followQueue();
 })();

@@ -39,7 +39,8 @@
     missions.forEach(function (m) {
       var tr = el("tr");
       tr.dataset.id = m.id;
-      cell(tr, "Status", "", el("span", "status status-" + m.status, m.status));
+      var status = cell(tr, "Status", "", el("span", "status status-" + m.status, m.status));
+      if (m.queue_position) status.appendChild(el("span", "queue-position", ", position " + m.queue_position));
       var a = el("a", "", m.id);
       a.href = "/missions/" + encodeURIComponent(m.id);
       cell(tr, "Mission", "", a);
