@@ -41,7 +41,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import VENV_BIN
+from benchmarks.app_mission import prepare_sandbox
 from tests.integration.app_harness import post_webhook
 from tests.integration.scale_world import ScaleWorld, scale_world
 from tests.services import postgres_cluster, redis_server
@@ -156,16 +156,7 @@ def main() -> int:
     counts = [int(n) for n in args.workers.split(",")] if not args.smoke else [1, 2]
     missions = 2 if args.smoke else args.missions
     deliveries = 20 if args.smoke else args.deliveries
-    # The local sandbox runs the example's tests with the python on PATH.
-    os.environ["PATH"] = f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-    if args.sandbox == "docker":
-        from loopwright.config import Settings
-        from loopwright.sandbox.docker.engine import connect
-        from loopwright.sandbox.image import ensure_image
-
-        client = connect()
-        ensure_image(client, Settings.from_env(), lambda line: None)
-        client.close()
+    prepare_sandbox(args.sandbox)
     rows: list[tuple[int, float, list[float]]] = []
     with postgres_cluster() as postgres, contextlib.ExitStack() as stack:
         for workers in counts:
