@@ -83,16 +83,11 @@ def one_mission(tmp: Path, sandbox: str) -> dict[str, float]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--sandbox", choices=("docker", "local"), default="docker")
-    parser.add_argument("--smoke", action="store_true", help="one run, to check it works")
-    args = parser.parse_args()
-    runs = 1 if args.smoke else args.runs
-    # The local sandbox runs the example's tests with the python on PATH.
+def prepare_sandbox(kind: str) -> None:
+    """Make `kind` ready before any timing: the sandbox image built (Docker), the venv's
+    python first on PATH (the local sandbox runs the example's tests with it)."""
     os.environ["PATH"] = f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-    if args.sandbox == "docker":
+    if kind == "docker":
         from loopwright.config import Settings
         from loopwright.sandbox.docker.engine import connect
         from loopwright.sandbox.image import ensure_image
@@ -100,6 +95,16 @@ def main() -> int:
         client = connect()
         ensure_image(client, Settings.from_env(), lambda line: None)
         client.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--sandbox", choices=("docker", "local"), default="docker")
+    parser.add_argument("--smoke", action="store_true", help="one run, to check it works")
+    args = parser.parse_args()
+    runs = 1 if args.smoke else args.runs
+    prepare_sandbox(args.sandbox)
     series: dict[str, list[float]] = {}
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as tmp:

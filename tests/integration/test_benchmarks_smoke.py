@@ -21,6 +21,7 @@ SMOKE: dict[str, tuple[tuple[str, ...], str, bool]] = {
     "loop_overhead": ((), "| measure | p50 | p95 | max |", True),
     "phase_timing": ((), "| phase | python-invoice |", True),
     "sandbox_start": ((), "p50 ms", True),
+    "scale_out": (("--sandbox", "local"), "| workers | missions/min | ratio to 1 worker |", False),
     "sse_fanout": ((), "| measure | value |", False),
     "verification_overhead": ((), "plain p50 ms", True),
     "webhook_ack": ((), "| server | workers | p50 | p99 | max | deliveries/s |", False),
