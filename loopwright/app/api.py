@@ -3,9 +3,9 @@ may see them: the dashboard token, its session cookie, or a GitHub sign-in sessi
 
 from __future__ import annotations
 
+import datetime
 import hmac
 import secrets
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -117,29 +117,23 @@ class Viewer:
 
 
 class GitHubSessions:
-    """Repository lists too long for a cookie, kept in this process under the session's id
-    (a restart signs those users out; the short list in the cookie survives restarts)."""
+    """Repository lists too long for a cookie, kept in the store under the SHA-256 of the
+    session's id: every server process on the store reads them, a restart keeps them, and
+    signing out forgets them everywhere (the short list in the cookie needs no row)."""
 
-    def __init__(self) -> None:
-        self._sessions: dict[str, tuple[float, tuple[str, ...]]] = {}
-        self._lock = threading.Lock()
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     def put(self, session_id: str, repos: tuple[str, ...], expires: float) -> None:
-        now = time.time()
-        with self._lock:
-            self._sessions = {k: v for k, v in self._sessions.items() if v[0] > now}
-            self._sessions[session_id] = (expires, repos)
+        self._store.record_sign_in(
+            session_id, repos, datetime.datetime.fromtimestamp(expires, datetime.UTC)
+        )
 
     def get(self, session_id: str) -> tuple[str, ...] | None:
-        with self._lock:
-            found = self._sessions.get(session_id)
-        if found is None or found[0] < time.time():
-            return None
-        return found[1]
+        return self._store.sign_in_repos(session_id)
 
     def drop(self, session_id: str) -> None:
-        with self._lock:
-            self._sessions.pop(session_id, None)
+        self._store.end_sign_in(session_id)
 
 
 class _PlainURLSafeSerializer(URLSafeSerializer):
@@ -172,7 +166,7 @@ def github_session_value(
 ) -> str:
     """The signed cookie of a GitHub sign-in: a new session id, login, expiry and the
     readable repositories (for a long list, kept in `sessions` under the session id
-    instead). Never a token."""
+    instead: this writes to the store). Never a token."""
     signer = _github_signer(settings)
     session_id = new_session_id()
     names = sorted({r.lower(): r for r in repos}.values(), key=str.lower)

@@ -155,6 +155,7 @@ def create_app(
                 app.state.store = runtime.store
             else:
                 app.state.store = stack.enter_context(open_store(settings))
+            app.state.github_sessions = GitHubSessions(app.state.store)
             metrics.store = app.state.store
             stack.callback(setattr, metrics, "store", None)
             yield
@@ -207,7 +208,6 @@ def create_app(
                 "timing": timing or StreamTiming(),
                 "mode": mode,
                 "metrics": metrics,
-                "github_sessions": GitHubSessions(),
             }
         ),
         template_config=TemplateConfig(directory=APP_DIR / "templates", engine=JinjaTemplateEngine),

@@ -2,8 +2,9 @@
 (start, callback, the user and repository lookup) and logout.
 
 A session cookie holds only what was checked here and a random session id (signed, HttpOnly,
-SameSite=Lax); logout revokes that id in the store. The GitHub user token lives only for the
-callback and is sent to the configured API alone.
+SameSite=Lax); logout revokes that id in the store (and forgets a repository list kept there),
+so every server process on the store refuses it. The GitHub user token lives only for the
+callback and is sent to the configured API alone: nothing of it is stored.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
+import anyio
 import httpx
 from githubkit import GitHub, OAuthAppAuthStrategy
 from githubkit.exception import AuthExpiredError, GitHubException, RequestFailed
@@ -218,7 +220,8 @@ async def github_callback(
 ) -> Response[Any]:
     """Check `state`, trade the code for a user token, read who the user is and which
     repositories they can read, and sign them in with a session cookie holding only that
-    (signed, HttpOnly, 8 hours). The user token is dropped here, never stored."""
+    (signed, HttpOnly, 8 hours; a list too long for it is kept in the store). The user
+    token is dropped here, never stored."""
     if not settings.github.oauth_enabled:
         raise NotFoundException("GitHub sign-in is off")
     expected, _, target_b64 = request.cookies.get(OAUTH_STATE_COOKIE, "").partition(".")
@@ -246,13 +249,16 @@ async def github_callback(
         return _sign_in_error(settings, str(exc), HTTP_502_BAD_GATEWAY)
     sessions: GitHubSessions = request.app.state.github_sessions
     expires = int(time.time()) + GITHUB_SESSION_MAX_AGE_S
+    value = await anyio.to_thread.run_sync(
+        github_session_value, settings, sessions, login, repos, expires
+    )
     response = Redirect(
         target,
         status_code=HTTP_303_SEE_OTHER,
         cookies=[
             Cookie(
                 key=GITHUB_COOKIE,
-                value=github_session_value(settings, sessions, login, repos, expires),
+                value=value,
                 max_age=GITHUB_SESSION_MAX_AGE_S,
                 httponly=True,
                 secure=_secure(request, settings),

@@ -1,5 +1,6 @@
 """The tables behind the App: missions, webhook deliveries, the event log, per-tier usage,
-the revoked sign-in sessions, the warm-pool sandbox claims and the mission slots.
+the revoked sign-in sessions, the repository lists of GitHub sign-ins, the warm-pool sandbox
+claims and the mission slots.
 
 Plain SQLAlchemy that runs unchanged on SQLite and PostgreSQL: timestamps are aware UTC on
 every dialect, JSON is JSONB on PostgreSQL. The keys are our own (a mission's short hex id,
@@ -225,9 +226,26 @@ class RevokedSession(Base):
     __tablename__ = "revoked_sessions"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    """The random session id the cookie carries."""
+    """The SHA-256 (hex) of the random session id the cookie carries, never the id."""
     expires_at: Mapped[datetime.datetime] = mapped_column(index=True)
     """When the cookie expires; past it the row is of no use and is pruned."""
+
+
+class SignInSession(Base):
+    """A GitHub sign-in whose repository list is too long for its cookie: the list, kept
+    for every server process on this store until the cookie expires or is signed out.
+
+    The cookie (signed) still carries the login and the expiry; no GitHub token is kept.
+    """
+
+    __tablename__ = "sign_in_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """The SHA-256 (hex) of the session id: a reader of the database learns no cookie."""
+    repos: Mapped[list[str]] = mapped_column(JSONB)
+    """The `owner/name` of each repository the user could read at sign-in."""
+    expires_at: Mapped[datetime.datetime] = mapped_column(index=True)
+    """When the cookie expires; a row past it is refused and deleted."""
 
 
 class SandboxClaimRecord(Base):

@@ -1,5 +1,6 @@
-"""`Store`: every read and write of missions, deliveries, events, usage, revoked sign-in
-sessions, warm-pool sandbox claims and mission slots goes through here.
+"""`Store`: every read and write of missions, deliveries, events, usage, sign-in sessions
+(revoked ones, and the repository lists of GitHub sign-ins), warm-pool sandbox claims and
+mission slots goes through here.
 
 Sync SQLAlchemy, because missions run on worker threads and the web handlers call it through
 a thread. Whatever must happen once (a delivery, a mission per dedupe key, an event per
@@ -29,7 +30,7 @@ from loopwright.store.missions import (
     MissionRecords,
     new_mission_id,
 )
-from loopwright.store.sessions import SessionRevocations
+from loopwright.store.sessions import SessionRevocations, SignInSessions
 from loopwright.store.slots import MissionSlots
 
 __all__ = [
@@ -58,12 +59,14 @@ class Store(
     EventLog,
     CostView,
     SessionRevocations,
+    SignInSessions,
     SandboxClaims,
     MissionSlots,
 ):
-    """The store: deliveries, missions, the event log, the cost view, revoked sessions,
-    sandbox claims (the `ClaimLedger` of the Docker provider) and mission slots (the
-    concurrency caps of every process on the store) over one engine."""
+    """The store: deliveries, missions, the event log, the cost view, sign-in sessions
+    (revoked ones and GitHub sign-ins' repository lists), sandbox claims (the `ClaimLedger`
+    of the Docker provider) and mission slots (the concurrency caps of every process on
+    the store) over one engine."""
 
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)

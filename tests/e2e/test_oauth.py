@@ -213,12 +213,20 @@ def test_forged_edited_or_expired_cookies_are_refused(oauth_server):
         github=Settings().github.__class__(client_id="x", client_secret="not-the-secret")
     )
     expired = github_session_value(
-        server.settings, GitHubSessions(), "alice", [READABLE, HIDDEN], int(time.time()) - 1
+        server.settings,
+        GitHubSessions(server.store),
+        "alice",
+        [READABLE, HIDDEN],
+        int(time.time()) - 1,
     )
     refused = {
         "edited": f"{edited_body}.{mac}",
         "other key": github_session_value(
-            other_key, GitHubSessions(), "alice", [READABLE, HIDDEN], int(time.time()) + 60
+            other_key,
+            GitHubSessions(server.store),
+            "alice",
+            [READABLE, HIDDEN],
+            int(time.time()) + 60,
         ),
         "expired": expired,
         "no mac": body,
@@ -430,7 +438,7 @@ def test_a_signed_out_session_stays_refused_by_a_restarted_server(oauth_server):
 def test_logout_without_a_valid_session_only_clears_the_cookies(oauth_server):
     server = oauth_server
     expired = github_session_value(
-        server.settings, GitHubSessions(), "alice", [READABLE], int(time.time()) - 1
+        server.settings, GitHubSessions(server.store), "alice", [READABLE], int(time.time()) - 1
     )
     for cookies in (
         {},

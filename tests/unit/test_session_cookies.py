@@ -93,9 +93,9 @@ def test_a_dashboard_session_that_was_edited_or_signed_otherwise_is_refused(
 def test_a_github_session_carries_the_login_and_repositories(store: Store) -> None:
     settings = github_settings()
     value = github_session_value(
-        settings, GitHubSessions(), "alice", ["acme/Web", "acme/api"], int(time.time()) + 60
+        settings, GitHubSessions(store), "alice", ["acme/Web", "acme/api"], int(time.time()) + 60
     )
-    viewer = github_viewer(settings, GitHubSessions(), store, value)
+    viewer = github_viewer(settings, GitHubSessions(store), store, value)
     assert viewer is not None
     assert viewer.login == "alice"
     assert viewer.repos == frozenset({"acme/web", "acme/api"})
@@ -106,7 +106,7 @@ def test_a_revoked_github_session_is_refused_and_another_of_the_same_user_is_not
     store: Store,
 ) -> None:
     settings = github_settings()
-    sessions = GitHubSessions()
+    sessions = GitHubSessions(store)
     later = int(time.time()) + 60
     first = github_session_value(settings, sessions, "alice", ["acme/web"], later)
     second = github_session_value(settings, sessions, "alice", ["acme/web"], later)
@@ -120,7 +120,7 @@ def test_a_revoked_github_session_is_refused_and_another_of_the_same_user_is_not
 
 def test_a_github_session_edited_expired_or_signed_otherwise_is_refused(store: Store) -> None:
     settings = github_settings()
-    sessions = GitHubSessions()
+    sessions = GitHubSessions(store)
     later = int(time.time()) + 60
     good = github_session_value(settings, sessions, "alice", ["acme/web"], later)
     _, signature = good.rsplit(".", 1)
@@ -148,10 +148,11 @@ def test_a_github_session_edited_expired_or_signed_otherwise_is_refused(store: S
 
 
 def test_a_long_repository_list_is_kept_on_the_server_under_the_session_id(
-    store: Store,
+    store: Store, tmp_path: Path
 ) -> None:
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
     settings = github_settings()
-    sessions = GitHubSessions()
+    sessions = GitHubSessions(store)
     names = [f"acme/service-{n:03d}" for n in range(300)]
     value = github_session_value(settings, sessions, "carol", names, int(time.time()) + 60)
     payload = URLSafeSerializer("").loads_unsafe(value)[1]
@@ -159,7 +160,10 @@ def test_a_long_repository_list_is_kept_on_the_server_under_the_session_id(
     assert sessions.get(payload["sid"]) == tuple(names)
     viewer = github_viewer(settings, sessions, store, value)
     assert viewer is not None and viewer.repos == frozenset(names)
-    # Another process (or a restart) does not hold the list: signed in again.
-    assert github_viewer(settings, GitHubSessions(), store, value) is None
-    sessions.drop(payload["sid"])
+    # Another process (or a restart) on the same database reads the list from the store.
+    with Store(store_url) as other_process:
+        elsewhere = github_viewer(settings, GitHubSessions(other_process), other_process, value)
+        assert elsewhere is not None and elsewhere.repos == frozenset(names)
+        GitHubSessions(other_process).drop(payload["sid"])
     assert sessions.get(payload["sid"]) is None
+    assert github_viewer(settings, sessions, store, value) is None

@@ -31,6 +31,7 @@ from loopwright.store import (
     open_store,
 )
 from loopwright.store.models import Base, utcnow
+from loopwright.store.sessions import session_key
 
 
 def sqlite_url(path: Path) -> str:
@@ -110,6 +111,7 @@ def test_migrations_create_the_schema_on_an_empty_database_and_are_idempotent(
                 "events",
                 "mission_usage",
                 "revoked_sessions",
+                "sign_in_sessions",
                 "sandbox_claims",
                 "mission_slots",
             }
@@ -317,8 +319,85 @@ def test_revocations_past_their_expiry_are_pruned_when_another_is_recorded(store
     store.revoke_session("still-valid", now + datetime.timedelta(hours=1))
     store.revoke_session("newest", now + datetime.timedelta(hours=8))
     with store.engine.connect() as connection:
-        left = connection.execute(text("SELECT id FROM revoked_sessions ORDER BY id")).all()
-    assert left == [("newest",), ("still-valid",)]
+        left = {row[0] for row in connection.execute(text("SELECT id FROM revoked_sessions"))}
+    assert left == {session_key("newest"), session_key("still-valid")}
+
+
+def test_a_sign_in_is_kept_for_every_store_on_the_database_under_a_hash_of_its_id(
+    url: str, store: Store
+):
+    later = utcnow() + datetime.timedelta(hours=8)
+    store.record_sign_in("session-a", ["acme/api", "acme/Web"], later)
+    assert store.sign_in_repos("session-a") == ("acme/api", "acme/Web")
+    assert store.sign_in_repos("session-b") is None
+    with Store(url) as other_process:
+        assert other_process.sign_in_repos("session-a") == ("acme/api", "acme/Web")
+        other_process.end_sign_in("session-a")
+    assert store.sign_in_repos("session-a") is None
+    store.record_sign_in("session-c", ["acme/api"], later)
+    with store.engine.connect() as connection:
+        keys = connection.execute(text("SELECT id_hash FROM sign_in_sessions")).scalars().all()
+    assert keys == [session_key("session-c")] and len(keys[0]) == 64
+
+
+def test_an_expired_sign_in_is_refused_and_deleted_on_read_and_by_the_next_sign_in(
+    store: Store,
+):
+    now = utcnow()
+    store.record_sign_in("expired-read", ["acme/api"], now - datetime.timedelta(seconds=1))
+    store.record_sign_in("expired-swept", ["acme/api"], now + datetime.timedelta(seconds=1))
+    assert store.sign_in_repos("expired-read") is None
+
+    def kept() -> set[str]:
+        with store.engine.connect() as connection:
+            return set(connection.execute(text("SELECT id_hash FROM sign_in_sessions")).scalars())
+
+    assert kept() == {session_key("expired-swept")}
+    with store.engine.begin() as connection:
+        # As if the second sign-in's eight hours had passed.
+        connection.execute(
+            text("UPDATE sign_in_sessions SET expires_at = :past"),
+            {"past": now - datetime.timedelta(seconds=1)},
+        )
+    store.record_sign_in("newest", ["acme/web"], now + datetime.timedelta(hours=8))
+    assert kept() == {session_key("newest")}
+
+
+def test_a_database_at_0007_upgrades_keeping_its_revocations_and_downgrades_back(
+    empty_database_url: str,
+):
+    url = empty_database_url
+    tables = database_at(
+        url,
+        "0007",
+        "INSERT INTO revoked_sessions (id, expires_at) VALUES"
+        " ('signed-out-before-the-upgrade', '2999-01-01 00:00:00+00:00')",
+    )
+    assert "sign_in_sessions" not in tables
+    alembic_to(url, "head")
+    assert schema_drift(url) == []
+    with Store(url) as store:
+        # The revocation was rewritten to the hash of the id: the old cookie stays refused.
+        assert store.session_revoked("signed-out-before-the-upgrade")
+        assert not store.session_revoked("another")
+        with store.engine.connect() as connection:
+            ids = connection.execute(text("SELECT id FROM revoked_sessions")).scalars().all()
+        assert ids == [session_key("signed-out-before-the-upgrade")]
+        store.record_sign_in("s1", ["acme/api"], utcnow() + datetime.timedelta(hours=1))
+    alembic_to(url, "0007", down=True)
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            assert "sign_in_sessions" not in inspect(connection).get_table_names()
+            version = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+            assert version == [("0007",)]
+            # The hashes mean nothing to 0007's lookups by id: they are not left behind.
+            revoked = connection.execute(text("SELECT count(*) FROM revoked_sessions")).scalar()
+            assert revoked == 0
+    finally:
+        engine.dispose()
+    alembic_to(url, "head")
+    assert schema_drift(url) == []
 
 
 # -- deliveries ------------------------------------------------------------------------
