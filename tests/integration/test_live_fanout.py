@@ -77,7 +77,7 @@ class SseClient:
                 for line in response.iter_lines():
                     if line == "":
                         if "data" in message:
-                            self.messages.put(message)
+                            self.messages.put({**message, "arrived": time.time()})
                         message = {}
                     elif not line.startswith(":"):
                         key, _, value = line.partition(":")
@@ -89,6 +89,21 @@ class SseClient:
         message = self.messages.get(timeout=timeout)
         assert message.get("event") == "event", message
         return dict(json.loads(message["data"]))
+
+    def until_end(self, timeout: float) -> tuple[list[tuple[dict[str, Any], float]], bool]:
+        """Every event up to the `end` message, each with the time it arrived; and
+        whether the `end` came."""
+        deadline = time.monotonic() + timeout
+        events: list[tuple[dict[str, Any], float]] = []
+        while time.monotonic() < deadline:
+            try:
+                message = self.messages.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                break
+            if message.get("event") == "end":
+                return events, True
+            events.append((json.loads(message["data"]), float(message["arrived"])))
+        return events, False
 
     def close(self) -> None:
         self._client.close()
