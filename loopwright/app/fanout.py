@@ -129,7 +129,11 @@ class PostgresNotifyBackend(ChannelsBackend):
 
 
 class _RedisPubSub(RedisChannelsPubSubBackend):
-    """Litestar's Redis pub/sub backend that also closes its client when shut down."""
+    """Litestar's Redis pub/sub backend that checks Redis answers when it starts (so a
+    reconnect backs off while Redis is down) and closes its client when shut down."""
+
+    async def on_startup(self) -> None:
+        await self._redis.ping()  # type: ignore[misc]
 
     async def on_shutdown(self) -> None:
         try:

@@ -279,3 +279,33 @@ def test_a_lost_notification_only_delays_the_event(tmp_path: Path) -> None:
             assert store.get_mission(mission_id).status == "running"
         finally:
             client.close()
+
+
+def test_a_server_started_while_redis_is_down_streams_once_it_is_up(
+    tmp_path: Path, redis_service
+) -> None:
+    settings = _settings(tmp_path, redis_service.url)
+    redis_service.stop()
+    server_hub = open_fanout(settings)
+    with served(settings, server_hub) as (url, store), hub_in_thread(open_fanout(settings)) as hub:
+        mission_id = _mission(store)
+        client = SseClient(f"{url}/missions/{mission_id}/events")
+        try:
+            bus = EventBus(
+                mission_id, [store.event_sink(mission_id), *hub.sinks(mission_id)], Redactor()
+            )
+            _emit(bus, "while-down")  # dropped by the bus; the store has it
+            redis_service.start()
+            _subscribed(server_hub, settings, mission_id, timeout=30)
+            deadline = time.monotonic() + 30
+            received: list[dict[str, Any]] = []
+            while not received and time.monotonic() < deadline:
+                _emit(bus, "up")
+                try:
+                    received.append(client.next_event(timeout=0.5))
+                except queue.Empty:
+                    continue
+            assert received, "no event arrived once Redis was up"
+            assert received[0]["id"] == "while-down"
+        finally:
+            client.close()
