@@ -46,8 +46,10 @@ from loopwright.app.api import (
     screenshot,
 )
 from loopwright.app.cancel import cancel_mission
+from loopwright.app.fanout import open_fanout
 from loopwright.app.hosts import only_hosts
 from loopwright.app.metrics import Metrics, metrics_endpoint
+from loopwright.app.readiness import readyz
 from loopwright.app.runtime import Runtime, default_model, open_runtime
 from loopwright.app.schema_ui import SCHEMA_PATH, OfflineSwaggerUI
 from loopwright.app.signin import (
@@ -109,6 +111,7 @@ def create_app(
     mode: Mode = "app",
     timing: StreamTiming | None = None,
     channels: ChannelsPlugin | None = None,
+    hub: LiveHub | None = None,
     allowed_hosts: frozenset[str] | None = None,
     write_spacer: WriteSpacer | None = None,
     start_up: bool = True,
@@ -119,16 +122,18 @@ def create_app(
     `allowed_hosts`: when given, a request whose `Host` names another host gets a 421
     (the local dashboard on loopback passes `LOOPBACK_HOSTS`; see loopwright/app/hosts.py).
 
-    `channels` defaults to the in-memory backend (one process); for several processes pass
-    `ChannelsPlugin(backend=RedisChannelsPubSubBackend(redis=...),
-    arbitrary_channels_allowed=True)`.
+    `hub` carries the live events. By default a server (`app`) with `settings.queue_url`
+    shares the queue's backend with every worker and server on the queue (`open_fanout`);
+    otherwise, and always in `local` mode, it is in this process's memory, on `channels`
+    when given.
 
     `write_spacer` replaces the one-second spacing of GitHub writes (for a test GitHub).
 
     `start_up=False` and `poll_queued` are for one worker process of several
     (`loopwright serve --workers N`; see `open_runtime`).
     """
-    hub = LiveHub(channels)
+    if hub is None:
+        hub = open_fanout(settings) if mode == "app" and channels is None else LiveHub(channels)
     metrics = Metrics()
 
     @asynccontextmanager
@@ -179,6 +184,7 @@ def create_app(
         costs,
         screenshot,
         healthz,
+        readyz,
         metrics_endpoint,
         create_static_files_router(
             path="/static", directories=[APP_DIR / "static"], include_in_schema=False

@@ -2,20 +2,20 @@
 
 `LiveHub` owns the channels plugin. Missions run on worker threads (or in the CLI's main
 thread), so `LiveHub.sink` hands each event to the event loop thread-safely. The in-memory
-backend fans out within one process; `ChannelsPlugin(RedisChannelsPubSubBackend(...))` does
-the same across processes, and nothing else changes: the stream only needs the channel and
-the store.
+backend fans out within one process and carries the events themselves; the backend shared
+by every server and worker on a queue (loopwright/app/fanout.py) carries references,
+`{"mission": id, "seq": n}`, and a stream reads the events they name from the store.
 
 A mission stream never trusts the channel alone. It subscribes first, then replays the
 event log from the store, then forwards live events, dropping any sequence number it has
-already sent and filling any hole from the store. So a reconnect with `Last-Event-ID`
-resumes without gaps or duplicates, whichever process published the events.
+already sent and filling any hole from the store; an idle stream also reads the store on
+every poll, so a lost notification only delays an event. So a reconnect with
+`Last-Event-ID` resumes without gaps or duplicates, whichever process published the events.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -128,10 +128,13 @@ class LiveFeed:
 class LiveHub:
     """The channels plugin plus the event loop it lives on, for publishing from threads."""
 
-    def __init__(self, plugin: ChannelsPlugin | None = None) -> None:
+    def __init__(self, plugin: ChannelsPlugin | None = None, *, references: bool = False) -> None:
+        """`references`: publish `{"mission", "seq"}` instead of the event, for a backend
+        shared between processes (every process reads the events from the one store)."""
         self.channels = plugin or ChannelsPlugin(
             backend=MemoryChannelsBackend(), arbitrary_channels_allowed=True
         )
+        self.references = references
         self._loop: asyncio.AbstractEventLoop | None = None
         self._feeds: set[LiveFeed] = set()
         self.streams_open = 0
@@ -156,7 +159,10 @@ class LiveHub:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        data = event.to_json().encode()
+        if self.references:
+            data = json.dumps({"mission": event.mission, "seq": event.seq}).encode()
+        else:
+            data = event.to_json().encode()
         notify = event.type in SUMMARY_EVENTS
         try:
             loop.call_soon_threadsafe(self._publish, data, event.mission, notify)
@@ -176,6 +182,10 @@ class LiveHub:
                 self.publish_event(event)
 
         return sink
+
+    def sinks(self, mission_id: str) -> list[EventSink]:
+        """The mission's sinks on this hub (what `open_runtime`'s `extra_sinks` takes)."""
+        return [self.sink(mission_id)]
 
     def subscriber_count(self) -> int:
         """Subscriptions the channels plugin still feeds: one per open stream, gone once the
@@ -247,7 +257,7 @@ async def mission_events(
         # The status is read before the log, so once it is final the log read after it is
         # complete: every writer stores its events before it marks the mission finished.
         finished = await _finished(store, mission_id)
-        for event in await anyio.to_thread.run_sync(store.events_after, mission_id, last):
+        for event in await _events_after(store, mission_id, last):
             last = int(event["seq"])
             yield sse_event(event)
         if finished:
@@ -259,12 +269,14 @@ async def mission_events(
             if item is None:
                 return  # unsubscribed: the server is shutting down
             if isinstance(item, _Timeout):
-                if await _finished(store, mission_id):
-                    for event in await anyio.to_thread.run_sync(
-                        store.events_after, mission_id, last
-                    ):
-                        last = int(event["seq"])
-                        yield sse_event(event)
+                # Status first, then the log (see above). The read also delivers what a
+                # lost notification (a backend restarting) did not announce.
+                finished = await _finished(store, mission_id)
+                for event in await _events_after(store, mission_id, last):
+                    last = int(event["seq"])
+                    last_sent = time.monotonic()
+                    yield sse_event(event)
+                if finished:
                     yield await _end(store, mission_id)
                     return
                 if time.monotonic() - last_sent >= timing.ping_s:
@@ -272,26 +284,31 @@ async def mission_events(
                     yield ServerSentEventMessage(comment="ping", data=None)
                 wait = timing.poll_s
                 continue
-            event = json.loads(item)
-            seq = int(event["seq"])
+            message = json.loads(item)
+            seq = int(message["seq"])
             if seq <= last:
-                continue  # already replayed from the store
-            if seq > last + 1:
-                # A hole (a message dropped between processes): the store has it.
-                missing = await anyio.to_thread.run_sync(
-                    functools.partial(store.events_after, mission_id, last, limit=seq - last - 1)
-                )
-                for early in missing:
-                    last = int(early["seq"])
-                    yield sse_event(early)
-            last = seq
-            last_sent = time.monotonic()
-            yield sse_event(event)
+                continue  # already sent
+            if "type" in message and seq == last + 1:
+                events = [message]
+            else:
+                # A reference (the event is in the store, not on the bus) or a hole (a
+                # message lost between processes): the store has everything up to `seq`,
+                # and whatever came after it, which the next references will find sent.
+                events = await _events_after(store, mission_id, last)
+            for event in events:
+                last = int(event["seq"])
+                last_sent = time.monotonic()
+                yield sse_event(event)
             # After the last events the runner marks the mission finished; look soon.
-            wait = 0.2 if event.get("type") in ENDING_EVENTS else timing.poll_s
+            ending = bool(events) and events[-1].get("type") in ENDING_EVENTS
+            wait = 0.2 if ending else timing.poll_s
     finally:
         hub.streams_open -= 1
         await hub.unsubscribe(feed)
+
+
+async def _events_after(store: Store, mission_id: str, seq: int) -> list[dict[str, Any]]:
+    return await anyio.to_thread.run_sync(store.events_after, mission_id, seq)
 
 
 async def _finished(store: Store, mission_id: str) -> bool:

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from loopwright.cli.base import EXIT_OK, UsageError
@@ -14,6 +15,8 @@ from loopwright.redaction import Redactor
 
 if TYPE_CHECKING:
     from litestar import Litestar
+
+    from loopwright.events import EventSink
 
 WORKER_POLL_S = 2.0
 """How often a worker process of `serve --workers N` looks for queued missions."""
@@ -179,6 +182,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     import structlog
 
+    from loopwright.app.fanout import hub_in_thread, open_fanout
     from loopwright.app.runtime import feed_from_store, open_runtime
     from loopwright.logs import configure_logging
 
@@ -193,9 +197,22 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     configure_logging(Redactor(settings.secrets()))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with open_runtime(
-        settings, recover=False, webhooks=False, worker=True, concurrency=concurrency
-    ) as runtime:
+    with contextlib.ExitStack() as stack:
+        sinks: Callable[[str], list[EventSink]] | None = None
+        if settings.queue_url is not None:
+            # The missions' events reach the servers' live streams through the queue's
+            # backend; without a queue, the servers read them from the shared store.
+            sinks = stack.enter_context(hub_in_thread(open_fanout(settings))).sinks
+        runtime = stack.enter_context(
+            open_runtime(
+                settings,
+                recover=False,
+                webhooks=False,
+                worker=True,
+                concurrency=concurrency,
+                extra_sinks=sinks,
+            )
+        )
         log = structlog.get_logger("loopwright.worker")
         with contextlib.suppress(KeyboardInterrupt):
             if settings.queue_url is None:

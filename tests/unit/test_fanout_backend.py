@@ -1,0 +1,144 @@
+"""ResilientBackend under Litestar's real ChannelsPlugin, over a backend that fails the way
+a restarted Redis or PostgreSQL does: its stream raises, its publish raises. The plugin's
+publishing and subscribing tasks must live on, and messages flow again once reopened."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Iterable
+
+from litestar.channels import ChannelsPlugin
+from litestar.channels.backends.base import ChannelsBackend
+
+from loopwright.app.fanout import ResilientBackend
+from loopwright.app.stream import TIMEOUT, LiveHub
+from loopwright.redaction import Redactor
+from tests.unit.test_live_feed import run
+
+PASSWORD = "pw-in-the-error-9f2c"
+
+
+class Bus:
+    """The shared medium: what one backend publishes, every open one receives."""
+
+    def __init__(self) -> None:
+        self.backends: list[FlakyBackend] = []
+        self.up = True
+        self.opened = 0
+
+
+class FlakyBackend(ChannelsBackend):
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.channels: set[str] = set()
+        self.inbox: asyncio.Queue[tuple[str, bytes] | Exception] = asyncio.Queue()
+
+    async def on_startup(self) -> None:
+        if not self.bus.up:
+            raise ConnectionRefusedError(f"connection refused (password {PASSWORD})")
+        self.bus.opened += 1
+        self.bus.backends.append(self)
+
+    async def on_shutdown(self) -> None:
+        if self in self.bus.backends:
+            self.bus.backends.remove(self)
+
+    async def publish(self, data: bytes, channels: Iterable[str]) -> None:
+        if not self.bus.up or self not in self.bus.backends:
+            raise ConnectionResetError("connection reset by peer")
+        for backend in self.bus.backends:
+            for channel in channels:
+                if channel in backend.channels:
+                    backend.inbox.put_nowait((channel, data))
+
+    async def subscribe(self, channels: Iterable[str]) -> None:
+        self.channels.update(channels)
+
+    async def unsubscribe(self, channels: Iterable[str]) -> None:
+        self.channels.difference_update(channels)
+
+    async def stream_events(self) -> AsyncGenerator[tuple[str, bytes], None]:
+        while True:
+            item = await self.inbox.get()
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    async def get_history(self, channel: str, limit: int | None = None) -> list[bytes]:
+        return []
+
+    def lose(self) -> None:
+        """The server went away: every open connection fails."""
+        self.inbox.put_nowait(ConnectionResetError("connection closed by server"))
+
+
+def _hub(bus: Bus) -> tuple[LiveHub, ResilientBackend]:
+    backend = ResilientBackend(lambda: FlakyBackend(bus), "flaky://bus:1", Redactor([PASSWORD]))
+    return LiveHub(ChannelsPlugin(backend=backend, arbitrary_channels_allowed=True)), backend
+
+
+def test_streams_survive_a_lost_backend_and_resubscribe() -> None:
+    async def scenario() -> None:
+        bus = Bus()
+        server, server_backend = _hub(bus)
+        worker, _ = _hub(bus)
+        async with server.channels, worker.channels:
+            feed = await server.subscribe("mission:m")
+            await worker.channels.wait_published(b"one", "mission:m")
+            assert await feed.next(2.0) == b"one"
+            bus.up = False
+            for backend in list(bus.backends):
+                backend.lose()
+            bus.backends.clear()
+            # While the backend is down, a publish is dropped, never raised.
+            await worker.channels.wait_published(b"lost", "mission:m")
+            worker.channels.publish(b"lost too", "mission:m")
+            assert await feed.next(0.3) is TIMEOUT
+            bus.up = True
+            # Both sides reopen on their own and the stream's subscription comes back.
+            for _ in range(100):
+                worker.channels.publish(b"two", "mission:m")
+                item = await feed.next(0.1)
+                if item is not TIMEOUT:
+                    break
+            assert item == b"two"
+            assert server_backend.reconnects >= 1
+            assert bus.opened >= 4
+            await server.unsubscribe(feed)
+
+    run(scenario())
+
+
+def test_a_backend_down_at_start_is_opened_later() -> None:
+    async def scenario() -> None:
+        bus = Bus()
+        bus.up = False
+        server, _ = _hub(bus)
+        worker, _ = _hub(bus)
+        async with server.channels, worker.channels:
+            feed = await server.subscribe("mission:m")
+            bus.up = True
+            for _ in range(100):
+                worker.channels.publish(b"hello", "mission:m")
+                item = await feed.next(0.1)
+                if item is not TIMEOUT:
+                    break
+            assert item == b"hello"
+            await server.unsubscribe(feed)
+
+    run(scenario())
+
+
+def test_the_error_logged_never_holds_the_password(capsys) -> None:
+    async def scenario() -> None:
+        bus = Bus()
+        bus.up = False
+        server, _ = _hub(bus)
+        async with server.channels:
+            await asyncio.sleep(0.3)
+
+    run(scenario())
+    logged = capsys.readouterr()
+    text = logged.out + logged.err
+    assert "flaky://bus:1" in text
+    assert PASSWORD not in text
