@@ -41,6 +41,7 @@ def _sse(url: str, stop: threading.Event, into: list[dict[str, Any]]) -> None:
                 return
             if not line:
                 if message:
+                    message["received"] = str(time.time())
                     into.append(message)
                     if message.get("event") == "end":
                         return
@@ -131,6 +132,11 @@ def test_sixty_deliveries_on_two_servers_make_twenty_missions_run_once_by_three_
         assert [int(m["id"]) for m in events] == [e["seq"] for e in stored]
         assert json.loads(events[-1]["data"])["type"] == "done"
         assert seen[-1].get("event") == "end"
+        # Live, not replayed at the end: the worker's first events reached server 0's
+        # stream while the mission still ran.
+        finished = scale.store.get_mission(watched).finished_at  # type: ignore[union-attr]
+        assert finished is not None
+        assert float(events[0]["received"]) < finished.timestamp() - 1.0, (events[0], finished)
         # Every worker took part (three workers, twenty missions, three at a time).
         logs = [w.log.read_text() for w in scale.workers]
         assert all("mission" in log for log in logs)
