@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
+import httpx
 import pytest
 
 from loopwright import __version__
@@ -24,8 +27,12 @@ from loopwright.server_image import IMAGE_PYTHON, VERSION_LABEL, build_server_im
 
 docker = pytest.importorskip("docker")
 
+from loopwright.sandbox.docker.engine import OWNER_LABEL  # noqa: E402
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
+SOCKET = "/var/run/docker.sock"
+LABEL_FORMAT = f'{{{{index .Config.Labels "{OWNER_LABEL}"}}}}'
 KEY_CANARY = "SERVER-IMAGE-CANARY-KEY-7f3a"
 ENV_CANARY = "SERVER-IMAGE-CANARY-ENV-91c2"
 # A CA's private key kept beside its certificate, as a CA directory often has it: only the
@@ -178,3 +185,78 @@ def test_the_build_reports_its_wheels_and_base(built: Built) -> None:
     assert any(line.endswith("wheels ready") for line in built.log)
     assert any(line.startswith("building server image") for line in built.log)
     assert built.log[-1] == f"server image {built.tag} ready"
+
+
+def test_a_worker_in_the_image_runs_a_mission_through_the_docker_socket(
+    built: Built, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The deployment's worker: the image as uid 10001, the host's Docker socket reached
+    through its group (as compose's `group_add` gives it), the store and the queue on
+    PostgreSQL; a server on the host only enqueues. The mission's sandboxes carry the
+    container's host name in their owner label and are gone when the worker stops."""
+    from tests.integration.app_harness import REPO, ServeProcess, app_world, post_webhook
+    from tests.scenarios import CORRECT
+
+    database = request.getfixturevalue("postgres_url")
+    env = {"LOOPWRIGHT_QUEUE_URL": database, "LOOPWRIGHT_DATABASE_URL": database,
+           "LOOPWRIGHT_QUEUE_HEARTBEAT_S": "5"}  # fmt: skip
+    hostname = f"lw-worker-{uuid.uuid4().hex[:8]}"
+    name = f"loopwright-test-{hostname}"
+    with app_world(tmp_path, CORRECT, serve=False, env=env) as world:
+        # The worker's uid writes the missions' files; the server (here root) reads them.
+        data = Path(world.env["LOOPWRIGHT_DATA_DIR"])
+        data.mkdir(parents=True, exist_ok=True)
+        data.chmod(0o777)
+        server = ServeProcess(
+            {**world.env, "DOCKER_HOST": "unix:///nonexistent.sock"}, tmp_path / "serve.log"
+        ).start()
+        worker_env = {
+            **{k: v for k, v in world.env.items() if k.startswith("LOOPWRIGHT_")},
+            "LOOPWRIGHT_SANDBOX": "docker", "LOOPWRIGHT_NETWORK": "none",
+            "LOOPWRIGHT_WARM_POOL": "0", "LOOPWRIGHT_DATA_DIR": str(data),
+        }  # fmt: skip
+        worker_env.pop("LOOPWRIGHT_WEBHOOK_SECRET")
+        socket_gid = str(Path(SOCKET).stat().st_gid)
+        # Values travel in the docker CLI's environment (`-e NAME`), never on its command line.
+        command = [
+            "docker", "run", "--rm", "--name", name, "--hostname", hostname, "--init",
+            "--network", "host", "--group-add", socket_gid,
+            "-v", f"{SOCKET}:{SOCKET}", "-v", f"{data}:{data}",
+            *[arg for key in sorted(worker_env) for arg in ("-e", key)],
+            built.tag, "worker", "--concurrency", "1",
+        ]  # fmt: skip
+        log = tmp_path / "worker.log"
+        with log.open("ab") as out:
+            worker = subprocess.Popen(
+                command, env={**os.environ, **worker_env}, stdout=out, stderr=subprocess.STDOUT
+            )
+        try:
+            body = json.dumps(world.check_run_payload()).encode()
+            with httpx.Client(timeout=10) as client:
+                answer = post_webhook(client, server.url, "check_run", body)
+            assert answer.status_code == 202, answer.text
+            mission_id = str(answer.json()["mission"])
+            done = server.wait(mission_id, timeout=300)
+            assert done["status"] == "verified", log.read_text()[-4000:]
+            assert done["runner"].split(":")[0] == hostname
+            assert [
+                p for p in world.github.pulls(REPO) if p["head"]["ref"].startswith("loopwright/")
+            ]
+        finally:
+            subprocess.run(["docker", "stop", "-t", "60", name], capture_output=True, check=False)
+            worker.wait(90)
+            server.stop()
+        left = subprocess.run(
+            ["docker", "ps", "-a", "-q", "--filter", f"label={OWNER_LABEL}"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        owners = [
+            subprocess.run(
+                ["docker", "inspect", "--format", LABEL_FORMAT, c],
+                capture_output=True, text=True, check=False,
+            ).stdout.strip()
+            for c in left
+        ]  # fmt: skip
+        assert not [o for o in owners if o.startswith(f"{hostname}:")]
+        assert "worker running up to 1 missions at a time from the queue" in log.read_text()
+        world.github.assert_no_rejections()
