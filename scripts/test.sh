@@ -7,11 +7,13 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 # The scale-out tests start their own Redis and PostgreSQL servers on loopback (see
 # tests/services.py); only the binaries come from Debian. No service is left enabled.
+# docker-compose (Debian's, 1.29) validates deploy/compose.yaml; it starts nothing.
 need_pkgs=()
 command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_pkgs+=(postgresql)
+command -v docker-compose >/dev/null || need_pkgs+=(docker-compose)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
-  echo "== installing ${need_pkgs[*]} for the scale-out tests"
+  echo "== installing ${need_pkgs[*]} for the scale-out and deployment tests"
   as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \

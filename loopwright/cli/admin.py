@@ -1,4 +1,5 @@
-"""The smaller commands: replay, missions, show, init, model, doctor, sandbox build."""
+"""The smaller commands: replay, missions, show, init, model, doctor, sandbox build, image
+build."""
 
 from __future__ import annotations
 
@@ -212,6 +213,33 @@ def cmd_sandbox_build(settings: Settings) -> int:
     try:
         tag = ensure_image(client, settings, lambda line: print(line, file=sys.stderr))
     except SandboxError as exc:
+        print(f"loopwright: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    finally:
+        client.close()
+    print(tag)
+    return EXIT_OK
+
+
+def cmd_image_build(args: argparse.Namespace) -> int:
+    import docker
+    from docker.errors import DockerException
+
+    from loopwright.server_image import SERVER_IMAGE, ServerImageError, build_server_image
+
+    try:
+        client = docker.from_env(version="auto")
+    except DockerException as exc:
+        print(
+            f"loopwright: the Docker engine is not reachable ({exc}); start it with `dockerd &`",
+            file=sys.stderr,
+        )
+        return EXIT_ENVIRONMENT
+    try:
+        tag = build_server_image(
+            client, lambda line: print(line, file=sys.stderr), tag=args.tag or SERVER_IMAGE
+        )
+    except ServerImageError as exc:
         print(f"loopwright: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
     finally:

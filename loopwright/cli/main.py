@@ -1,5 +1,6 @@
 """The `loopwright` command line: fix, build, serve, worker, missions, show, init, replay,
-model, doctor, sandbox build. The parser, the dispatcher and the console-script entry."""
+model, doctor, sandbox build, image build. The parser, the dispatcher and the console-script
+entry."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from loopwright.cli.admin import (
     add_mission_commands,
     add_model_commands,
     cmd_doctor,
+    cmd_image_build,
     cmd_init,
     cmd_missions,
     cmd_model,
@@ -169,6 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox = sub.add_parser("sandbox", help="manage the sandbox image")
     sandbox_sub = sandbox.add_subparsers(dest="sandbox_command", required=True, metavar="ACTION")
     sandbox_sub.add_parser("build", help="build the sandbox image (offline bootstrap if needed)")
+    image = sub.add_parser("image", help="manage the server image (serve and worker)")
+    image_sub = image.add_subparsers(dest="image_command", required=True, metavar="ACTION")
+    image_build = image_sub.add_parser(
+        "build", help="build the server image from this checkout, offline if need be"
+    )
+    image_build.add_argument(
+        "--tag", default=None, help="image name (default loopwright-server:latest)"
+    )
     return parser
 
 
@@ -203,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_doctor(settings)
         if args.command == "sandbox":
             return cmd_sandbox_build(settings)
+        if args.command == "image":
+            return cmd_image_build(args)
         parser.error(f"unknown command {args.command}")
     except (ConfigError, UsageError) as exc:
         return report_failure(as_json, EXIT_USAGE, str(exc))

@@ -122,7 +122,7 @@ def ensure_image(
         log(f"sandbox image {name} is current ({digest[:12]})")
         return name
     log(f"building sandbox image {name} (inputs {digest[:12]})")
-    base = _choose_base(client, directory, log)
+    base = choose_base(client, directory, log)
     context = _build_context(directory, HOST_CA_DIR, REPORTERS_DIR)
     try:
         for line in client.api.build(
@@ -149,7 +149,10 @@ def ensure_image(
     return name
 
 
-def _choose_base(client: Any, directory: Path, log: Log) -> str:
+def choose_base(client: Any, directory: Path, log: Log) -> str:
+    """The base of an image Loopwright builds (the sandbox's and the server's):
+    `debian:bookworm-slim` where it is present or pulled quickly, else the base
+    `directory/bootstrap-base.sh` makes offline (made now when missing)."""
     import docker.errors
     import requests.exceptions
 

@@ -118,17 +118,25 @@ def _nul_free_dumpers() -> tuple[type, type]:
     return NulFreeText, NulFreeBinary
 
 
+MIGRATION_LOCK_KEY = 0x6C77_6D69_6772  # "lwmigr": the PostgreSQL advisory lock of migrations
+"""Held by every `migrate` on PostgreSQL until its upgrade commits; nothing else takes it."""
+
+
 def migrate(url: str) -> None:
     """Bring the database at `url` to the newest schema (`alembic upgrade head`).
 
-    Safe to run on every start and from several processes: on SQLite the upgrade holds the
-    write lock, so a second process waits and then finds nothing to do.
+    Safe to run on every start and from several processes: the upgrade holds a lock (SQLite:
+    the write lock; PostgreSQL: a transaction advisory lock, since processes creating the
+    same tables at once block each other for good), so a second process waits and then
+    finds nothing to do.
     """
     engine = make_engine(url)
     try:
         with engine.connect() as connection:
             if connection.dialect.name == "sqlite":
                 connection.exec_driver_sql("BEGIN IMMEDIATE")
+            elif connection.dialect.name == "postgresql":
+                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
             config = Config()
             config.set_main_option("script_location", str(MIGRATIONS))
             config.attributes["connection"] = connection

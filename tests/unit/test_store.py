@@ -3,6 +3,7 @@ migrations, race-safe dedupe, deliveries, claims, revocations, the event log, co
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import threading
 from collections.abc import Callable, Iterator
@@ -170,6 +171,26 @@ def schema_drift(url: str) -> list[Any]:
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"compare_type": True})
             return list(compare_metadata(context, Base.metadata))
+    finally:
+        engine.dispose()
+
+
+def test_processes_starting_together_on_an_empty_database_all_migrate_it(
+    empty_database_url: str,
+):
+    """Servers and workers of a fresh deployment start at once, each migrating on start;
+    one upgrades, the others wait for it and find nothing left to do."""
+    url = empty_database_url
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        starts = [pool.submit(migrate, url) for _ in range(4)]
+        for start in starts:
+            start.result(timeout=120)
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            versions = connection.exec_driver_sql("SELECT version_num FROM alembic_version")
+            assert len(versions.all()) == 1
+            assert "missions" in inspect(connection).get_table_names()
     finally:
         engine.dispose()
 
