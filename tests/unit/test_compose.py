@@ -101,11 +101,11 @@ def test_the_images_are_those_image_build_tags(compose: dict[str, Any]) -> None:
         assert compose["services"][name]["image"] == SERVER_IMAGE
 
 
-def test_servers_are_checked_on_healthz_at_their_own_port(compose: dict[str, Any]) -> None:
+def test_servers_are_checked_on_readyz_at_their_own_port(compose: dict[str, Any]) -> None:
     server = compose["services"]["server"]
     port = server["command"][server["command"].index("--port") + 1]
     probe = " ".join(server["healthcheck"]["test"])
-    assert f"http://127.0.0.1:{port}/healthz" in probe
+    assert f"http://127.0.0.1:{port}/readyz" in probe
     published = server["ports"]
     assert published == [f"127.0.0.1:8000-8001:{port}"]  # one loopback port per replica
     for name in ("postgres", "redis"):
