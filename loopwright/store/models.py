@@ -33,6 +33,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 MissionStatus = Literal[
     "queued",
     "running",
+    "waiting",
     "verified",
     "unverified",
     "flaky",
@@ -45,8 +46,11 @@ MissionStatus = Literal[
     "cancelled",
 ]
 MISSION_STATUSES: frozenset[str] = frozenset(get_args(MissionStatus))
-ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running"})
+ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running", "waiting"})
 """Every other status is final: the mission will not run again by itself."""
+RUNNING_STATUSES: frozenset[str] = frozenset({"running", "waiting"})
+"""A runner holds the mission (its slot, its sandbox, its heartbeat); `waiting` is running
+paused on a person's decision (pair mode)."""
 
 
 JSONB = JSON().with_variant(postgresql.JSONB(), "postgresql")
