@@ -1,0 +1,300 @@
+"""Pair mode in the App: a mission whose repository config sets `pair: true` waits for a
+person when the model asks for a command that needs the network, and the decision made in
+the API (approve, reject, redirect, none: expiry) decides what runs and what the model sees.
+
+The real App, the OpenAPI-checked fake GitHub, a scripted model; the "package" the command
+fetches is served on loopback. The local sandbox cannot switch the network, so that the
+approved command had it for itself alone is the Docker sandbox's part (`test_pair_policy`
+and `test_pair_loop` check the switching).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from loopwright.app.pair import DECISION_TEXT_LIMIT
+from tests.conftest import VENV_BIN, step, tool
+from tests.integration.app_harness import FINAL, World, app_world
+from tests.scenarios import EDIT, FINISH, PLAN
+
+TOKEN = "dash-token-for-pair-mode"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+PAIR_CONFIG = "auto_fix: true\ntest_cmd: python -m pytest\npair: true\n"
+PACKAGE = "invoice-helpers 1.0 (fetched)"
+
+
+@pytest.fixture(autouse=True)
+def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+
+
+@pytest.fixture
+def package_url() -> Iterator[str]:
+    """A loopback server standing in for a package index."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = PACKAGE.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple/invoice-helpers"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def fetch(url: str) -> str:
+    return f"curl -sSf {url}"
+
+
+def script(command: str, *before: dict[str, Any]) -> list[dict[str, Any]]:
+    """Plan, (anything else), the command that needs the network, then the fix."""
+    return [
+        step(PLAN),
+        *before,
+        step(tool("run_command", command=command)),
+        step(EDIT),
+        step(tool("run_command", command="python -m pytest -q")),
+        step(FINISH),
+    ]
+
+
+def until(condition: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def start(world: World) -> str:
+    return str(world.deliver("check_run", world.check_run_payload()).json()["mission"])
+
+
+def waiting(world: World, mission_id: str) -> dict[str, Any]:
+    """The mission once it waits, with its pending request."""
+
+    def now() -> dict[str, Any] | None:
+        mission = world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()
+        return mission if mission["status"] == "waiting" else None
+
+    return dict(until(now, "the mission to wait for a decision"))
+
+
+def post(world: World, mission_id: str, body: Any, headers: dict[str, str] | None = None) -> Any:
+    return world.client.post(
+        f"/api/missions/{mission_id}/decisions",
+        content=json.dumps(body),
+        headers={"Content-Type": "application/json", **(BEARER if headers is None else headers)},
+    )
+
+
+def events(world: World, mission_id: str) -> list[dict[str, Any]]:
+    return list(world.client.get(f"/api/missions/{mission_id}/events", headers=BEARER).json())
+
+
+def results_of(log: list[dict[str, Any]], command: str) -> list[dict[str, Any]]:
+    """The tool results of the calls that ran (or asked to run) `command`."""
+    ids = {e["id"] for e in log if e["type"] == "tool_call" and e["args"].get("command") == command}
+    return [e for e in log if e["type"] == "tool_result" and e["id"] in ids]
+
+
+def finished(world: World, mission_id: str) -> dict[str, Any]:
+    def final() -> dict[str, Any] | None:
+        mission = world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()
+        return mission if mission["status"] in FINAL else None
+
+    return dict(until(final, f"mission {mission_id} to finish", timeout=180))
+
+
+def request_after_steps(world: World, steps: int) -> str:
+    """The model request made after its first `steps` answers, as text."""
+    for body in world.model.requests:
+        if sum(m["role"] == "assistant" for m in body["messages"]) == steps:
+            return json.dumps(body["messages"])
+    raise AssertionError(f"no model request after {steps} answers")
+
+
+def test_an_approved_network_command_runs_and_the_mission_verifies(tmp_path, package_url):
+    command = fetch(package_url)
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        mission = waiting(world, mission_id)
+        pending = mission["pending_request"]
+        assert pending["command"] == command and pending["rule"] == "network"
+        assert pending["network"] is True and pending["tool"] == "run_command"
+        assert "needs the network" in pending["why"]
+        assert pending["expires_at"] > pending["asked_at"]
+        calls = len(world.model.requests)
+
+        # Who may decide is who may cancel.
+        assert post(world, mission_id, {"decision": "approve"}, headers={}).status_code == 401
+        logged_in = world.client.post(
+            "/login", data={"token": TOKEN, "next": "/"}, follow_redirects=False
+        )
+        assert logged_in.status_code == 303
+        refused = post(world, mission_id, {"decision": "approve"}, headers={})
+        assert refused.status_code == 403 and "X-Loopwright-CSRF" in refused.json()["detail"]
+        world.client.cookies.clear()
+        # Input that cannot be a decision says what to send.
+        for body, status, says in [
+            ({"decision": "merge"}, 400, "approve, reject, redirect"),
+            ({"decision": "redirect", "text": ""}, 400, "needs text"),
+            ({"decision": "reject", "text": "x" * (DECISION_TEXT_LIMIT + 1)}, 400, "at most"),
+            ({"decision": "approve", "by": "@admin"}, 400, "unknown field by"),
+            ([1, 2], 400, "JSON object"),
+            ({"decision": "approve", "request": "9-nope"}, 409, "not pending"),
+        ]:
+            answer = post(world, mission_id, body)
+            assert answer.status_code == status, (body, answer.text)
+            assert says in answer.json()["detail"], answer.json()
+        # While it waits the model is not called.
+        assert len(world.model.requests) == calls
+
+        answer = post(world, mission_id, {"decision": "approve", "request": pending["id"]})
+        assert answer.status_code == 202, answer.text
+        decided = answer.json()
+        assert (decided["decision"], decided["by"], decided["request"]) == (
+            "approve",
+            "dashboard",
+            pending["id"],
+        )
+        again = post(world, mission_id, {"decision": "reject"})
+        assert again.status_code == 409  # decided once
+
+        final = finished(world, mission_id)
+        assert final["status"] == "verified", final
+        assert final["pending_request"] is None
+        log = events(world, mission_id)
+        (ran,) = results_of(log, command)
+        assert ran["exit_code"] == 0 and ran["status"] == "ok", ran
+        assert PACKAGE in request_after_steps(world, 2)  # the model saw what it fetched
+        (asked,) = [e for e in log if e["type"] == "approval_requested"]
+        (decision,) = [e for e in log if e["type"] == "decision"]
+        assert (asked["id"], asked["command"]) == (pending["id"], command)
+        assert decision == {**decision, "decision": "approve", "by": "dashboard", "id": asked["id"]}
+        assert log.index(asked) < log.index(decision) < log.index(ran)
+        ended = post(world, mission_id, {"decision": "redirect", "text": "too late"})
+        assert ended.status_code == 409 and "verified" in ended.json()["detail"]
+        world.github.assert_no_rejections()
+
+
+def test_a_rejected_command_is_not_run_and_the_model_reads_why(tmp_path, package_url):
+    command = fetch(package_url)
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        waiting(world, mission_id)
+        why = "use the helpers vendored in invoice/ instead"
+        answer = post(world, mission_id, {"decision": "reject", "text": why})
+        assert answer.status_code == 202, answer.text
+        final = finished(world, mission_id)
+        assert final["status"] == "verified", final
+        seen = request_after_steps(world, 2)
+        assert why in seen and "Refused (rejected)" in seen and PACKAGE not in seen
+        log = events(world, mission_id)
+        (refused,) = results_of(log, command)
+        assert refused["status"] == "refused" and why in refused["output"]
+        (decision,) = [e for e in log if e["type"] == "decision"]
+        assert (decision["decision"], decision["text"]) == ("reject", why)
+
+
+def test_an_unanswered_request_expires_as_a_reject(tmp_path, package_url):
+    command = fetch(package_url)
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN, "LOOPWRIGHT_PAIR_EXPIRY_S": "1.5"}
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        final = finished(world, mission_id)
+        assert final["status"] == "verified", final
+        log = events(world, mission_id)
+        (asked,) = [e for e in log if e["type"] == "approval_requested"]
+        assert asked["expires_s"] == 1.5
+        (decision,) = [e for e in log if e["type"] == "decision"]
+        assert (decision["decision"], decision["by"]) == ("reject", "expiry")
+        seen = request_after_steps(world, 2)
+        assert "nobody decided within 1.5s" in seen and PACKAGE not in seen
+        assert [r["status"] for r in results_of(log, command)] == ["refused"]
+        # The expiry is recorded like a person's decision: nothing is left to approve.
+        late = post(world, mission_id, {"decision": "approve", "request": asked["id"]})
+        assert late.status_code == 409
+
+
+def test_a_redirect_refuses_the_command_and_the_model_gets_the_guidance(tmp_path, package_url):
+    command = fetch(package_url)
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        waiting(world, mission_id)
+        guidance = "no new packages: the bug is the percentage in totals.py"
+        answer = post(world, mission_id, {"decision": "redirect", "text": guidance})
+        assert answer.status_code == 202, answer.text
+        assert answer.json()["request"] is not None  # it decided the pending request
+        assert finished(world, mission_id)["status"] == "verified"
+        seen = request_after_steps(world, 2)
+        assert guidance in seen and "redirected the plan" in seen and "update_plan" in seen
+        assert PACKAGE not in seen
+
+
+def test_guidance_while_running_reaches_the_next_model_request(tmp_path, package_url):
+    """Guidance needs no pending request; approve and reject do."""
+    slow = step(tool("run_command", command="sleep 3"))
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN, "LOOPWRIGHT_PAIR_EXPIRY_S": "60"}
+    steps = [step(PLAN), slow, step(EDIT), step(tool("run_command", command="python -m pytest -q")),
+             step(FINISH)]  # fmt: skip
+    with app_world(tmp_path, steps, config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        until(
+            lambda: any(
+                e["type"] == "tool_call" and e["args"].get("command") == "sleep 3"
+                for e in events(world, mission_id)
+            ),
+            "the slow command",
+        )
+        not_waiting = post(world, mission_id, {"decision": "approve"})
+        assert not_waiting.status_code == 409
+        assert "not waiting for a decision" in not_waiting.json()["detail"]
+        guidance = "keep the rounding as it is"
+        answer = post(world, mission_id, {"decision": "redirect", "text": guidance})
+        assert answer.status_code == 202, answer.text
+        assert answer.json()["request"] is None
+        assert finished(world, mission_id)["status"] == "verified"
+        seen = request_after_steps(world, 2)
+        assert guidance in seen and "sends guidance" in seen
+        assert guidance not in request_after_steps(world, 1)
+        (decision,) = [e for e in events(world, mission_id) if e["type"] == "decision"]
+        assert (decision["decision"], decision["by"], decision["text"]) == (
+            "guidance",
+            "dashboard",
+            guidance,
+        )
+
+
+def test_without_pair_in_the_config_the_command_runs_unasked(tmp_path, package_url):
+    command = fetch(package_url)
+    with app_world(tmp_path, script(command)) as world:
+        mission_id = start(world)
+        assert finished(world, mission_id)["status"] == "verified"
+        log = events(world, mission_id)
+        assert not [e for e in log if e["type"] in ("approval_requested", "decision")]
+        assert [r["exit_code"] for r in results_of(log, command)] == [0]
