@@ -18,11 +18,19 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
 from loopwright.app.pair import DECISION_TEXT_LIMIT
 from tests.conftest import VENV_BIN, step, tool
 from tests.integration.app_harness import FINAL, World, app_world
+from tests.integration.test_saq_workers import (
+    WorkerProcess,
+    _deliver,
+    _logs,
+    _queue_env,
+    _server_without_docker,
+)
 from tests.scenarios import EDIT, FINISH, PLAN
 
 TOKEN = "dash-token-for-pair-mode"
@@ -298,3 +306,45 @@ def test_without_pair_in_the_config_the_command_runs_unasked(tmp_path, package_u
         log = events(world, mission_id)
         assert not [e for e in log if e["type"] in ("approval_requested", "decision")]
         assert [r["exit_code"] for r in results_of(log, command)] == [0]
+
+
+def test_a_decision_on_a_server_reaches_the_mission_in_a_worker_process(
+    tmp_path, package_url, redis_service
+):
+    """`loopwright serve` only enqueues; `loopwright worker`, another process, runs the
+    mission and waits; the approval posted to the server reaches it through the store."""
+    command = fetch(package_url)
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN, **_queue_env(redis_service.url)}
+    steps = script(command)
+    with app_world(tmp_path, steps, config=PAIR_CONFIG, env=env, serve=False) as world:
+        server = _server_without_docker(world, tmp_path / "serve.log")
+        worker = WorkerProcess(world, tmp_path / "worker.log")
+        try:
+            with httpx.Client(base_url=server.url, headers=BEARER, timeout=10) as client:
+                mission_id = _deliver(server, world)
+
+                def mission() -> dict[str, Any]:
+                    return dict(client.get(f"/api/missions/{mission_id}").json())
+
+                pending = until(
+                    lambda: mission()["pending_request"], "the worker's mission to wait", 120
+                )
+                assert mission()["runner"].split(":")[1] == str(worker.pid)
+                answer = client.post(
+                    f"/api/missions/{mission_id}/decisions",
+                    json={"decision": "approve", "request": pending["id"]},
+                )
+                assert answer.status_code == 202, answer.text
+                done = until(lambda: (m := mission())["status"] in FINAL and m, "the mission", 180)
+                logs = _logs(tmp_path / "worker.log", tmp_path / "serve.log")
+                assert done["status"] == "verified", logs
+                log = list(client.get(f"/api/missions/{mission_id}/events").json())
+                (ran,) = results_of(log, command)
+                assert ran["exit_code"] == 0, ran
+                (decision,) = [e for e in log if e["type"] == "decision"]
+                assert (decision["decision"], decision["by"]) == ("approve", "dashboard")
+            assert worker.stop() == 0
+        finally:
+            worker.kill()
+            server.stop()
+        world.github.assert_no_rejections()
