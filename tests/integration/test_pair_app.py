@@ -22,8 +22,9 @@ import httpx
 import pytest
 
 from loopwright.app.pair import DECISION_TEXT_LIMIT
+from loopwright.github.tracking import MARKER
 from tests.conftest import VENV_BIN, step, tool
-from tests.integration.app_harness import FINAL, World, app_world
+from tests.integration.app_harness import FINAL, REPO, World, app_world
 from tests.integration.test_saq_workers import (
     WorkerProcess,
     _deliver,
@@ -347,4 +348,81 @@ def test_a_decision_on_a_server_reaches_the_mission_in_a_worker_process(
         finally:
             worker.kill()
             server.stop()
+        world.github.assert_no_rejections()
+
+
+def bot_comments(world: World) -> list[str]:
+    return [
+        c["body"]
+        for c in world.github.comments(REPO, world.pr_number)
+        if c["user"]["type"] == "Bot"
+    ]
+
+
+def replies(world: World) -> list[str]:
+    return [body for body in bot_comments(world) if MARKER not in body]
+
+
+def tracking(world: World) -> str:
+    (body,) = [b for b in bot_comments(world) if MARKER in b]
+    return body
+
+
+def comment(world: World, body: str, user: str = "maintainer") -> None:
+    answer = world.deliver("issue_comment", world.comment_payload(body, user=user))
+    assert answer.status_code == 202, answer.text
+
+
+def test_comments_decide_for_writers_only_and_the_tracking_comment_shows_the_request(
+    tmp_path, package_url
+):
+    command = fetch(package_url)
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        pending = waiting(world, mission_id)["pending_request"]
+        shown = until(
+            lambda: "Waiting for a decision" in tracking(world) and tracking(world),
+            "the tracking comment to show the request",
+        )
+        assert command in shown and "needs the network" in shown
+        assert "`/loopwright approve`" in shown and "`/loopwright reject <why>`" in shown
+
+        # A reader gets the refusal and decides nothing.
+        comment(world, "/loopwright approve", user="reader")
+        refusal = until(lambda: replies(world), "the reply to the reader")[0]
+        assert "only people with write access" in refusal and "@reader" in refusal
+        still = world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()
+        assert still["status"] == "waiting" and still["pending_request"]["id"] == pending["id"]
+
+        comment(world, "/loopwright approve")
+        approved = until(lambda: replies(world)[1:], "the reply to the maintainer")[0]
+        assert approved.startswith("@maintainer approved") and mission_id in approved
+        assert finished(world, mission_id)["status"] == "verified"
+        log = events(world, mission_id)
+        (decision,) = [e for e in log if e["type"] == "decision"]
+        assert (decision["decision"], decision["by"]) == ("approve", "@maintainer")
+        assert [r["exit_code"] for r in results_of(log, command)] == [0]
+        until(lambda: "Waiting for a decision" not in tracking(world), "the request to go")
+
+        # Nothing runs any more: the command says so.
+        comment(world, "/loopwright reject too late")
+        late = until(lambda: replies(world)[2:], "the reply after the end")[0]
+        assert "no Loopwright mission is running" in late
+        world.github.assert_no_rejections()
+
+
+def test_a_redirect_comment_gives_the_model_the_guidance(tmp_path, package_url):
+    command = fetch(package_url)
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG) as world:
+        mission_id = start(world)
+        waiting(world, mission_id)
+        comment(world, "/loopwright redirect no packages:\nthe bug is in totals.py\n\nthanks")
+        reply = until(lambda: replies(world), "the reply")[0]
+        assert reply.startswith("@maintainer redirected the plan")
+        assert finished(world, mission_id)["status"] == "verified"
+        seen = request_after_steps(world, 2)
+        assert "no packages:\\nthe bug is in totals.py" in seen and "thanks" not in seen
+        (decision,) = [e for e in events(world, mission_id) if e["type"] == "decision"]
+        assert (decision["decision"], decision["by"]) == ("redirect", "@maintainer")
         world.github.assert_no_rejections()
