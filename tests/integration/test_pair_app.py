@@ -426,3 +426,29 @@ def test_a_redirect_comment_gives_the_model_the_guidance(tmp_path, package_url):
         (decision,) = [e for e in events(world, mission_id) if e["type"] == "decision"]
         assert (decision["decision"], decision["by"]) == ("redirect", "@maintainer")
         world.github.assert_no_rejections()
+
+
+@pytest.mark.docker
+def test_in_docker_the_approved_command_alone_has_the_network(tmp_path, docker_ready):
+    """The approved command runs attached to the sandbox bridge (an interface besides
+    loopback); the next command, not asked about, has loopback only again. Nothing leaves
+    the container: the fetch is to its own loopback."""
+    approved = "curl -sS -m 2 http://127.0.0.1:9/ ; ls /sys/class/net"
+    after = "ls /sys/class/net"
+    steps = script(approved)
+    steps.insert(2, step(tool("run_command", command=after)))
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN, "LOOPWRIGHT_SANDBOX": "docker",
+           "LOOPWRIGHT_WARM_POOL": "0"}  # fmt: skip
+    with app_world(tmp_path, steps, config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        pending = waiting(world, mission_id)["pending_request"]
+        assert pending["command"] == approved and pending["network"] is True
+        answer = post(world, mission_id, {"decision": "approve", "request": pending["id"]})
+        assert answer.status_code == 202, answer.text
+        assert finished(world, mission_id)["status"] == "verified"
+        log = events(world, mission_id)
+        (with_network,) = results_of(log, approved)
+        (without,) = results_of(log, after)
+        interfaces = set(with_network["output"].split()) & {"eth0", "eth1"}
+        assert interfaces, with_network["output"]
+        assert "lo" in without["output"].split() and not interfaces & set(without["output"].split())
