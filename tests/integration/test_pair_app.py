@@ -10,20 +10,27 @@ and `test_pair_loop` check the switching).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from litestar.testing import TestClient
 
 from loopwright.app.pair import DECISION_TEXT_LIMIT
+from loopwright.app.server import create_app
+from loopwright.config import Settings
 from loopwright.github.tracking import MARKER
 from tests.conftest import VENV_BIN, step, tool
+from tests.fakes.github_web import FakeGitHubWeb
 from tests.integration.app_harness import FINAL, REPO, World, app_world
 from tests.integration.test_saq_workers import (
     WorkerProcess,
@@ -38,6 +45,8 @@ TOKEN = "dash-token-for-pair-mode"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 PAIR_CONFIG = "auto_fix: true\ntest_cmd: python -m pytest\npair: true\n"
 PACKAGE = "invoice-helpers 1.0 (fetched)"
+CLIENT_ID = "Iv1.0123456789abcdef"
+CLIENT_SECRET = "0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.fixture(autouse=True)
@@ -452,3 +461,63 @@ def test_in_docker_the_approved_command_alone_has_the_network(tmp_path, docker_r
         interfaces = set(with_network["output"].split()) & {"eth0", "eth1"}
         assert interfaces, with_network["output"]
         assert "lo" in without["output"].split() and not interfaces & set(without["output"].split())
+
+
+def sign_in(client: Any, web: FakeGitHubWeb, login: str) -> str:
+    """Sign `login` in through GitHub's OAuth pages; the CSRF value the mission page carries."""
+    client.cookies.clear()
+    web.approve_as = login
+    begin = client.get("/auth/github", follow_redirects=False)
+    assert begin.status_code == 302, begin.text
+    back = httpx.get(begin.headers["location"], timeout=10)
+    assert back.status_code == 302, back.text
+    callback = urlsplit(back.headers["location"])
+    done = client.get(f"{callback.path}?{callback.query}", follow_redirects=False)
+    assert done.status_code == 303, done.text
+    return done.headers.get("location", "")
+
+
+def test_a_signed_in_reader_cannot_decide_and_a_writer_can(tmp_path, package_url):
+    command = fetch(package_url)
+    with (
+        app_world(tmp_path, script(command), config=PAIR_CONFIG, serve=False) as world,
+        FakeGitHubWeb(world.github, CLIENT_ID, CLIENT_SECRET) as web,
+    ):
+        settings = Settings.from_env(
+            {
+                **world.env,
+                "LOOPWRIGHT_GITHUB_WEB_URL": web.url,
+                "LOOPWRIGHT_GITHUB_CLIENT_ID": CLIENT_ID,
+                "LOOPWRIGHT_GITHUB_CLIENT_SECRET": CLIENT_SECRET,
+            }
+        )
+        with TestClient(create_app(settings)) as client:
+            world = dataclasses.replace(world, client=client, settings=settings)
+            mission_id = start(world)
+            url = f"/api/missions/{mission_id}"
+
+            def as_user(login: str) -> dict[str, str]:
+                sign_in(client, web, login)
+                page = client.get(f"/missions/{mission_id}")
+                csrf = re.search(r'data-csrf="([0-9a-f]{64})"', page.text)
+                assert csrf is not None, page.text
+                return {"X-Loopwright-CSRF": csrf.group(1)}
+
+            reader = as_user("reader")
+            pending = until(lambda: client.get(url).json()["pending_request"], "the request")
+            refused = post(world, mission_id, {"decision": "approve"}, headers=reader)
+            assert refused.status_code == 403, refused.text
+            detail = refused.json()["detail"]
+            assert "write access to acme/invoice" in detail and "permission is read" in detail
+            assert client.get(url).json()["status"] == "waiting"
+
+            writer = as_user("maintainer")
+            no_csrf = post(world, mission_id, {"decision": "approve"}, headers={})
+            assert no_csrf.status_code == 403
+            answer = post(world, mission_id, {"decision": "approve"}, headers=writer)
+            assert answer.status_code == 202, answer.text
+            assert (answer.json()["by"], answer.json()["request"]) == ("@maintainer", pending["id"])
+            done = until(lambda: (m := client.get(url).json())["status"] in FINAL and m, "end", 180)
+            assert done["status"] == "verified", done
+        web.assert_no_rejections()
+        world.github.assert_no_rejections()
