@@ -4,8 +4,9 @@ the API (approve, reject, redirect, none: expiry) decides what runs and what the
 
 The real App, the OpenAPI-checked fake GitHub, a scripted model; the "package" the command
 fetches is served on loopback. The local sandbox cannot switch the network, so that the
-approved command had it for itself alone is the Docker sandbox's part (`test_pair_policy`
-and `test_pair_loop` check the switching).
+approved command had it for itself alone is checked in the Docker sandbox (marked
+`docker`). Decisions also come from pull-request comments, a GitHub sign-in, and reach a
+mission that a separate `loopwright worker` process runs.
 """
 
 from __future__ import annotations
