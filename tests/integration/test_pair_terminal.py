@@ -55,15 +55,15 @@ class Terminal:
 
     def _read(self) -> None:
         while True:
-            ready, _, _ = select.select([self.master], [], [], 0.1)
-            if not ready:
-                if self.process.poll() is not None:
-                    return
-                continue
             try:
+                ready, _, _ = select.select([self.master], [], [], 0.1)
+                if not ready:
+                    if self.process.poll() is not None:
+                        return
+                    continue
                 data = os.read(self.master, 65536)
-            except OSError:
-                return
+            except (OSError, ValueError):
+                return  # the terminal is closed
             with self._lock:
                 self.output += data
 
