@@ -33,6 +33,8 @@ EventType = Literal[
     "done",
     "error",
     "phase",
+    "approval_requested",
+    "decision",
 ]
 Stage = Literal["prepare", "plan", "loop", "verify", "deliver"]
 STAGES: tuple[Stage, ...] = ("prepare", "plan", "loop", "verify", "deliver")
@@ -317,6 +319,33 @@ class PhaseEvent(_Envelope):
     duration_s: float = Field(ge=0, description="Seconds, rounded to 3 places.")
 
 
+class ApprovalRequestedEvent(_Envelope):
+    """Pair mode: the loop waits for a person to approve, reject or redirect an action."""
+
+    type: Literal["approval_requested"]
+    id: str = Field(description="The request id; the `decision` answering it carries the same.")
+    tool: str = Field(description="The tool the model called (run_command, write_file, ...).")
+    rule: str = Field(description="Why it asks: network, removals or ask_path.")
+    what: str = Field(description='The action in words, e.g. "Run `pip install requests`".')
+    why: str = Field(description="Why the action needs approval, in words.")
+    command: str | None = Field(None, description="The exact command, for run_command.")
+    diff: str | None = Field(None, description="The change as a unified diff, for file writes.")
+    network: bool = Field(
+        False, description="Approving runs the command with the network, for it alone."
+    )
+    expires_s: float = Field(ge=0, description="Seconds until an unanswered request is rejected.")
+
+
+class DecisionEvent(_Envelope):
+    """Pair mode: a person's decision on a request, or guidance sent during the loop."""
+
+    type: Literal["decision"]
+    decision: Literal["approve", "reject", "redirect", "guidance"]
+    by: str = Field(description="Who decided: @login, dashboard, terminal or expiry.")
+    id: str | None = Field(None, description="The request decided; absent for guidance.")
+    text: str | None = Field(None, description="The reason of a reject, the guidance otherwise.")
+
+
 EVENT_MODELS: dict[str, type[_Envelope]] = {
     "stage": StageEvent,
     "plan": PlanEvent,
@@ -332,6 +361,8 @@ EVENT_MODELS: dict[str, type[_Envelope]] = {
     "done": DoneEvent,
     "error": ErrorEvent,
     "phase": PhaseEvent,
+    "approval_requested": ApprovalRequestedEvent,
+    "decision": DecisionEvent,
 }
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loopwright.config import ConfigError, NetworkMode, Settings
 
@@ -43,6 +43,14 @@ class RepoConfig:
     network: NetworkMode | None = None
     """The repository's wish; it can only narrow the operator's setting (`effective_network`)."""
     app: AppConfig | None = None
+    pair: bool = False
+    """Pair mode for the App's missions: risky actions wait for a person's decision."""
+    ask_paths: tuple[str, ...] = ()
+    """Pair mode: globs whose files are changed only once a person approves."""
+    ask_network: bool = True
+    """Pair mode: commands that need the network (package installs) ask first."""
+    ask_removals: int = 3
+    """Pair mode: deleting or renaming more than this many files asks first."""
     source: str | None = None
 
     def narrow(self, settings: Settings) -> Settings:
@@ -94,9 +102,17 @@ class _RepoConfigFile(BaseModel):
     """When the sandbox may reach the network: none, setup or always."""
     app: _AppFile | None = None
     """How to boot the repository's web app for the screenshot."""
+    pair: bool | None = None
+    """Pair mode: risky actions wait for a person's approval in the live view or a comment."""
+    ask_paths: list[str] | None = None
+    """Pair mode: globs whose files are changed only once a person approves."""
+    ask_network: bool | None = None
+    """Pair mode: commands that need the network ask first (default true)."""
+    ask_removals: int | None = Field(default=None, ge=0)
+    """Pair mode: deleting or renaming more than this many files asks first (default 3)."""
 
 
-_LIST_KEYS = ("protected_paths", "allow_test_edits", "tiers")
+_LIST_KEYS = ("protected_paths", "allow_test_edits", "tiers", "ask_paths")
 
 
 def _unknown_keys(keys: list[str], allowed: list[str]) -> str:
@@ -118,6 +134,7 @@ _EXPECTED = {
     "int_parsing": "a whole number",
     "int_from_float": "a whole number",
     "string_type": "a string",
+    "greater_than_equal": "a whole number of 0 or more",
 }
 """What to write instead, by the pydantic error type of a value of the wrong type."""
 
@@ -195,6 +212,10 @@ def parse_repo_config(text: str, source: str) -> RepoConfig:
         tiers=tuple(parsed.tiers) if parsed.tiers else None,
         network=parsed.network,
         app=AppConfig(app.start, app.port, app.path) if app is not None else None,
+        pair=bool(parsed.pair),
+        ask_paths=tuple(parsed.ask_paths or ()),
+        ask_network=parsed.ask_network is not False,
+        ask_removals=parsed.ask_removals if parsed.ask_removals is not None else 3,
         source=source,
     )
 

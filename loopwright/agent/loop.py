@@ -8,6 +8,7 @@ its own module and is called from here. The loop ends when the model calls `fini
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ from loopwright.agent.context import Conversation
 from loopwright.agent.escalation import EscalationPolicy, Signal
 from loopwright.agent.failures import failing_tests
 from loopwright.agent.model import Model, ModelRetry, Sampling
-from loopwright.agent.prompts import NO_TOOL_CALL, PLAN_ONLY
+from loopwright.agent.pair import ApprovalRequest, Decision, NeedsApproval, PairMode
+from loopwright.agent.prompts import GUIDANCE, NO_TOOL_CALL, PLAN_ONLY, REDIRECTED, REJECTED
 from loopwright.agent.replies import ToolCall
 from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome
 from loopwright.cancellation import Cancellation
@@ -76,10 +78,15 @@ class AgentLoop:
         step_limit: int | None = None,
         sampling: Sampling | None = None,
         manage_stages: tuple[bool, bool] = (True, True),
+        pair: PairMode | None = None,
     ) -> None:
         """`step_limit` and `sampling` make this one independent attempt; `manage_stages`
         says whether the loop enters the plan stage at its start and leaves plan/loop at
-        its end (a mission of several attempts enters once and leaves once)."""
+        its end (a mission of several attempts enters once and leaves once); `pair` is
+        where decisions and guidance come from in pair mode."""
+        self.pair = pair
+        self.redirects: list[str] = []
+        """Guidance of redirect decisions, added after the reply's tool results."""
         self.settings = settings
         self.cancellation = cancellation or Cancellation()
         self.model = model
@@ -126,6 +133,7 @@ class AgentLoop:
                 f"attempt step limit reached ({self.step_limit}, LOOPWRIGHT_ATTEMPT_STEPS)"
             )
         self.steps_taken += 1
+        self._take_guidance()
         tier = self.settings.tier(self.escalation.current)
 
         def retrying(retry: ModelRetry) -> None:
@@ -192,6 +200,9 @@ class AgentLoop:
             outcome = self._run_tool(call)
             if outcome.finished is not None:
                 finished = outcome.finished
+        for text in self.redirects:
+            self.conversation.add_user(GUIDANCE.format(text=text))
+        self.redirects.clear()
         if finished is not None:
             raise Submitted(finished)
         self._count_plan_only({c.name for c in reply.tool_calls})
@@ -220,7 +231,10 @@ class AgentLoop:
             summary=described.summary,
             **extra,
         )
-        outcome = self._finish_gate(call) or self.toolbox.run(call.name, call.arguments)
+        try:
+            outcome = self._finish_gate(call) or self.toolbox.run(call.name, call.arguments)
+        except NeedsApproval as needed:
+            outcome = self._ask(call, needed.request)
         self.conversation.add_tool_result(call.id, outcome.observation)
         if outcome.plan is not None:
             self.conversation.plan = outcome.plan
@@ -283,6 +297,57 @@ class AgentLoop:
             "call finish. If you are sure the change is right anyway, call finish again: "
             "verification will then judge it.",
         )
+
+    def _ask(self, call: ToolCall, request: ApprovalRequest) -> ToolOutcome:
+        """Wait for a person's decision on `request` and carry it out: approve runs the
+        call, reject refuses it with the reason, redirect refuses it and hands the model
+        the guidance with the plan to revise."""
+        if self.pair is None:
+            raise RuntimeError("the toolbox asked for approval, but the loop has no pair channel")
+        request = dataclasses.replace(request, id=self.pair.request_id(call.id))
+        extra: dict[str, Any] = {
+            k: v for k, v in (("command", request.command), ("diff", request.diff)) if v
+        }
+        self.events.emit(
+            "approval_requested",
+            id=request.id,
+            tool=request.tool,
+            rule=request.rule,
+            what=request.what,
+            why=request.why,
+            network=request.network,
+            expires_s=self.pair.expiry_s,
+            **extra,
+        )
+        decision = self.pair.channel.ask(request, self.cancellation)
+        self._decided(decision, request.id)
+        if decision.kind == "approve":
+            return self.toolbox.run(call.name, call.arguments, approved=request)
+        if decision.kind == "reject":
+            because = f": {decision.text}" if decision.text else ""
+            return ToolOutcome(
+                "refused", REJECTED.format(what=request.what, why=request.why, because=because)
+            )
+        self.redirects.append(decision.text)
+        return ToolOutcome("refused", REDIRECTED.format(what=request.what))
+
+    def _take_guidance(self) -> None:
+        """Guidance a person sent while the loop ran, as user messages before the next
+        model call; each asks the model to revise its plan."""
+        if self.pair is None:
+            return
+        for decision in self.pair.channel.guidance():
+            self._decided(decision, None)
+            self.conversation.add_user(GUIDANCE.format(text=decision.text))
+
+    def _decided(self, decision: Decision, request_id: str | None) -> None:
+        kind = decision.kind if request_id is not None else "guidance"
+        fields: dict[str, Any] = {"decision": kind, "by": decision.by}
+        if request_id is not None:
+            fields["id"] = request_id
+        if decision.text:
+            fields["text"] = decision.text
+        self.events.emit("decision", **fields)
 
     def _signal(self, signal: Signal, what: str) -> None:
         switch = self.escalation.record(signal, what)

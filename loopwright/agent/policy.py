@@ -1,7 +1,8 @@
 """The command policy: which `run_command` strings are refused before they reach a sandbox.
 
 `check_command` tokenizes the bash text the model sent and checks every simple command in it;
-`check_writes` refuses a command whose text writes a protected path.
+`check_writes` refuses a command whose text writes a protected path. In pair mode
+`check_ask` names the commands a person approves first (`AskRules`).
 """
 
 # What the policy is, and what it is not
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from loopwright.agent.command_rules import HANDLERS, Run, after_options, program_name, strip_prefix
+from loopwright.agent.command_rules.network import uses_network
 from loopwright.agent.shell import MAX_DEPTH, Command, Lexer, ParseError
 from loopwright.protected_paths import covering_pattern, glob_protected_by, protected_by
 
@@ -440,3 +442,126 @@ _WRITERS = frozenset(
     {"cp", "mv", "install", "ln", "tee", "touch", "unlink", "shred", "truncate", "rm", "chmod",
      "chown", "chgrp", "dd", "sed", "perl", "rsync"}
 )  # fmt: skip
+
+
+# -- pair mode: what needs a person's approval ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class AskRules:
+    """Which actions pair mode asks a person about before they run (the rest run as before)."""
+
+    network: bool = True
+    """Commands that need the network (package installs, downloads, git fetch)."""
+    max_removals: int = 3
+    """Deleting or renaming more than this many files asks; a recursive or glob removal,
+    whose count the text does not show, asks too."""
+    ask_paths: tuple[str, ...] = ()
+    """Globs (the repository config's `ask_paths`) whose files are only changed on approval."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """An action that waits for a person's decision; `reason` says why, for them and the model."""
+
+    rule: str
+    """One of "network", "removals", "ask_path"."""
+    reason: str
+    network: bool = False
+    """Approving it runs the command with the network attached."""
+
+
+def check_ask(command: str, rules: AskRules, *, network_on: bool = False) -> Ask | None:
+    """Why `command` needs approval under `rules`, or None when it may run at once;
+    `network_on` says the sandbox already has the network (nothing to ask for it)."""
+    try:
+        simple = list(_simple_commands(command, 0))
+    except (ParseError, RecursionError):
+        return None  # `check_command` refuses what cannot be parsed
+    if rules.network and not network_on:
+        for words in simple:
+            if uses_network(words):
+                return Ask(
+                    "network",
+                    f"`{shorten_command(shlex.join(words))}` needs the network, which the "
+                    "sandbox does not have while the model works",
+                    network=True,
+                )
+    removed = _removal_count(simple)
+    if removed > rules.max_removals:
+        count = "an unknown number of" if removed == _MANY else str(removed)
+        return Ask(
+            "removals",
+            f"it deletes or renames {count} files (more than {rules.max_removals} ask first)",
+        )
+    if rules.ask_paths:
+        for target in write_targets(command):
+            pattern = target_protected_by(target, rules.ask_paths)
+            if pattern is not None:
+                return Ask("ask_path", f"it changes {target.path}, under ask_paths `{pattern}`")
+    return None
+
+
+def ask_path_for(path: str, rules: AskRules) -> Ask | None:
+    """Why a file tool's write of `path` (repository-relative) needs approval, or None."""
+    pattern = protected_by(path, rules.ask_paths) if rules.ask_paths else None
+    if pattern is None:
+        return None
+    return Ask("ask_path", f"it changes {path}, under ask_paths `{pattern}`")
+
+
+_MANY = 1_000_000
+"""The count of a removal whose size the text does not show (`rm -r dir`, `rm *.py`)."""
+
+
+def _simple_commands(text: str, depth: int) -> Iterator[list[str]]:
+    """Every simple command of `text` as the argv that really runs (wrappers taken off,
+    `bash -c` text and substitutions followed)."""
+    if depth > MAX_DEPTH:
+        raise ParseError("commands are nested too deeply to check")
+    script = Lexer(text).parse()
+    for command in script.commands:
+        words = command.words
+        for _ in range(MAX_DEPTH):
+            words = strip_prefix(words)
+            if not words:
+                break
+            handler = HANDLERS.get(program_name(words[0]))
+            outcome = handler(words[1:], command) if handler is not None else None
+            if isinstance(outcome, Run):
+                yield from _simple_commands(outcome.text, depth + 1)
+                break
+            if not isinstance(outcome, list):
+                yield words
+                break
+            words = outcome
+    for body in script.nested:
+        yield from _simple_commands(body, depth + 1)
+
+
+def _removal_count(simple: list[list[str]]) -> int:
+    count = 0
+    for words in simple:
+        name = program_name(words[0])
+        args = words[1:]
+        if name == "git":
+            rest = after_options(args, "Cc")
+            if not rest or rest[0] not in ("rm", "mv"):
+                continue
+            name, args = rest[0], rest[1:]
+            if name == "rm":
+                args = [a for a in args if a != "--cached"]
+        if name not in ("rm", "unlink", "shred", "mv"):
+            continue
+        options, operands = _operands(args, "tS" if name == "mv" else "ns")
+        if name == "shred" and not _has(options, "-u", "--remove"):
+            continue
+        if name == "mv":
+            directory = _option(options, "-t", "--target-directory")
+            operands = operands if directory else operands[:-1]
+        recursive = _has(options, "-r", "-R", "--recursive")
+        for operand in operands:
+            if any(c in _GLOB_CHARS for c in operand) or (recursive and name != "mv"):
+                return _MANY
+            count += 1
+    return count

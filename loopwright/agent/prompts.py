@@ -165,3 +165,18 @@ NO_TOOL_CALL = (
     "You answered without calling a tool. Work only through the tools: call update_plan, "
     "read_file, write_file, edit_file or run_command, and call finish when the tests pass."
 )
+
+GUIDANCE = (
+    "The maintainer watching this fix sends guidance:\n{text}\n"
+    "Revise your plan to follow it: call update_plan first, then go on."
+)
+
+REJECTED = (
+    "Refused (rejected): {what} was not run. It needed approval ({why}), and the maintainer "
+    "rejected it{because}. Find another way that does not need it."
+)
+
+REDIRECTED = (
+    "Not run: {what} needed approval, and the maintainer redirected the plan instead; their "
+    "guidance follows as a message."
+)

@@ -7,8 +7,10 @@ infrastructure failures raise.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -16,9 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from loopwright.agent.call_summary import json_problem
 from loopwright.agent.context import PlanItem
+from loopwright.agent.pair import ApprovalRequest, NeedsApproval
 from loopwright.agent.policy import (
+    Ask,
+    AskRules,
     Refusal,
     WriteTarget,
+    ask_path_for,
+    check_ask,
     check_command,
     protected_write_refusal,
     target_protected_by,
@@ -177,8 +184,15 @@ class Toolbox:
         on_output: OutputCallback | None = None,
         test_command: str | None = None,
         test_guard: TestEditGuard | None = None,
+        ask_rules: AskRules | None = None,
+        network_on: bool = False,
     ) -> None:
+        """`ask_rules` (pair mode) names the actions that raise `NeedsApproval` instead of
+        running; `network_on` says the sandbox keeps its network during the loop."""
         self._sandbox = sandbox
+        self._ask_rules = ask_rules
+        self._network_on = network_on
+        self._approved: ApprovalRequest | None = None
         self._test_guard = test_guard
         self._command_timeout_s = command_timeout_s
         self._protected = tuple(protected_paths)
@@ -197,7 +211,18 @@ class Toolbox:
             "finish": self._finish,
         }
 
-    def run(self, name: str, raw_arguments: str) -> ToolOutcome:
+    def run(
+        self, name: str, raw_arguments: str, *, approved: ApprovalRequest | None = None
+    ) -> ToolOutcome:
+        """Run one tool call; `approved` is the request a person approved for this very
+        call, which then runs without asking again (with the network when it needs one)."""
+        self._approved = approved
+        try:
+            return self._run(name, raw_arguments)
+        finally:
+            self._approved = None
+
+    def _run(self, name: str, raw_arguments: str) -> ToolOutcome:
         if name not in TOOLS:
             return ToolOutcome(
                 "error",
@@ -334,6 +359,7 @@ class Toolbox:
             return ToolOutcome(
                 "error", f"Refused: content is {len(data)} bytes; the limit is 2 MB."
             )
+        self._ask_write("write_file", paths, None, args.content)
         self._sandbox.write_file(args.path, data)
         return ToolOutcome("ok", f"Wrote {args.path} ({len(data)} bytes).")
 
@@ -359,6 +385,7 @@ class Toolbox:
             )
         edited = text.replace(args.old, args.new, 1)
         self._check_test_edit(paths, edited)
+        self._ask_write("edit_file", paths, text, edited)
         self._sandbox.write_file(args.path, edited.encode("utf-8"))
         line = text[: text.index(args.old)].count("\n") + 1
         return ToolOutcome("ok", f"Edited {args.path} at line {line}.")
@@ -368,8 +395,14 @@ class Toolbox:
         refused = _refused(refusal) if refusal else self._check_command_writes(args.command)
         if refused is not None:
             return ToolOutcome("refused", refused)
+        approved = self._approved
+        if approved is None and self._ask_rules is not None:
+            ask = check_ask(args.command, self._ask_rules, network_on=self._network_on)
+            if ask is not None:
+                raise NeedsApproval(_request("run_command", ask, command=args.command))
         timeout = min(args.timeout_s or self._command_timeout_s, self._command_timeout_s)
-        result = self._sandbox.exec(args.command, timeout_s=timeout, on_output=self._on_output)
+        with self._network_for(approved):
+            result = self._sandbox.exec(args.command, timeout_s=timeout, on_output=self._on_output)
         return ToolOutcome(
             "ok" if result.ok else "failed",
             render_exec(result, timeout),
@@ -379,6 +412,42 @@ class Toolbox:
             duration_s=result.duration_s,
             output=result.output,
         )
+
+    def _ask_write(self, tool: str, paths: Sequence[str], old: str | None, new: str) -> None:
+        """Raise `NeedsApproval` for a write under `ask_paths` (as written or resolved)
+        that nobody approved yet, with the change as a diff."""
+        if self._ask_rules is None or self._approved is not None:
+            return
+        for path in paths:
+            ask = ask_path_for(path, self._ask_rules)
+            if ask is not None:
+                if old is None:
+                    try:
+                        old = self._sandbox.read_file(paths[0]).decode("utf-8", errors="replace")
+                    except FileToolError:
+                        old = ""
+                diff = "".join(
+                    difflib.unified_diff(
+                        old.splitlines(keepends=True),
+                        new.splitlines(keepends=True),
+                        f"a/{paths[0]}",
+                        f"b/{paths[0]}",
+                    )
+                )
+                raise NeedsApproval(_request(tool, ask, diff=diff, path=paths[0]))
+
+    @contextlib.contextmanager
+    def _network_for(self, approved: ApprovalRequest | None) -> Iterator[None]:
+        """The network attached for an approved command that needs it, and only while it
+        runs (a no-op where the sandbox has no isolation to switch)."""
+        if approved is None or not approved.network or self._network_on:
+            yield
+            return
+        self._sandbox.set_network(True)
+        try:
+            yield
+        finally:
+            self._sandbox.set_network(False)
 
     def _finish(self, args: FinishArgs) -> ToolOutcome:
         self.title = args.title
@@ -395,6 +464,23 @@ def render_exec(result: ExecResult, timeout_s: float) -> str:
             "allowed here"
         )
     return f"{result.output.rstrip()}\n({status})" if result.output.strip() else f"({status})"
+
+
+def _request(
+    tool: str, ask: Ask, *, command: str | None = None, diff: str | None = None, path: str = ""
+) -> ApprovalRequest:
+    """The request for `ask`; the loop gives it its id."""
+    what = f"Run `{command}`" if command is not None else f"Change {path}"
+    return ApprovalRequest(
+        id="",
+        tool=tool,
+        rule=ask.rule,
+        what=what,
+        why=ask.reason,
+        command=command,
+        diff=diff,
+        network=ask.network,
+    )
 
 
 def _refused(refusal: Refusal) -> str:

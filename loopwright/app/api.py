@@ -369,9 +369,16 @@ def get_mission(
     store: NamedDependency[Store], viewer: NamedDependency[Viewer], mission_id: FromPath[str]
 ) -> dict[str, Any]:
     """The mission with its request, result (patch, verification evidence, usage) and links;
-    `queue_position` is its place in the queue while `queued` (1 runs next), else null."""
+    `queue_position` is its place in the queue while `queued` (1 runs next), else null;
+    `pending_request` is what a `waiting` mission (pair mode) asks a person to decide
+    (`id`, `tool`, `rule`, `what`, `why`, `command` or `diff`, `network`, `asked_at`,
+    `expires_at`), else null."""
     mission = visible_mission(store, viewer, mission_id)
-    return mission_json(mission, queue_positions_of(store, [mission]))
+    pending = store.pending_request(mission.id) if mission.status == "waiting" else None
+    return {
+        **mission_json(mission, queue_positions_of(store, [mission])),
+        "pending_request": pending,
+    }
 
 
 @get(

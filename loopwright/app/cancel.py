@@ -54,14 +54,14 @@ def csrf_token(settings: Settings, connection: ASGIConnection[Any, Any, Any, Any
     return hmac.new(key, bound.encode(), hashlib.sha256).hexdigest()
 
 
-def _by_bearer(settings: Settings, request: Request[Any, Any, Any]) -> bool:
+def by_bearer(settings: Settings, request: Request[Any, Any, Any]) -> bool:
     token = settings.dashboard_token
     header = request.headers.get("authorization", "")
     given = header[7:] if header.lower().startswith("bearer ") else ""
     return bool(token and given and hmac.compare_digest(given.encode(), token.encode()))
 
 
-def _check_csrf(settings: Settings, request: Request[Any, Any, Any]) -> None:
+def check_csrf(settings: Settings, request: Request[Any, Any, Any]) -> None:
     origin = request.headers.get("origin")
     # This server, as the browser reached it: the Host it sent, or the public URL when a
     # reverse proxy rewrites Host.
@@ -101,11 +101,11 @@ def cancel_mission(
             "cancelling needs a dashboard token (LOOPWRIGHT_DASHBOARD_TOKEN) or GitHub "
             "sign-in; set one, or comment `/loopwright cancel` on the pull request"
         )
-    if not _by_bearer(settings, request):
-        _check_csrf(settings, request)
+    if not by_bearer(settings, request):
+        check_csrf(settings, request)
     mission = visible_mission(runtime.store, viewer, mission_id)
     if viewer.login is not None:
-        _require_writer(runtime, viewer.login, MissionRequest.from_dict(dict(mission.request)))
+        require_writer(runtime, viewer.login, MissionRequest.from_dict(dict(mission.request)))
     answer = runtime.store.request_cancel(mission.id, cancel_summary(viewer.login))
     if answer == "not_found":
         raise NotFoundException(f"no mission {mission_id}")
@@ -122,7 +122,11 @@ def cancel_mission(
     )
 
 
-def _require_writer(runtime: Runtime, login: str, request: MissionRequest) -> None:
+def require_writer(
+    runtime: Runtime, login: str, request: MissionRequest, act: str = "cancel its missions"
+) -> None:
+    """403 unless `login` has write, maintain or admin permission on the mission's
+    repository, asked of GitHub now; `act` says what the refusal is about."""
     if request.installation_id is None:
         raise PermissionDeniedException(
             "this mission names no GitHub installation, so write permission cannot be "
@@ -135,6 +139,6 @@ def _require_writer(runtime: Runtime, login: str, request: MissionRequest) -> No
         raise PermissionDeniedException(f"could not check {login}'s permission: {exc}") from None
     if permission not in WRITE_PERMISSIONS:
         raise PermissionDeniedException(
-            f"only people with write access to {request.repo} can cancel its missions; "
+            f"only people with write access to {request.repo} can {act}; "
             f"{login}'s permission is {permission}"
         )

@@ -1,4 +1,5 @@
-"""What `/loopwright help`, `cancel`, `retry` and an unknown command do on a pull request.
+"""What `/loopwright help`, `cancel`, `retry`, pair mode's `approve`, `reject` and
+`redirect`, and an unknown command do on a pull request.
 
 Each command is authorized like `/loopwright fix`: the commenter's permission comes from
 the collaborator-permission endpoint, and only write, maintain and admin may act. A
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
+from loopwright.app.pair import BadDecision, check_decision, decide
 from loopwright.config import ConfigError, Settings, effective_network
 from loopwright.github import render
 from loopwright.github.command_text import Command
@@ -25,7 +27,8 @@ from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.redaction import Redactor
 from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest
-from loopwright.store.models import ACTIVE_STATUSES, Mission
+from loopwright.store.models import ACTIVE_STATUSES, RUNNING_STATUSES, Mission
+from loopwright.store.pair import DecisionRefused
 from loopwright.store.repository import Store
 
 NON_WRITER_REPLY_WINDOW_S = 600.0
@@ -46,6 +49,19 @@ _COMMAND_ROWS = (
         "/loopwright retry",
         "Run the last mission of this pull request again, with the same guidance, on the "
         "current head.",
+    ),
+    (
+        "/loopwright approve",
+        "Pair mode: let the mission run the action it waits on (the tracking comment shows it).",
+    ),
+    (
+        "/loopwright reject [why]",
+        "Pair mode: refuse the action the mission waits on; the model reads why.",
+    ),
+    (
+        "/loopwright redirect <guidance>",
+        "Pair mode: new guidance for the model, at any time while the mission runs (it also "
+        "refuses an action the mission waits on).",
     ),
     ("/loopwright help", "This list, with the repository's settings."),
 )
@@ -108,6 +124,8 @@ class CommentCommands:
             body = _unknown_line(command) + self._help(session)
         elif command.name == "cancel":
             body = self._cancel(request.repo, number, comment.user)
+        elif command.name in ("approve", "reject", "redirect"):
+            body = self._decide(request.repo, number, comment.user, command.name, command.argument)
         else:
             body = self._retry_reply(request.repo, number, comment.user)
         if body:
@@ -160,6 +178,36 @@ class CommentCommands:
             f"{render.mention(login)}, the queued mission "
             f"{render.code(active[0].id, Redactor())} is cancelled; it had not started."
         )
+
+    def _decide(self, repo: str, number: int, login: str, kind: str, text: str) -> str:
+        """Decide for the pull request's running mission (the waiting one first); the
+        reply says what was decided, or why nothing was."""
+        redactor = Redactor(self.settings.secrets())
+        who = render.mention(login)
+        running = [
+            m for m in self.store.missions_for_pull(repo, number) if m.status in RUNNING_STATUSES
+        ]
+        if not running:
+            return (
+                f"{who}, no Loopwright mission is running for this pull request, so there is "
+                f"nothing to {kind}."
+            )
+        mission = next((m for m in running if m.status == "waiting"), running[0])
+        pending = self.store.pending_request(mission.id)
+        try:
+            checked, reason = check_decision(kind, text, None)
+            decide(self.store, mission, checked, f"@{login}", reason)
+        except (BadDecision, DecisionRefused) as refused:
+            return f"{who}, nothing was decided: {refused}"
+        what = render.code(pending.get("what", "the action"), redactor) if pending else None
+        log.info("pair decision", mission=mission.id, decision=kind, by=login)
+        if kind == "approve" and what:
+            return f"{who} approved {what}; mission {render.code(mission.id, redactor)} goes on."
+        if kind == "reject" and what:
+            return f"{who} rejected {what}; the model is told why and looks for another way."
+        if what:
+            return f"{who} redirected the plan instead of {what}; the model gets the guidance."
+        return f"{who} sent guidance; the model gets it before its next step."
 
     def _retry_reply(self, repo: str, number: int, login: str) -> str:
         missions = self.store.missions_for_pull(repo, number)

@@ -18,7 +18,9 @@ import structlog
 from sqlalchemy.exc import SQLAlchemyError
 
 from loopwright.agent.model import Model
+from loopwright.agent.pair import PairMode
 from loopwright.app.commands import NON_WRITER_REPLY_WINDOW_S
+from loopwright.app.pair import StorePair
 from loopwright.cancellation import Cancellation
 from loopwright.config import ConfigError, Settings
 from loopwright.events import EventBus, EventSink
@@ -463,6 +465,12 @@ class AppMissionRunner:
                 events=bus,
                 deliver=delivery,
                 cancellation=self._cancellations.get(mission_id),
+                # On where the repository config sets `pair: true`; decisions come
+                # through the store from whichever server a person decided on.
+                pair=PairMode(
+                    StorePair(self.store, mission_id, settings.pair_expiry_s),
+                    expiry_s=settings.pair_expiry_s,
+                ),
             ).run()
         finally:
             close = getattr(model, "close", None)

@@ -46,6 +46,7 @@ from loopwright.app.api import (
     screenshot,
 )
 from loopwright.app.cancel import cancel_mission
+from loopwright.app.decisions import post_decision
 from loopwright.app.fanout import open_fanout
 from loopwright.app.hosts import only_hosts
 from loopwright.app.metrics import Metrics, metrics_endpoint
@@ -193,6 +194,7 @@ def create_app(
     if mode == "app":
         handlers.insert(0, github_webhook)
         handlers.append(cancel_mission)
+        handlers.append(post_decision)
     dependencies: dict[str, Any] = {
         "store": Provide(_store, sync_to_thread=False),
         "settings": Provide(_settings, sync_to_thread=False),

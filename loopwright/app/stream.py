@@ -49,7 +49,10 @@ from loopwright.store.repository import Store
 
 MISSIONS_CHANNEL = "missions"
 """Carries a mission id whenever a mission's summary (stage, cost, status) may have moved."""
-SUMMARY_EVENTS = frozenset({"stage", "model_call", "escalation", "done", "error", "delivery"})
+SUMMARY_EVENTS = frozenset(
+    {"stage", "model_call", "escalation", "done", "error", "delivery"}
+    | {"approval_requested", "decision"}  # pair mode: waiting, and running again
+)
 ENDING_EVENTS = frozenset({"done", "error", "delivery"})
 
 

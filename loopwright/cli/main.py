@@ -83,6 +83,27 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument(
         "--port", type=int, default=0, help="port for --serve (default: any free port)"
     )
+    fix.add_argument(
+        "--pair",
+        action="store_true",
+        help="pair mode, whatever the repository config says: before a risky step (a command "
+        "that needs the network such as a package install, removing many files, a write "
+        "under ask_paths) the loop waits for you; answer y (approve), n (reject, with an "
+        "optional reason) or r (redirect, with guidance), and press g at any time to send "
+        "the model guidance for its next step. An unanswered request is rejected after "
+        "LOOPWRIGHT_PAIR_EXPIRY_S seconds (default 900). Ctrl-C at the prompt cancels the "
+        "mission (exit 130). Needs a terminal on stdin, or --pair-lines; not with --json. "
+        "Works with --record, and with --replay (whose recorded replies play on whatever "
+        "you decide)",
+    )
+    fix.add_argument(
+        "--pair-lines",
+        action="store_true",
+        help="with --pair, read the answers as lines on stdin instead of keys from a "
+        "terminal (for scripts): y, n [REASON] and r GUIDANCE answer the requests in "
+        "order, g GUIDANCE is guidance for the next step; once stdin ends, every request "
+        "is rejected",
+    )
     group = fix.add_mutually_exclusive_group()
     group.add_argument("--record", type=Path, metavar="FILE", help="save the model exchanges")
     group.add_argument("--replay", type=Path, metavar="FILE", help="serve a recorded session")

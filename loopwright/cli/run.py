@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loopwright.agent.pair import PairMode
 from loopwright.cli.base import EXIT_ENVIRONMENT, UsageError, report_failure
 from loopwright.cli.wiring import (
     LiveView,
@@ -26,6 +29,9 @@ from loopwright.sandbox.base import SandboxError
 
 if TYPE_CHECKING:
     from loopwright.missions.fix import FixRequest
+
+STDIN = 0
+"""Pair mode's answers come from file descriptor 0 whatever `sys.stdin` was replaced by."""
 
 
 def fix_mission_fingerprint(request: FixRequest) -> dict[str, Any] | None:
@@ -47,6 +53,39 @@ def fix_mission_fingerprint(request: FixRequest) -> dict[str, Any] | None:
     return fix_fingerprint(tree, request.source) if tree else None
 
 
+def check_pair_flags(args: argparse.Namespace) -> None:
+    """Refuse `--pair` where it cannot prompt, before anything runs."""
+    from loopwright.cli.pair import pair_refusal
+
+    if not args.pair:
+        if args.pair_lines:
+            raise UsageError("--pair-lines only applies to --pair; add --pair or drop it")
+        return
+    refusal = pair_refusal(as_json=args.json, stdin_is_tty=os.isatty(STDIN), lines=args.pair_lines)
+    if refusal is not None:
+        raise UsageError(refusal)
+
+
+@contextmanager
+def pair_in_terminal(args: argparse.Namespace, settings: Settings) -> Iterator[PairMode | None]:
+    """`--pair`: pair mode on with the terminal as its channel (None without `--pair`);
+    the terminal's settings are restored however the mission ends."""
+    if not args.pair:
+        yield None
+        return
+    from loopwright.cli.pair import TerminalPair
+    from loopwright.missions.progress import color_enabled
+
+    with TerminalPair(
+        stdin=STDIN,
+        out=sys.stderr,
+        expiry_s=settings.pair_expiry_s,
+        interactive=os.isatty(STDIN) and not args.pair_lines,
+        color=color_enabled(sys.stderr),
+    ) as terminal:
+        yield PairMode(terminal, always=True, expiry_s=settings.pair_expiry_s)
+
+
 def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
     from loopwright.cancellation import Cancellation
     from loopwright.missions.fix import FixMission, FixRequest
@@ -64,6 +103,7 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
     )
     if args.serve and not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port")
+    check_pair_flags(args)
     paths = UserPaths.for_mission(settings, request.mission_id, request.source)
     live: LiveView | None = None
     kept: KeptMission | None = None
@@ -92,7 +132,7 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
             ) as wired,
         ):
             cancellation = Cancellation()
-            with ctrl_c_cancels(cancellation):
+            with ctrl_c_cancels(cancellation), pair_in_terminal(args, settings) as pair:
                 result = FixMission(
                     request,
                     settings=wired.settings,
@@ -100,6 +140,7 @@ def cmd_fix(args: argparse.Namespace, settings: Settings) -> int:
                     model=wired.model,
                     events=wired.events,
                     cancellation=cancellation,
+                    pair=pair,
                 ).run()
             if kept is not None:
                 kept.finish(result)

@@ -146,14 +146,20 @@ def in_user_paths(sink: EventSink, paths: UserPaths) -> EventSink:
     return forward
 
 
+QUIET_EVENTS = frozenset({"done", "approval_requested", "decision"})
+"""What -q still prints: the verdict, and in pair mode what waits for you and what was
+decided (the prompt needs them)."""
+
+
 def terminal_sink(args: argparse.Namespace) -> EventSink:
-    """The progress on stderr; with -q only the verdict line (the `done` event)."""
+    """The progress on stderr; with -q only the verdict line (the `done` event) and pair
+    mode's requests and decisions."""
     printer = ProgressPrinter()
     if not args.quiet:
         return printer
 
     def verdict_only(event: Event) -> None:
-        if event.type == "done":
+        if event.type in QUIET_EVENTS:
             printer(event)
 
     return verdict_only

@@ -98,6 +98,8 @@ class Settings:
     """Consecutive steps that only update the plan before each further one counts as a
     failure for escalation (a model that plans without acting is stuck)."""
     max_steps: int = 40
+    pair_expiry_s: float = 900.0
+    """Pair mode: seconds a request for approval waits before it counts as rejected."""
     max_cost_usd: float | None = None
     max_prompt_tokens: int | None = None
     """Cap on prompt + completion tokens over the whole mission (None: no cap)."""
@@ -177,6 +179,7 @@ class Settings:
                 env, "LOOPWRIGHT_ATTEMPT_TEMPERATURE", defaults.attempt_temperature
             ),
             max_steps=read_int(env, "LOOPWRIGHT_MAX_STEPS", defaults.max_steps),
+            pair_expiry_s=read_float(env, "LOOPWRIGHT_PAIR_EXPIRY_S", defaults.pair_expiry_s),
             max_cost_usd=None if not max_cost else read_float(env, "LOOPWRIGHT_MAX_COST_USD", 0),
             max_prompt_tokens=None if not max_tokens else read_int(env, "LOOPWRIGHT_MAX_TOKENS", 0),
             command_timeout_s=read_float(

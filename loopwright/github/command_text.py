@@ -11,18 +11,29 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-CommandName = Literal["fix", "help", "cancel", "retry", "unknown"]
+CommandName = Literal["fix", "help", "cancel", "retry", "approve", "reject", "redirect", "unknown"]
 
 
-COMMANDS: tuple[CommandName, ...] = ("fix", "help", "cancel", "retry")
+COMMANDS: tuple[CommandName, ...] = (
+    "fix",
+    "help",
+    "cancel",
+    "retry",
+    "approve",
+    "reject",
+    "redirect",
+)
+WITH_TEXT: frozenset[str] = frozenset({"fix", "reject", "redirect"})
+"""Commands whose text runs on past their line, up to a blank line (guidance, a reason)."""
 
 
 @dataclass(frozen=True)
 class Command:
     """A `/loopwright <name>` command as a reader sees it in a comment.
 
-    `argument` is what follows the name (for `fix`, the guidance: the rest of the line and
-    the lines after it up to a blank line; for the others, the rest of the line). An
+    `argument` is what follows the name (for `fix`, `reject` and `redirect`, the guidance or
+    reason: the rest of the line and the lines after it up to a blank line; for the others,
+    the rest of the line). An
     unknown name is kept in `argument` with the nearest known command in `suggestion`.
     """
 
@@ -44,10 +55,10 @@ def parse_comment_command(body: str) -> Command | None:
     match, after = found
     word = (match.group("name") or "").lower()
     rest = match.group("rest").strip()
-    if word == "fix":
-        return Command("fix", _guidance(rest, after))
-    if word in ("help", "cancel", "retry"):
-        return Command(word, rest)  # type: ignore[arg-type]
+    if word in WITH_TEXT:
+        return Command(word, _guidance(rest, after))  # type: ignore[arg-type]
+    if word in COMMANDS:
+        return Command(word, rest)
     nearest = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6) if word else []
     typed = " ".join(p for p in (match.group("name") or "", rest) if p)
     return Command("unknown", typed, nearest[0] if nearest else None)

@@ -110,9 +110,20 @@ class Tracking:
     stages: dict[Stage, StageLine] = field(default_factory=lambda: {s: StageLine() for s in STAGES})
     notes: list[str] = field(default_factory=list)
     outcome: Outcome | None = None
+    pending: dict[str, Any] | None = None
+    """Pair mode: the `approval_requested` event's fields while the mission waits on it."""
 
     def apply(self, event: Event) -> bool:
-        """Take a `stage` event into the checklist; whether anything shown changed."""
+        """Take a `stage` event into the checklist, and pair mode's request and decision
+        into the waiting section; whether anything shown changed."""
+        if event.type == "approval_requested":
+            self.pending = dict(event.fields)
+            return True
+        if event.type == "decision":
+            decided = self.pending is not None and event.fields.get("id") == self.pending.get("id")
+            if decided:
+                self.pending = None
+            return decided
         if event.type != "stage" or event.stage is None:
             return False
         status = str(event.fields.get("status") or "")
@@ -154,6 +165,8 @@ def render_tracking(state: Tracking, redactor: Redactor | None = None) -> str:
     lines += [""]
     for stage in STAGES:
         lines.append(_stage_line(stage, state.stages[stage], redactor))
+    if state.pending is not None and state.outcome is None:
+        lines += ["", *_waiting(state.pending, redactor)]
     if state.notes:
         lines += ["", *(f"- {note}" for note in state.notes[-20:])]
     lines.append(NOTES_END)
@@ -189,6 +202,29 @@ def _stage_line(stage: Stage, line: StageLine, redactor: Redactor) -> str:
             + f": {render.prose(line.status.replace('_', ' '), redactor, limit=40, inline=True)}"
         )
     return text
+
+
+def _waiting(request: Mapping[str, Any], redactor: Redactor) -> list[str]:
+    """Pair mode: what the mission waits on, and how to answer."""
+    what = render.prose(request.get("what"), redactor, limit=300, inline=True)
+    why = render.prose(request.get("why"), redactor, limit=500, inline=True)
+    lines = [f"**⏸️ Waiting for a decision:** {what or 'an action'}", "", f"Why: {why}"]
+    detail = request.get("command") or request.get("diff")
+    if isinstance(detail, str) and detail:
+        shown = detail if len(detail) <= 3000 else detail[:3000] + "\n… (cut)"
+        lines += ["", render.fenced(redactor.text(shown), "diff" if request.get("diff") else "")]
+    expires = request.get("expires_s")
+    within = ""
+    if isinstance(expires, int | float) and not isinstance(expires, bool):
+        span = f"{expires / 60:g} minutes" if expires >= 60 else f"{expires:g}s"
+        within = f" Unanswered within {span}, it is rejected."
+    lines += [
+        "",
+        "Answer with a comment on its own line: `/loopwright approve`, "
+        "`/loopwright reject <why>` or `/loopwright redirect <guidance>`, or in the live "
+        f"view.{within}",
+    ]
+    return lines
 
 
 def _outcome(outcome: Outcome, redactor: Redactor) -> list[str]:

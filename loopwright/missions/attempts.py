@@ -17,6 +17,7 @@ from loopwright.agent.context import Conversation
 from loopwright.agent.localize import Reader, source_excerpts
 from loopwright.agent.loop import AgentLoop, LoopResult, leave_loop_stage
 from loopwright.agent.model import Sampling
+from loopwright.agent.policy import AskRules
 from loopwright.agent.prompts import SYSTEM, change_task, fix_task
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
@@ -97,8 +98,14 @@ class Attempts:
         events: EventBus,
         agent_loop: LoopFactory,
         records: list[dict[str, Any]],
+        ask_rules: AskRules | None = None,
+        network_on: bool = False,
     ) -> None:
-        """`records` receives one entry per attempt (tier, number, seed, passed, steps)."""
+        """`records` receives one entry per attempt (tier, number, seed, passed, steps);
+        `ask_rules` (pair mode) names the actions that wait for a person's decision, and
+        `network_on` says the loop's sandbox keeps its network."""
+        self.ask_rules = ask_rules
+        self.network_on = network_on
         self.sandbox = sandbox
         self.base = base
         self.plan = plan
@@ -180,6 +187,8 @@ class Attempts:
             protected_paths=protected,
             test_command=plan.command,
             test_guard=self._test_guard(),
+            ask_rules=self.ask_rules,
+            network_on=self.network_on,
         )
         conversation = Conversation(
             system=SYSTEM, task=self.task, context_tokens=self.settings.context_tokens
@@ -234,6 +243,13 @@ class Attempts:
         named = f": {', '.join(failing[:5])}" if failing else ""
         code = check.result.exit_code
         return False, f"the tests still fail after the attempt (exit {code}){named}"
+
+
+def ask_rules(repo: RepoConfig) -> AskRules:
+    """Pair mode's classes of actions that ask first, as the repository config sets them."""
+    return AskRules(
+        network=repo.ask_network, max_removals=repo.ask_removals, ask_paths=repo.ask_paths
+    )
 
 
 def _passes(run: SuiteRun) -> bool:

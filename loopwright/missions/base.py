@@ -21,6 +21,7 @@ from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.model import Model, ModelError, Sampling
+from loopwright.agent.pair import PairMode
 from loopwright.agent.tools import Toolbox
 from loopwright.cancellation import Cancellation, Cancelled
 from loopwright.config import ConfigError, Settings
@@ -215,8 +216,13 @@ class Mission(Generic[R]):
         events: EventBus,
         clock: Callable[[], float] = time.monotonic,
         cancellation: Cancellation | None = None,
+        pair: PairMode | None = None,
     ) -> None:
         self.result = result
+        self.pair = pair
+        """Where pair mode's decisions come from, when the mission may use it."""
+        self.pair_on: PairMode | None = None
+        """The channel the loop asks, once the mission knows pair mode is on."""
         self.cancellation = cancellation or Cancellation()
         self.settings = settings
         self.provider = provider
@@ -305,6 +311,7 @@ class Mission(Generic[R]):
             step_limit=step_limit,
             sampling=sampling,
             manage_stages=stages,
+            pair=self.pair_on,
         )
 
     def run_setup(self, sandbox: Sandbox, command: str) -> ExecResult:

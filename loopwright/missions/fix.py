@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any, get_args
 
 from loopwright.agent.model import Model
+from loopwright.agent.pair import PairMode
 from loopwright.cancellation import Cancellation
 from loopwright.clip import truncate_middle
 from loopwright.config import Settings, effective_network
 from loopwright.events import EventBus, PhaseName
 from loopwright.instructions import RepoInstructions, read_tree_instructions
-from loopwright.missions.attempts import Attempts, LoopEnd, first_task
+from loopwright.missions.attempts import Attempts, LoopEnd, ask_rules, first_task
 from loopwright.missions.base import Mission, MissionFailed, account, timed_phase
 from loopwright.missions.delivery import Deliverer, apply_locally
 from loopwright.missions.reproduction import Flaky, reproduce
@@ -116,7 +117,10 @@ class FixMission(Mission[MissionResult]):
         clock: Callable[[], float] = time.monotonic,
         deliver: Deliverer | None = None,
         cancellation: Cancellation | None = None,
+        pair: PairMode | None = None,
     ) -> None:
+        """`pair` is on for every loop when `pair.always`, else where the repository
+        config sets `pair: true`."""
         super().__init__(
             MissionResult(request.mission_id, "error"),
             settings=settings,
@@ -125,6 +129,7 @@ class FixMission(Mission[MissionResult]):
             events=events,
             clock=clock,
             cancellation=cancellation,
+            pair=pair,
         )
         self.request = request
         self.deliverer = deliver
@@ -255,6 +260,9 @@ class FixMission(Mission[MissionResult]):
         """The loop, as the attempts `missions.attempts` runs in the reproduction's sandbox;
         the mission adopts the loop they end with."""
         sandbox = self.sandboxes.opened[-1]
+        pair = self.pair
+        self.pair_on = pair if pair is not None and (pair.always or repo.pair) else None
+        network_on = effective_network(self.settings.network, repo.network) == "always"
         attempts = Attempts(
             sandbox,
             self.workdir / "trees" / "base",
@@ -272,6 +280,8 @@ class FixMission(Mission[MissionResult]):
             events=self.events,
             agent_loop=self.agent_loop,
             records=self.result.attempts,
+            ask_rules=ask_rules(repo) if self.pair_on is not None else None,
+            network_on=network_on,
         )
         return self._adopt(attempts.run())
 

@@ -142,6 +142,14 @@ class ProgressPrinter:
                 tail += f": {_first_line(f.get('output', ''))}"
             color = "32" if status == "ok" else "33" if status == "failed" else "31"
             return self._c(color, f"  {mark} {what}{tail}")
+        if event.type == "approval_requested":
+            return self._c(
+                "1;33",
+                f"  ⏸ waiting for approval ({f.get('rule')}): {f.get('what')}  "
+                f"(request {f.get('id')}, rejected after {wait_words(f.get('expires_s'))})",
+            )
+        if event.type == "decision":
+            return self._c("1;33" if f.get("decision") == "approve" else "33", _decision(f))
         if event.type == "escalation":
             return self._c(
                 "1;35",
@@ -232,6 +240,31 @@ def _stage_detail(f: dict[str, Any]) -> str:
             v = ", ".join(map(str, v[:5])) + (f" (+{len(v) - 5})" if len(v) > 5 else "")
         parts.append(f"{k}: {v}")
     return " — " + "; ".join(parts)
+
+
+_DECISION_WORDS = {
+    "approve": "✓ approved",
+    "reject": "⊘ rejected",
+    "redirect": "↪ redirected",
+    "guidance": "✎ guidance",
+}
+
+
+def _decision(f: dict[str, Any]) -> str:
+    """`  ⊘ rejected by expiry: nobody decided within 15 minutes`."""
+    kind = str(f.get("decision"))
+    by = "from" if kind == "guidance" else "by"
+    text = f": {f['text']}" if f.get("text") else ""
+    return f"  {_DECISION_WORDS.get(kind, kind)} {by} {f.get('by')}{text}"
+
+
+def wait_words(value: Any) -> str:
+    """`15 min`, `90s`: how long a pair-mode request waits before it is rejected."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return "?"
+    return f"{seconds / 60:g} min" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"
 
 
 def _first_line(text: Any) -> str:

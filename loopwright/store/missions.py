@@ -18,6 +18,7 @@ from loopwright.request import MissionRequest
 from loopwright.store.models import (
     ACTIVE_STATUSES,
     MISSION_STATUSES,
+    RUNNING_STATUSES,
     Mission,
     MissionStatus,
     MissionUsage,
@@ -155,7 +156,7 @@ class MissionRecords:
                 update(Mission)
                 .where(
                     Mission.id == mission_id,
-                    Mission.status == "running",
+                    Mission.status.in_(RUNNING_STATUSES),
                     Mission.message.is_(None),
                 )
                 .values(message=CANCEL_REQUESTED + summary)
@@ -165,25 +166,27 @@ class MissionRecords:
         mission = self.get_mission(mission_id)
         if mission is None:
             return "not_found"
-        if mission.status == "running":
+        if mission.status in RUNNING_STATUSES:
             return "requested"  # already asked
         return "not_active"
 
     def cancel_requested(self, mission_id: str) -> str | None:
-        """The summary of a pending cancel request of a running mission, or None."""
+        """The summary of a pending cancel request of a running (or waiting) mission, or None."""
         with self._session() as session:
             message = session.scalar(
-                select(Mission.message).where(Mission.id == mission_id, Mission.status == "running")
+                select(Mission.message).where(
+                    Mission.id == mission_id, Mission.status.in_(RUNNING_STATUSES)
+                )
             )
         if isinstance(message, str) and message.startswith(CANCEL_REQUESTED):
             return message[len(CANCEL_REQUESTED) :]
         return None
 
     def running_missions(self) -> list[Mission]:
-        """Every `running` mission, oldest start first."""
+        """Every `running` (or `waiting`) mission, oldest start first."""
         return self._all(
             select(Mission)
-            .where(Mission.status == "running")
+            .where(Mission.status.in_(RUNNING_STATUSES))
             .order_by(Mission.started_at, Mission.id)
         )
 
@@ -221,6 +224,8 @@ class MissionRecords:
         """Move a mission to `status`; with `expect`, only if it is in that status now.
 
         Returns whether the mission changed. A final status also stamps `finished_at`.
+        `expect="running"` also matches a `waiting` mission: it is running, paused on a
+        person's decision, and a crash or a cancel ends it the same way.
         """
         _check_status(status)
         values: dict[str, Any] = {"status": status}
@@ -253,7 +258,7 @@ class MissionRecords:
                 update(Mission)
                 .where(
                     Mission.id == mission_id,
-                    Mission.status == "running",
+                    Mission.status.in_(RUNNING_STATUSES),
                     Mission.runner == runner,
                 )
                 .values(runner_seen_at=utcnow())
@@ -262,14 +267,16 @@ class MissionRecords:
     def take_over_lost(
         self, mission_id: str, runner: str | None, status: MissionStatus, message: str
     ) -> bool:
-        """Move a `running` mission whose `runner` was lost to `queued` (to run again from
-        the start) or to a final status; False if it is no longer running there (another
-        worker took it over first, or it finished after all)."""
+        """Move a `running` (or `waiting`) mission whose `runner` was lost to `queued` (to
+        run again from the start) or to a final status; False if it is no longer running
+        there (another worker took it over first, or it finished after all)."""
         _check_status(status)
         values: dict[str, Any] = {"status": status, "message": message}
         if status not in ACTIVE_STATUSES:
             values["finished_at"] = utcnow()
-        query = update(Mission).where(Mission.id == mission_id, Mission.status == "running")
+        query = update(Mission).where(
+            Mission.id == mission_id, Mission.status.in_(RUNNING_STATUSES)
+        )
         if runner is None:
             query = query.where(Mission.runner.is_(None))
         else:
@@ -334,7 +341,7 @@ class MissionRecords:
             raise MissionNotFound(mission_id)
 
     def interrupt_running(self, message: str = INTERRUPTED_MESSAGE) -> list[Mission]:
-        """Mark every `running` mission `interrupted` and return them.
+        """Mark every `running` (or `waiting`) mission `interrupted` and return them.
 
         Call it at start-up, before any worker of this store runs: the caller reaps their
         containers and completes their check runs. In a multi-process deployment only the
@@ -344,7 +351,7 @@ class MissionRecords:
             return list(
                 session.scalars(
                     update(Mission)
-                    .where(Mission.status == "running")
+                    .where(Mission.status.in_(RUNNING_STATUSES))
                     .values(status="interrupted", message=message, finished_at=utcnow())
                     .returning(Mission)
                 )
@@ -356,7 +363,9 @@ class MissionRecords:
 
     def _update_mission(self, mission_id: str, values: dict[str, Any], expect: str | None) -> bool:
         query = update(Mission).where(Mission.id == mission_id).values(**values)
-        if expect is not None:
+        if expect == "running":
+            query = query.where(Mission.status.in_(RUNNING_STATUSES))
+        elif expect is not None:
             query = query.where(Mission.status == expect)
         with self._session.begin() as session:
             result = session.execute(query)

@@ -1,6 +1,6 @@
 """The tables behind the App: missions, webhook deliveries, the event log, per-tier usage,
 the revoked sign-in sessions, the repository lists of GitHub sign-ins, the warm-pool sandbox
-claims and the mission slots.
+claims, the mission slots and pair mode's requests and decisions.
 
 Plain SQLAlchemy that runs unchanged on SQLite and PostgreSQL: timestamps are aware UTC on
 every dialect, JSON is JSONB on PostgreSQL. The keys are our own (a mission's short hex id,
@@ -26,6 +26,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    UniqueConstraint,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -33,6 +34,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 MissionStatus = Literal[
     "queued",
     "running",
+    "waiting",
     "verified",
     "unverified",
     "flaky",
@@ -45,8 +47,11 @@ MissionStatus = Literal[
     "cancelled",
 ]
 MISSION_STATUSES: frozenset[str] = frozenset(get_args(MissionStatus))
-ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running"})
+ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running", "waiting"})
 """Every other status is final: the mission will not run again by itself."""
+RUNNING_STATUSES: frozenset[str] = frozenset({"running", "waiting"})
+"""A runner holds the mission (its slot, its sandbox, its heartbeat); `waiting` is running
+paused on a person's decision (pair mode)."""
 
 
 JSONB = JSON().with_variant(postgresql.JSONB(), "postgresql")
@@ -278,6 +283,48 @@ class MissionSlot(Base):
     acquired_at: Mapped[datetime.datetime]
     heartbeat_at: Mapped[datetime.datetime]
     """When the holder last said it is alive; a slot not renewed for long is freed."""
+
+
+class PairRequestRecord(Base):
+    """Pair mode: a request for approval the loop published; open until it is decided or
+    the mission stops waiting for it (expiry, cancel, a lost worker)."""
+
+    __tablename__ = "pair_requests"
+
+    mission_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("missions.id", ondelete="CASCADE"), primary_key=True
+    )
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """The request id of the `approval_requested` event."""
+    payload: Mapped[dict[str, Any]]
+    """The request as the live view and the tracking comment show it (what, why, the
+    command or diff, `expires_at`)."""
+    asked_at: Mapped[datetime.datetime]
+    closed_at: Mapped[datetime.datetime | None]
+    """When it was decided or the mission stopped waiting; None while it is pending."""
+
+
+class PairDecisionRecord(Base):
+    """Pair mode: a person's decision on a request, or guidance sent at any time
+    (`request_id` None, kind `redirect`). A request is decided once: the unique
+    (mission_id, request_id) holds across processes (guidance rows, NULL, never clash)."""
+
+    __tablename__ = "pair_decisions"
+    __table_args__ = (UniqueConstraint("mission_id", "request_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    mission_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("missions.id", ondelete="CASCADE"), index=True
+    )
+    request_id: Mapped[str | None] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    """approve, reject or redirect."""
+    decided_by: Mapped[str] = mapped_column(String(255))
+    """`@login`, `dashboard` or `expiry`."""
+    text: Mapped[str] = mapped_column(Text, default="")
+    decided_at: Mapped[datetime.datetime]
+    taken_at: Mapped[datetime.datetime | None]
+    """Guidance: when the mission's loop took it (each is handed over once)."""
 
 
 def _iso(value: datetime.datetime | None) -> str | None:

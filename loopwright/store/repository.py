@@ -1,6 +1,6 @@
 """`Store`: every read and write of missions, deliveries, events, usage, sign-in sessions
 (revoked ones, and the repository lists of GitHub sign-ins), warm-pool sandbox claims and
-mission slots goes through here.
+mission slots and pair mode's requests and decisions goes through here.
 
 Sync SQLAlchemy, because missions run on worker threads and the web handlers call it through
 a thread. Whatever must happen once (a delivery, a mission per dedupe key, an event per
@@ -30,6 +30,7 @@ from loopwright.store.missions import (
     MissionRecords,
     new_mission_id,
 )
+from loopwright.store.pair import DecisionRefused, PairRecords, StoredDecision
 from loopwright.store.sessions import SessionRevocations, SignInSessions
 from loopwright.store.slots import MissionSlots
 
@@ -38,9 +39,11 @@ __all__ = [
     "INTERRUPTED_MESSAGE",
     "Accepted",
     "CancelAnswer",
+    "DecisionRefused",
     "FinishedResult",
     "MissionNotFound",
     "Store",
+    "StoredDecision",
     "new_mission_id",
     "open_store",
 ]
@@ -62,11 +65,12 @@ class Store(
     SignInSessions,
     SandboxClaims,
     MissionSlots,
+    PairRecords,
 ):
     """The store: deliveries, missions, the event log, the cost view, sign-in sessions
     (revoked ones and GitHub sign-ins' repository lists), sandbox claims (the `ClaimLedger`
     of the Docker provider) and mission slots (the concurrency caps of every process on
-    the store) over one engine."""
+    the store) and pair mode's requests and decisions over one engine."""
 
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)

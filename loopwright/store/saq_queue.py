@@ -50,7 +50,7 @@ from loopwright.config import ConfigError
 from loopwright.events import EventBus
 from loopwright.redaction import Redactor
 from loopwright.sandbox.docker.reaper import owner_alive, owner_id
-from loopwright.store.models import Mission, MissionStatus, utcnow
+from loopwright.store.models import RUNNING_STATUSES, Mission, MissionStatus, utcnow
 from loopwright.store.queue import LostMission, run_claimed
 from loopwright.store.repository import Store
 
@@ -354,7 +354,7 @@ class SaqQueue:
         mission = self._store.get_mission(mission_id)
         if mission is None:
             return "no such mission"
-        if mission.status == "running":
+        if mission.status in RUNNING_STATUSES:
             if not self._lost(mission):
                 return "running elsewhere"
             if not self._take_over(mission):

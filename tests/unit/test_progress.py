@@ -47,6 +47,26 @@ def event(type_, stage="loop", **fields):
         ),
         (event("plan", items=[{"step": "read", "status": "done"}]), "  [x] read"),
         (event("tool_call", tool="read_file"), None),
+        (
+            event(
+                "approval_requested",
+                id="1-call_2",
+                rule="network",
+                what="Run `pip install httpx`",
+                expires_s=900,
+            ),
+            "  ⏸ waiting for approval (network): Run `pip install httpx`  "
+            "(request 1-call_2, rejected after 15 min)",
+        ),
+        (event("decision", decision="approve", by="terminal", id="1"), "  ✓ approved by terminal"),
+        (
+            event("decision", decision="reject", by="expiry", text="nobody decided within 2s"),
+            "  ⊘ rejected by expiry: nobody decided within 2s",
+        ),
+        (
+            event("decision", decision="guidance", by="@ann", text="Look at rounding."),
+            "  ✎ guidance from @ann: Look at rounding.",
+        ),
     ],
     ids=[
         "stage",
@@ -58,6 +78,10 @@ def event(type_, stage="loop", **fields):
         "no-shot",
         "plan",
         "quiet",
+        "approval",
+        "approved",
+        "expired",
+        "guidance",
     ],
 )
 def test_each_event_renders_as_one_readable_line(ev, expected):

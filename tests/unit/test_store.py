@@ -115,6 +115,8 @@ def test_migrations_create_the_schema_on_an_empty_database_and_are_idempotent(
                 "sign_in_sessions",
                 "sandbox_claims",
                 "mission_slots",
+                "pair_requests",
+                "pair_decisions",
             }
             version = connection.execute(text("SELECT version_num FROM alembic_version")).all()
             assert version == [(head_revision(),)]
@@ -830,3 +832,78 @@ def test_a_container_recorded_twice_keeps_the_latest_claim(store: Store):
 def test_a_naive_claim_time_is_refused(store: Store):
     with pytest.raises(StatementError, match="naive datetime"):
         store.record_claim(SandboxClaim("a" * 64, "m1", "h:1:1", datetime.datetime(2026, 1, 1)))
+
+
+def test_a_waiting_mission_is_still_running_for_cancel_heartbeat_takeover_and_crashes(
+    store: Store,
+):
+    mission, _ = store.create_mission(request())
+    store.mark_running(mission.id, runner="host:1:1")
+    assert store.set_status(mission.id, "waiting", expect="running")
+    assert [m.id for m in store.running_missions()] == [mission.id]
+    before = store.get_mission(mission.id)
+    assert before is not None and before.runner_seen_at is not None
+    store.touch_runner(mission.id, "host:1:1")
+    after = store.get_mission(mission.id)
+    assert after is not None and after.runner_seen_at is not None
+    assert after.runner_seen_at > before.runner_seen_at  # the heartbeat goes on
+    assert store.request_cancel(mission.id, "Cancelled by @ann.") == "requested"
+    assert store.cancel_requested(mission.id) == "Cancelled by @ann."
+    # A crash while waiting ends it like a crash while running.
+    assert store.set_status(mission.id, "error", message="boom", expect="running")
+    assert store.get_mission(mission.id).status == "error"  # type: ignore[union-attr]
+
+    lost, _ = store.create_mission(request(2))
+    store.mark_running(lost.id, runner="host:2:2")
+    store.set_status(lost.id, "waiting", expect="running")
+    assert store.take_over_lost(lost.id, "host:2:2", "queued", "its worker was lost")
+    assert store.get_mission(lost.id).status == "queued"  # type: ignore[union-attr]
+
+    stuck, _ = store.create_mission(request(3))
+    store.mark_running(stuck.id)
+    store.set_status(stuck.id, "waiting", expect="running")
+    assert [m.id for m in store.interrupt_running()] == [stuck.id]
+
+
+def test_a_pair_request_is_decided_once_and_guidance_is_handed_over_once(store: Store):
+    from loopwright.store.pair import DecisionRefused
+
+    mission, _ = store.create_mission(request())
+    store.mark_running(mission.id)
+    with pytest.raises(DecisionRefused, match="not waiting for a decision"):
+        store.record_decision(mission.id, "approve", "@ann")
+    guidance = store.record_decision(mission.id, "redirect", "dashboard", "look at tax.py")
+    assert (guidance.request, guidance.decision, guidance.by) == (None, "redirect", "dashboard")
+    assert [g.text for g in store.take_guidance(mission.id)] == ["look at tax.py"]
+    assert store.take_guidance(mission.id) == []
+
+    payload = {"what": "Run `pip install requests`", "why": "it needs the network"}
+    store.open_request(mission.id, "1-call", payload)
+    assert store.pending_request(mission.id) == {**payload, "id": "1-call"}
+    with pytest.raises(DecisionRefused, match="request 9-x is not pending"):
+        store.record_decision(mission.id, "approve", "@ann", request_id="9-x")
+    assert store.decision_for(mission.id, "1-call") is None
+
+    def approve() -> object:
+        try:
+            return store.record_decision(mission.id, "approve", "@ann", request_id="1-call")
+        except DecisionRefused as refused:
+            return refused
+
+    answers = concurrently(6, approve)
+    assert sum(isinstance(a, type(guidance)) for a in answers) == 1
+    assert all("1-call" in str(a) for a in answers if isinstance(a, DecisionRefused))
+    decided = store.decision_for(mission.id, "1-call")
+    assert decided is not None and (decided.decision, decided.by) == ("approve", "@ann")
+    assert store.pending_request(mission.id) is None
+    # A redirect with a request pending decides it, and is not also guidance.
+    store.open_request(mission.id, "2-call", payload)
+    store.record_decision(mission.id, "redirect", "@bob", "use urllib")
+    assert store.decision_for(mission.id, "2-call").text == "use urllib"  # type: ignore[union-attr]
+    assert store.take_guidance(mission.id) == []
+    # The mission stopped waiting (expired, cancelled): nothing is left to decide.
+    store.open_request(mission.id, "3-call", payload)
+    store.close_request(mission.id, "3-call")
+    with pytest.raises(DecisionRefused):
+        store.record_decision(mission.id, "reject", "@ann", request_id="3-call")
+    assert [d.decision for d in store.decisions(mission.id)] == ["redirect", "approve", "redirect"]

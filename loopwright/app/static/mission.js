@@ -533,7 +533,20 @@
     }, QUEUE_POLL_MS);
   }
 
+  // Pair mode: the mission waits for a person's decision, then runs on.
+  function onApprovalRequested(e) {
+    setStatus("waiting");
+    item(e, "approval", "waiting for approval \u00B7 " + (e.what || e.tool), e.why || "");
+  }
+
+  function onDecision(e) {
+    if (document.getElementById("status").textContent === "waiting") setStatus("running");
+    var what = e.decision + (e.by ? " by " + e.by : "");
+    item(e, "decision", what, e.text || "");
+  }
+
   var handlers = {
+    approval_requested: onApprovalRequested, decision: onDecision,
     stage: onStage, plan: onPlan, model_call: onModelCall, tool_call: onToolCall,
     tool_result: onToolResult, escalation: onEscalation, model_retry: onModelRetry,
     attempt: onAttempt,
