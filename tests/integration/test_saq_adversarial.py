@@ -1,0 +1,213 @@
+"""`SaqQueue` under the failures a deployment meets: a job SAQ finished while its mission
+still runs elsewhere, a worker stopped or aborted mid-mission, a stale worker's late result.
+Each test states the invariant it holds the queue to."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from saq.queue import Queue
+
+from loopwright.request import MissionRequest
+from loopwright.store.engine import migrate
+from loopwright.store.models import utcnow
+from loopwright.store.repository import Store
+from loopwright.store.saq_queue import QUEUE_NAME, SaqQueue, saq_url
+
+OTHER_HOST = "another-host.invalid:4242:1"
+"""A runner on another host: only its heartbeat in the store says whether it lives."""
+
+
+@pytest.fixture(params=["redis", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Store]]:
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_service").url
+        store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    else:
+        url = store_url = request.getfixturevalue("postgres_url")
+    migrate(store_url)
+    store = Store(store_url)
+    try:
+        yield url, store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def redis_backend(tmp_path: Path, redis_service) -> Iterator[tuple[str, Store]]:  # type: ignore[no-untyped-def]
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(store_url)
+    store = Store(store_url)
+    try:
+        yield redis_service.url, store
+    finally:
+        store.close()
+
+
+def _mission(store: Store) -> str:
+    request = MissionRequest(
+        trigger="check_run", repo="acme/invoice", clone_url="", head_sha="a" * 40
+    )
+    mission, created = store.create_mission(request)
+    assert created
+    return mission.id
+
+
+def _saq(url: str, work):  # type: ignore[no-untyped-def]
+    async def call():  # type: ignore[no-untyped-def]
+        queue = Queue.from_url(saq_url(url), name=QUEUE_NAME)
+        await queue.connect()
+        try:
+            return await work(queue)
+        finally:
+            await queue.disconnect()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, call()).result(30)
+
+
+def _wait(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_mission_whose_job_finished_is_taken_over_once_its_worker_dies(
+    backend: tuple[str, Store],
+) -> None:
+    """A job delivered while another host runs the mission ends `running elsewhere`; when
+    that host then dies, the re-enqueue loop must get the mission a job again. On SAQ's
+    PostgreSQL queue the finished job's row blocks a job under the same key (the upsert
+    only replaces a finished row whose `scheduled` is older), so the mission would stay
+    `running` behind a dead worker until SAQ deletes the row."""
+    url, store = backend
+    mission_id = _mission(store)
+    assert store.mark_running(mission_id, runner=OTHER_HOST)
+    ran = threading.Event()
+
+    def run(mid: str) -> None:
+        ran.set()
+        assert store.set_status(mid, "verified", expect="running")
+
+    consumer = SaqQueue(store, run, 1, url=url, heartbeat_s=3, requeue_s=0.5)
+    try:
+        consumer.start()
+        consumer.submit(mission_id)  # delivered at once: the other host's heartbeat is fresh
+        assert _wait(lambda: _saq(url, lambda q: q.count("incomplete")) == 0, 10)
+        assert not ran.is_set()
+        # The other host dies now: its heartbeat is older than heartbeat_s within 3 s.
+        assert _wait(ran.is_set, 20), "the dead worker's mission never got a job again"
+    finally:
+        consumer.stop(timeout=10)
+    mission = store.get_mission(mission_id)
+    assert mission is not None
+    assert (mission.status, mission.attempts) == ("verified", 2)
+
+
+def _blocking_run(store: Store, release: threading.Event, started: threading.Event):  # type: ignore[no-untyped-def]
+    def run(mission_id: str) -> None:
+        started.set()
+        release.wait(30)
+        store.set_status(mission_id, "verified", expect="running")
+
+    return run
+
+
+def _stale(store: Store, mission_id: str, seconds: float) -> bool:
+    mission = store.get_mission(mission_id)
+    assert mission is not None and mission.runner_seen_at is not None
+    return (utcnow() - mission.runner_seen_at) > datetime.timedelta(seconds=seconds)
+
+
+def test_a_worker_stopped_mid_mission_does_not_leave_it_running_without_a_heartbeat(
+    redis_backend: tuple[str, Store],
+) -> None:
+    """`stop(timeout)` cancels a job whose mission outlives the grace period and SAQ puts
+    the job back, but the mission's thread cannot be cancelled: it keeps running (the
+    interpreter even waits for it at exit) while its store heartbeat has stopped. A worker
+    on another host that gets the job back sees the heartbeat stale, takes the mission over
+    and runs it a second time, concurrently."""
+    url, store = redis_backend
+    mission_id = _mission(store)
+    release, started = threading.Event(), threading.Event()
+    worker = SaqQueue(store, _blocking_run(store, release, started), 1, url=url, heartbeat_s=3)
+    try:
+        worker.start()
+        worker.submit(mission_id)
+        assert started.wait(20)
+        worker.stop(timeout=1)
+        put_back = _saq(url, lambda q: q.count("queued"))
+        time.sleep(4.5)  # longer than heartbeat_s: another host would now take it over
+        still_running = not release.is_set()
+        assert not (put_back and still_running and _stale(store, mission_id, 3)), (
+            "the job is back in the queue and the store heartbeat is stale, yet this "
+            "process still runs the mission: another worker would run it concurrently"
+        )
+    finally:
+        release.set()
+
+
+def test_a_job_aborted_by_a_sweep_does_not_leave_its_mission_running_unseen(
+    redis_backend: tuple[str, Store],
+) -> None:
+    """SAQ's sweep aborts a job whose SAQ heartbeat looks late (an event loop stalled by a
+    pause, a Redis partition, or clocks apart by more than heartbeat_s, since SAQ compares
+    the job's `touched` with the sweeper's clock). The worker then cancels the job's task;
+    the mission thread runs on without a store heartbeat, so a worker elsewhere takes it
+    over while it still runs."""
+    url, store = redis_backend
+    mission_id = _mission(store)
+    release, started = threading.Event(), threading.Event()
+    worker = SaqQueue(store, _blocking_run(store, release, started), 1, url=url, heartbeat_s=3)
+    try:
+        worker.start()
+        worker.submit(mission_id)
+        assert started.wait(20)
+
+        async def abort(queue: Queue) -> None:
+            job = await queue.job(mission_id)
+            assert job is not None
+            await queue.abort(job, error="swept")
+
+        _saq(url, abort)
+        time.sleep(4.5)
+        assert not (not release.is_set() and _stale(store, mission_id, 3)), (
+            "the job was aborted and the store heartbeat is stale, yet the mission still "
+            "runs here: another worker would run it concurrently"
+        )
+    finally:
+        release.set()
+        worker.stop(timeout=10)
+
+
+def test_a_stale_worker_cannot_end_a_mission_another_worker_took_over(tmp_path: Path) -> None:
+    """Worker A is taken as lost (its heartbeat lagged) and B runs the mission again. A's
+    late end (`run_claimed`'s `set_status(..., expect="running")`, `mark_finished`) must
+    not overwrite B's run: the transition checks the status, never the runner."""
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(store_url)
+    store = Store(store_url)
+    try:
+        mission_id = _mission(store)
+        assert store.mark_running(mission_id, runner="host-a:1:1")
+        assert store.take_over_lost(mission_id, "host-a:1:1", "queued", "lost")
+        assert store.mark_running(mission_id, runner="host-b:2:2")
+        # A, still alive, now ends its run the way run_claimed does.
+        store.set_status(mission_id, "error", message="A's late end", expect="running")
+        mission = store.get_mission(mission_id)
+        assert mission is not None
+        assert (mission.status, mission.runner) == ("running", "host-b:2:2"), (
+            f"A's late end replaced B's run: {mission.status} {mission.message!r}"
+        )
+    finally:
+        store.close()
