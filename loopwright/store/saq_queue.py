@@ -6,7 +6,7 @@ webhook, two servers, the periodic re-enqueue) is one job while it waits. A proc
 one (`loopwright worker`) also consumes: a SAQ `Worker` runs up to `concurrency` jobs at a
 time on an event loop of its own, in a thread of this process; each job claims its mission
 with `Store.mark_running` and runs it on a thread (the runner blocks), sending the job's
-heartbeat meanwhile.
+heartbeat meanwhile, and the store's for as long as the thread runs it.
 
 A worker killed mid-mission sends no more heartbeats, to SAQ or to the store
 (`Mission.runner_seen_at`). After `heartbeat_s` SAQ's sweep, run by every live worker,
@@ -22,11 +22,12 @@ restarted empty lost their jobs; the key makes it idempotent), and a worker also
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import math
 import socket
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -187,7 +188,9 @@ class SaqQueue:
             self._requeuer.join(timeout=10)
         if self._worker is not None and self._loop is not None:
             # The worker takes no new job once its event is set; running missions get
-            # `timeout` seconds, then their jobs are cancelled (SAQ puts them back).
+            # `timeout` seconds, then their jobs are cancelled (SAQ puts them back). A
+            # mission's thread cannot be cancelled: it runs on, beating in the store, so
+            # the job's next worker leaves it alone until it ends or this process dies.
             self._worker._shutdown_grace_period_s = (
                 24 * 3600 if timeout is None else max(1, math.ceil(timeout))
             )
@@ -308,16 +311,12 @@ class SaqQueue:
         job: Job = ctx["job"]
         if self._stopping.is_set():
             return DEFERRED
-        beats = [
-            asyncio.create_task(self._beat(job)),
-            asyncio.create_task(self._beat_store(mission_id)),
-        ]
+        beat = asyncio.create_task(self._beat(job))
         try:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._missions, self._take, mission_id)
         finally:
-            for beat in beats:
-                beat.cancel()
+            beat.cancel()
 
     async def _beat(self, job: Job) -> None:
         failing = False
@@ -332,16 +331,31 @@ class SaqQueue:
                 continue
             failing = False
 
-    async def _beat_store(self, mission_id: str) -> None:
-        while True:
-            await asyncio.sleep(max(1.0, self._heartbeat_s / 3))
-            heartbeat_slots = getattr(self._store, "heartbeat_slots", None)
-            try:
-                await asyncio.to_thread(self._store.touch_runner, mission_id, self._runner)
-                if callable(heartbeat_slots):
-                    await asyncio.to_thread(heartbeat_slots, self._runner)
-            except SQLAlchemyError as exc:
-                log.warning("mission heartbeat not stored", mission=mission_id, error=f"{exc}")
+    @contextlib.contextmanager
+    def _store_heartbeat(self, mission_id: str) -> Iterator[None]:
+        """The mission's heartbeat in the store (and its slot's) for as long as its thread
+        runs it. Not a task of the job: a job SAQ cancels (a sweep's abort, `stop` past its
+        grace period) ends its task, never the thread, and a mission still running here
+        without a heartbeat would be taken over and run twice at once."""
+        done = threading.Event()
+        heartbeat_slots = getattr(self._store, "heartbeat_slots", None)
+
+        def beat() -> None:
+            while not done.wait(max(1.0, self._heartbeat_s / 3)):
+                try:
+                    self._store.touch_runner(mission_id, self._runner)
+                    if callable(heartbeat_slots):
+                        heartbeat_slots(self._runner)
+                except SQLAlchemyError as exc:
+                    log.warning("mission heartbeat not stored", mission=mission_id, error=f"{exc}")
+
+        thread = threading.Thread(target=beat, name=f"loopwright-beat-{mission_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=10)
 
     async def _after_job(self, ctx: dict[str, Any]) -> None:
         job: Job | None = ctx.get("job")
@@ -370,7 +384,8 @@ class SaqQueue:
             with self._lock:
                 self._running.add(mission_id)
             try:
-                run_claimed(self._store, self._run, mission_id, self._redactor)
+                with self._store_heartbeat(mission_id):
+                    run_claimed(self._store, self._run, mission_id, self._redactor)
             finally:
                 with self._lock:
                     self._running.discard(mission_id)
