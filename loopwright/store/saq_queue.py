@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+import psycopg.errors
 import psycopg_pool
 import redis.exceptions
 import structlog
@@ -227,6 +228,13 @@ class SaqQueue:
             self._loop, self._loop_thread = loop, thread
             try:
                 self._queue = asyncio.run_coroutine_threadsafe(self._open_queue(), loop).result(60)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                self._close_loop()
+                raise QueueUnavailable(
+                    f"LOOPWRIGHT_QUEUE_URL: the queue's user at {where(self._url)} may not "
+                    f"create SAQ's tables ({exc.diag.message_primary}); grant it CREATE on "
+                    "the database's schema, or connect once as a user that may"
+                ) from exc
             except QUEUE_ERRORS as exc:
                 self._close_loop()
                 raise QueueUnavailable(

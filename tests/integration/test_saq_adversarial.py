@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from saq.queue import Queue
 
+from loopwright.config import ConfigError
 from loopwright.request import MissionRequest
 from loopwright.store.engine import migrate
 from loopwright.store.models import utcnow
@@ -211,3 +212,27 @@ def test_a_stale_worker_cannot_end_a_mission_another_worker_took_over(tmp_path: 
         )
     finally:
         store.close()
+
+
+def test_a_postgresql_queue_user_without_create_rights_is_told_what_to_grant(
+    tmp_path: Path, postgres, postgres_url: str
+) -> None:  # type: ignore[no-untyped-def]
+    """SAQ creates its tables on connect; a user that may not is a permission to grant,
+    not a queue that "could not be reached"."""
+    name = postgres_url.rsplit("/", 1)[1]
+    role = f"lw_limited_{name[-6:]}"
+    postgres.sql(f"CREATE ROLE {role} LOGIN")
+    postgres.sql("REVOKE CREATE ON SCHEMA public FROM PUBLIC", database=name)
+    url = postgres_url.replace("postgres@", f"{role}:hunter2@", 1)
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(store_url)
+    store = Store(store_url)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            SaqQueue(store, None, 1, url=url).start()
+    finally:
+        store.close()
+    message = str(caught.value)
+    assert "hunter2" not in message
+    assert "could not reach" not in message, message
+    assert "CREATE" in message and "LOOPWRIGHT_QUEUE_URL" in message, message
