@@ -254,6 +254,9 @@ class SaqQueue:
                 retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
                 health_check_interval=10,
             )
+            # SAQ's Redis queue connects lazily: without a ping a wrong URL (nothing there,
+            # or a server that is not Redis) would pass the start and fail every call after.
+            await client.ping()  # type: ignore[misc]  # redis types it for both clients
             queue = RedisQueue(client, name=QUEUE_NAME)
         else:
             queue = Queue.from_url(self._url, name=QUEUE_NAME, min_size=1, max_size=10)

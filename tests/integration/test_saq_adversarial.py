@@ -5,7 +5,9 @@ Each test states the invariant it holds the queue to."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -236,3 +238,39 @@ def test_a_postgresql_queue_user_without_create_rights_is_told_what_to_grant(
     assert "hunter2" not in message
     assert "could not reach" not in message, message
     assert "CREATE" in message and "LOOPWRIGHT_QUEUE_URL" in message, message
+
+
+@pytest.mark.parametrize("server", ["nothing", "not-redis"])
+def test_a_redis_url_with_no_redis_behind_it_fails_the_start_and_says_where(
+    tmp_path: Path, server: str
+) -> None:
+    """A worker pointed at a closed port or at a server that is not Redis must not start
+    as if all were well and then fail every call: the start says what to fix."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    if server == "nothing":
+        listener.close()
+    else:
+        listener.listen()
+
+        def answer_http() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = listener.accept()
+                    conn.recv(1024)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+                    conn.close()
+
+        threading.Thread(target=answer_http, daemon=True).start()
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(store_url)
+    store = Store(store_url)
+    try:
+        with pytest.raises(ConfigError, match=f"127.0.0.1:{port}") as caught:
+            SaqQueue(store, None, 1, url=f"redis://:hunter2@127.0.0.1:{port}/0").start()
+        assert "hunter2" not in str(caught.value)
+        assert "LOOPWRIGHT_QUEUE_URL" in str(caught.value)
+    finally:
+        store.close()
+        listener.close()
