@@ -25,8 +25,10 @@ from loopwright.store.missions import (
     INTERRUPTED_MESSAGE,
     CancelAnswer,
     FinishedResult,
+    MissionClaim,
     MissionNotFound,
     MissionRecords,
+    MissionTakenOver,
     new_mission_id,
 )
 from loopwright.store.sessions import SessionRevocations
@@ -38,7 +40,9 @@ __all__ = [
     "Accepted",
     "CancelAnswer",
     "FinishedResult",
+    "MissionClaim",
     "MissionNotFound",
+    "MissionTakenOver",
     "Store",
     "new_mission_id",
     "open_store",

@@ -389,14 +389,15 @@ class SaqQueue:
         if self._stopping.is_set() or not self._acquire_slot(mission):
             return DEFERRED
         try:
-            if not self._store.mark_running(mission_id, runner=self._runner):
+            claim = self._store.claim(mission_id, runner=self._runner)
+            if claim is None:
                 return "claimed elsewhere"
             assert self._run is not None
             with self._lock:
                 self._running.add(mission_id)
             try:
                 with self._store_heartbeat(mission_id):
-                    run_claimed(self._store, self._run, mission_id, self._redactor)
+                    run_claimed(self._store, self._run, mission_id, self._redactor, claim)
             finally:
                 with self._lock:
                     self._running.discard(mission_id)

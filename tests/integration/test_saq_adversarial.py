@@ -16,11 +16,16 @@ from pathlib import Path
 
 import pytest
 from saq.queue import Queue
+from structlog.testing import capture_logs
 
 from loopwright.config import ConfigError
+from loopwright.missions.result import MissionResult
+from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.store.engine import migrate
+from loopwright.store.missions import MissionClaim, MissionTakenOver, claimed
 from loopwright.store.models import utcnow
+from loopwright.store.queue import run_claimed
 from loopwright.store.repository import Store
 from loopwright.store.saq_queue import QUEUE_NAME, SaqQueue, saq_url
 
@@ -193,25 +198,96 @@ def test_a_job_aborted_by_a_sweep_does_not_leave_its_mission_running_unseen(
         worker.stop(timeout=10)
 
 
-def test_a_stale_worker_cannot_end_a_mission_another_worker_took_over(tmp_path: Path) -> None:
+def _took_over(store: Store, mission_id: str) -> MissionClaim:
+    """A claims the mission, is taken as lost (its heartbeat lagged) and B runs it again:
+    A's claim, which A still runs under."""
+    claim_a = store.claim(mission_id, runner="host-a:1:1")
+    assert claim_a is not None and claim_a.attempts == 1
+    assert store.take_over_lost(mission_id, "host-a:1:1", "queued", "lost")
+    claim_b = store.claim(mission_id, runner="host-b:2:2")
+    assert claim_b is not None and claim_b.attempts == 2
+    return claim_a
+
+
+def _still_bs_run(store: Store, mission_id: str) -> None:
+    mission = store.get_mission(mission_id)
+    assert mission is not None
+    assert (mission.status, mission.runner, mission.attempts) == ("running", "host-b:2:2", 2), (
+        f"A's late end replaced B's run: {mission.status} {mission.message!r}"
+    )
+    assert mission.result is None and mission.pr_url is None
+
+
+@pytest.mark.parametrize("late_end", ["result", "crash", "no result", "links"])
+def test_a_stale_worker_cannot_end_a_mission_another_worker_took_over(
+    tmp_path: Path, late_end: str
+) -> None:
     """Worker A is taken as lost (its heartbeat lagged) and B runs the mission again. A's
-    late end (`run_claimed`'s `set_status(..., expect="running")`, `mark_finished`) must
-    not overwrite B's run: the transition checks the status, never the runner."""
+    late end (its result, `run_claimed`'s `error` after a crash or a run without a result,
+    its pull request's link) must not overwrite B's run: each write checks the run's claim,
+    not only the status, and A's run stops, saying why."""
     store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
     migrate(store_url)
     store = Store(store_url)
     try:
         mission_id = _mission(store)
-        assert store.mark_running(mission_id, runner="host-a:1:1")
+        claim_a = _took_over(store, mission_id)
+
+        def run(mid: str) -> None:
+            if late_end == "result":
+                store.mark_finished(MissionResult(mid, "verified", message="A's late end"))
+            elif late_end == "crash":
+                raise RuntimeError("A's late crash")
+            elif late_end == "links":
+                store.set_links(mid, pr_url="https://github.com/acme/invoice/pull/9")
+
+        with capture_logs() as logs:
+            run_claimed(store, run, mission_id, Redactor(), claim_a)
+        _still_bs_run(store, mission_id)
+        refused = [e for e in logs if "no longer owns" in e["event"]]
+        assert refused and refused[0]["mission"] == mission_id, logs
+    finally:
+        store.close()
+
+
+def test_a_stale_worker_is_refused_before_b_claims_it_too(tmp_path: Path) -> None:
+    """Between the take-over and B's claim the mission is `queued` again: A's late result
+    must not end it there either (B would then find it finished and never run it)."""
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(store_url)
+    store = Store(store_url)
+    try:
+        mission_id = _mission(store)
+        claim_a = store.claim(mission_id, runner="host-a:1:1")
+        assert claim_a is not None
         assert store.take_over_lost(mission_id, "host-a:1:1", "queued", "lost")
-        assert store.mark_running(mission_id, runner="host-b:2:2")
-        # A, still alive, now ends its run the way run_claimed does.
-        store.set_status(mission_id, "error", message="A's late end", expect="running")
+        with claimed(claim_a), pytest.raises(MissionTakenOver, match="no longer owns"):
+            store.mark_finished(MissionResult(mission_id, "verified"))
+        assert not store.owns(claim_a)
         mission = store.get_mission(mission_id)
-        assert mission is not None
-        assert (mission.status, mission.runner) == ("running", "host-b:2:2"), (
-            f"A's late end replaced B's run: {mission.status} {mission.message!r}"
-        )
+        assert mission is not None and (mission.status, mission.result) == ("queued", None)
+    finally:
+        store.close()
+
+
+def test_a_worker_that_still_owns_its_run_ends_it(tmp_path: Path) -> None:
+    """The claim's check refuses only a run that is no longer this worker's: the owner's
+    result is stored, and a run that recorded one is not turned into an error after."""
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(store_url)
+    store = Store(store_url)
+    try:
+        mission_id = _mission(store)
+        claim = store.claim(mission_id, runner="host-a:1:1")
+        assert claim is not None
+
+        def run(mid: str) -> None:
+            store.mark_finished(MissionResult(mid, "verified"))
+            assert not store.set_status(mid, "error", expect="running")
+
+        run_claimed(store, run, mission_id, Redactor(), claim)
+        mission = store.get_mission(mission_id)
+        assert mission is not None and mission.status == "verified"
     finally:
         store.close()
 
