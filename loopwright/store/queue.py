@@ -229,9 +229,10 @@ class InProcessQueue:
                 return
             if installation in refused:
                 continue
-            if not self._store.acquire_slot(
+            slot = self._store.acquire_slot(
                 mission_id, installation, self._holder, self._global_cap, self._installation_cap
-            ):
+            )
+            if slot is None:
                 if installation is None or self._installation_cap is None:
                     return  # only the global cap can have refused: nothing else fits now
                 refused.add(installation)
@@ -241,10 +242,14 @@ class InProcessQueue:
                 claim = self._store.claim(mission_id, runner=self._runner)
             except SQLAlchemyError:
                 self._pending[mission_id] = None
-                self._release(mission_id)
+                if slot == "taken":
+                    self._release(mission_id)
                 raise
             if claim is None:
-                self._release(mission_id)  # claimed by another process, or cancelled
+                # Claimed by another process, or cancelled; a slot this holder already had
+                # is the claiming run's (another queue of this process), not this call's.
+                if slot == "taken":
+                    self._release(mission_id)
                 continue
             with self._lock:
                 self._idle -= 1

@@ -55,6 +55,7 @@ from loopwright.sandbox.docker.reaper import owner_alive, owner_id
 from loopwright.store.models import Mission, MissionStatus, utcnow
 from loopwright.store.queue import LostMission, run_claimed
 from loopwright.store.repository import Store
+from loopwright.store.slots import SlotGrant
 
 log = structlog.get_logger(__name__)
 
@@ -386,12 +387,20 @@ class SaqQueue:
                 return "not run again"
         elif mission.status != "queued":
             return f"already {mission.status}"
-        if self._stopping.is_set() or not self._acquire_slot(mission):
+        if self._stopping.is_set():
             return DEFERRED
+        slot = self._acquire_slot(mission)
+        if slot is None:
+            return DEFERRED
+        # This call gives the slot back when it took it, or once it claims the mission: a
+        # slot already `held` by this process is another job's (of this same mission,
+        # which raced this one to the claim) until this job wins the claim.
+        mine = slot == "taken"
         try:
             claim = self._store.claim(mission_id, runner=self._runner)
             if claim is None:
                 return "claimed elsewhere"
+            mine = True
             assert self._run is not None
             with self._lock:
                 self._running.add(mission_id)
@@ -402,7 +411,8 @@ class SaqQueue:
                 with self._lock:
                     self._running.discard(mission_id)
         finally:
-            self._release_slot(mission_id)
+            if mine:
+                self._release_slot(mission_id)
         return "ran"
 
     def _lost(self, mission: Mission) -> bool:
@@ -451,21 +461,20 @@ class SaqQueue:
 
     # -- the global cap: the store's mission slots, where the store has them ------------
 
-    def _acquire_slot(self, mission: Mission) -> bool:
+    def _acquire_slot(self, mission: Mission) -> SlotGrant | None:
         acquire = getattr(self._store, "acquire_slot", None)
         if not callable(acquire):
-            return True
+            return "taken"
         installation = (mission.request or {}).get("installation_id")
         global_cap, installation_cap = self._caps
-        return bool(
-            acquire(
-                mission.id,
-                int(installation) if isinstance(installation, int) else None,
-                self._runner,
-                global_cap,
-                installation_cap,
-            )
+        grant: SlotGrant | None = acquire(
+            mission.id,
+            int(installation) if isinstance(installation, int) else None,
+            self._runner,
+            global_cap,
+            installation_cap,
         )
+        return grant
 
     def _expire_slots(self) -> None:
         """Free the slots of dead holders: a worker killed between taking a slot and

@@ -22,6 +22,7 @@ from loopwright.config import ConfigError
 from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
+from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store.engine import migrate
 from loopwright.store.missions import MissionClaim, MissionTakenOver, claimed
 from loopwright.store.models import utcnow
@@ -289,6 +290,51 @@ def test_a_worker_that_still_owns_its_run_ends_it(tmp_path: Path) -> None:
         mission = store.get_mission(mission_id)
         assert mission is not None and mission.status == "verified"
     finally:
+        store.close()
+
+
+class ClaimedMeanwhile(Store):
+    """A store on which another job of this same process claims the mission between this
+    job's read of it (still `queued`) and its own claim: the race of two deliveries of
+    one mission's job (a sweep put it back, a re-enqueue) to one worker."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.raced: list[str] = []
+
+    def claim(self, mission_id: str, *, runner: str | None = None) -> MissionClaim | None:
+        if not self.raced:
+            self.raced.append(mission_id)
+            # The other job took the slot and claims the mission first, as this process.
+            assert super().claim(mission_id, runner=runner) is not None
+        return super().claim(mission_id, runner=runner)
+
+
+def test_the_loser_of_a_claim_race_in_one_process_keeps_the_winners_slot(
+    tmp_path: Path, redis_service
+) -> None:  # type: ignore[no-untyped-def]
+    """Both jobs of one process hold the mission's slot under the same holder; the one
+    that loses the claim must not give back the slot the winner runs under, or the caps
+    would let one more mission in than they allow."""
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(store_url)
+    store = ClaimedMeanwhile(store_url)
+    ran: list[str] = []
+    worker = SaqQueue(store, ran.append, 1, url=redis_service.url, heartbeat_s=3)
+    try:
+        mission_id = _mission(store)
+        # The winner's slot, taken under this process's holder before the loser's job.
+        assert store.acquire_slot(mission_id, None, owner_id(), 1, None) == "taken"
+        worker.start()
+        worker.submit(mission_id)
+        assert _wait(lambda: bool(store.raced), 20)
+        assert _wait(lambda: _saq(redis_service.url, lambda q: q.count("incomplete")) == 0, 10)
+        assert ran == []  # the loser did not run it
+        mission = store.get_mission(mission_id)
+        assert mission is not None and mission.status == "running"
+        assert store.slots_held() == 1, "the loser freed the slot the winner runs under"
+    finally:
+        worker.stop(timeout=10)
         store.close()
 
 
