@@ -27,6 +27,7 @@ import functools
 import math
 import socket
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -42,16 +43,27 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from saq.job import Job
 from saq.queue import Queue
+from saq.queue.postgres import PostgresQueue
 from saq.queue.redis import RedisQueue
 from saq.types import PartialTimersDict
 from saq.utils import now_seconds
 from saq.worker import Worker
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from loopwright.config import ConfigError
 from loopwright.events import EventBus
 from loopwright.redaction import Redactor
 from loopwright.sandbox.docker.reaper import owner_alive, owner_id
+from loopwright.store.clocks import (
+    CHECK_EVERY_S,
+    CLOCK_QUERY,
+    ClockReading,
+    ClockSkewed,
+    check_clocks,
+    read_clock,
+    read_database_clock,
+)
 from loopwright.store.models import Mission, MissionStatus, utcnow
 from loopwright.store.queue import LostMission, run_claimed
 from loopwright.store.repository import Store
@@ -120,10 +132,12 @@ class SaqQueue:
         requeue_s: float = REQUEUE_S,
         global_cap: int | None = None,
         installation_cap: int | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`global_cap` and `installation_cap`: missions at once across every worker, and
         of one installation, held by the store's mission slots where the store has them
-        (`global_cap` defaults to `concurrency`)."""
+        (`global_cap` defaults to `concurrency`). `clock`: this host's time, which a worker
+        compares with the database's and the queue's."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         if heartbeat_s < 3:
@@ -137,6 +151,7 @@ class SaqQueue:
         self._heartbeat_s = heartbeat_s
         self._requeue_s = requeue_s
         self._caps = (global_cap or concurrency, installation_cap)
+        self._clock = clock
         self._runner = owner_id()
         self._lock = threading.Lock()
         self._connecting = threading.Lock()
@@ -169,7 +184,11 @@ class SaqQueue:
             )
 
     def start(self) -> None:
+        """Connect and start; a worker first checks that its clock is near enough to the
+        database's and the queue's (`ClockSkewed`, a `ConfigError`, when it is not)."""
         self._connect()
+        if self._run is not None:
+            self._check_clocks(at_start=True)
         with self._lock:
             if self._requeuer is not None or self._stopping.is_set():
                 return
@@ -494,8 +513,59 @@ class SaqQueue:
     # -- the store is the source of truth ------------------------------------------------
 
     def _requeue_loop(self) -> None:
+        checked = time.monotonic()
         while not self._stopping.wait(self._requeue_s):
             self._requeue_once()
+            if self._run is not None and time.monotonic() - checked >= CHECK_EVERY_S:
+                checked = time.monotonic()
+                self._check_clocks(at_start=False)
+
+    # -- clocks: `_lost` and the slots compare this host's clock with other hosts' -------
+
+    def _check_clocks(self, *, at_start: bool) -> None:
+        """Measure the skew against the database and the queue: too large refuses the
+        start (raises) or, on a running worker, is logged as an error; a skew worth
+        watching is a warning. A clock that cannot be read is the queue's or the
+        database's outage, which their own calls report."""
+        try:
+            readings = self._clock_readings()
+        except (SQLAlchemyError, *QUEUE_ERRORS) as exc:  # type: ignore[misc]
+            log.warning("clocks not compared", error=f"{type(exc).__name__}: {exc}")
+            return
+        try:
+            verdict = check_clocks(readings, self._heartbeat_s)
+        except ClockSkewed as exc:
+            if at_start:
+                self._close_loop()
+                raise
+            log.error("clock skew", error=str(exc))
+            return
+        if verdict.level == "warn":
+            log.warning("clock skew", error=verdict.message)
+
+    def _clock_readings(self) -> list[ClockReading]:
+        readings: list[ClockReading] = []
+        engine = getattr(self._store, "engine", None)
+        if isinstance(engine, Engine):
+            database = read_database_clock(engine, self._clock)
+            if database is not None:
+                readings.append(database)
+        source = "the queue's Redis" if isinstance(self._queue, RedisQueue) else "the queue"
+        readings.append(read_clock(source, lambda: self._call(self._queue_time), self._clock))
+        return readings
+
+    async def _queue_time(self) -> float:
+        """The queue's server's clock: Redis `TIME`, PostgreSQL's `clock_timestamp()`."""
+        queue = self._queue
+        if isinstance(queue, RedisQueue):
+            seconds, micros = await queue.redis.time()
+            return float(seconds) + float(micros) / 1e6
+        assert isinstance(queue, PostgresQueue)
+        async with queue.pool.connection() as connection:
+            cursor = await connection.execute(CLOCK_QUERY)
+            row = await cursor.fetchone()
+            assert row is not None
+            return float(row[0])
 
     def _requeue_once(self) -> None:
         try:

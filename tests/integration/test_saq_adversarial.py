@@ -338,6 +338,43 @@ def test_the_loser_of_a_claim_race_in_one_process_keeps_the_winners_slot(
         store.close()
 
 
+@pytest.mark.parametrize("queue", ["redis", "postgres"])
+def test_a_worker_starts_only_with_its_clock_near_the_databases_and_the_queues(
+    queue: str, postgres_url: str, request: pytest.FixtureRequest
+) -> None:
+    """`_lost` and the slots compare this host's clock with timestamps other hosts wrote:
+    a worker measures its clock against PostgreSQL's and the queue's (Redis `TIME`) at
+    start. In step it starts; an hour off (the injected clock) it refuses, saying what to
+    fix, and runs nothing."""
+    url = request.getfixturevalue("redis_service").url if queue == "redis" else postgres_url
+    migrate(postgres_url)
+    store = Store(postgres_url)
+    ran: list[str] = []
+    try:
+        in_step = SaqQueue(store, ran.append, 1, url=url, heartbeat_s=6)
+        with capture_logs() as logs:
+            in_step.start()
+        in_step.stop(timeout=5)
+        assert not [e for e in logs if e["event"] in ("clock skew", "clocks not compared")], logs
+
+        skewed = SaqQueue(
+            store, ran.append, 1, url=url, heartbeat_s=6, clock=lambda: time.time() - 3600
+        )
+        with pytest.raises(ConfigError) as refused:
+            skewed.start()
+        message = str(refused.value)
+        assert "s ahead of this host's" in message and "NTP" in message, message
+        assert "LOOPWRIGHT_QUEUE_HEARTBEAT_S" in message
+        assert "postgres@" not in message
+        mission_id = _mission(store)
+        skewed.submit(mission_id)  # a refused worker is not consuming
+        time.sleep(1.5)
+        assert ran == []
+        skewed.stop(timeout=5)
+    finally:
+        store.close()
+
+
 def test_a_postgresql_queue_user_without_create_rights_is_told_what_to_grant(
     tmp_path: Path, postgres, postgres_url: str
 ) -> None:  # type: ignore[no-untyped-def]
