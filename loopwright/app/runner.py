@@ -31,12 +31,14 @@ from loopwright.github.iterate import foreign_commits, mission_guidance, someone
 from loopwright.github.service import Conclusion, GitHubApp, GitHubError, RepoSession
 from loopwright.github.tracking import Outcome, Tracking, TrackingComment
 from loopwright.github.triggers import NeedsPermission, Reply, TriggerContext, authorize
+from loopwright.missions.delivery import Deliverer, DeliveryOutcome
 from loopwright.missions.fix import FixMission, FixRequest
 from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor, redacted_result
 from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxProvider
+from loopwright.store.missions import MissionTakenOver, current_claim
 from loopwright.store.repository import Store
 
 CONCLUSIONS: dict[str, Conclusion] = {
@@ -59,8 +61,12 @@ def watch_for_cancel(
     """Poll the store for a cancel request while the mission runs: the request may come from
     a webhook or the live view of any process sharing the store. A failed poll (the database
     restarting, a lock) is logged and the next one tried, so a cancel still reaches the
-    mission once the store answers again."""
+    mission once the store answers again.
+
+    A mission run under a claim (a queue's worker) is also stopped, at its next stage, once
+    the claim is no longer its run: another worker took it over."""
     cancellation = Cancellation()
+    claim = current_claim(mission_id)  # a context variable: read here, not in the thread
     stopped = threading.Event()
     log = structlog.get_logger("loopwright.mission").bind(mission=mission_id)
 
@@ -69,6 +75,9 @@ def watch_for_cancel(
         while not stopped.wait(poll_s):
             try:
                 summary = store.cancel_requested(mission_id)
+                if summary is None and claim is not None and not store.owns(claim):
+                    log.warning("this worker no longer owns the mission; it stops")
+                    summary = str(MissionTakenOver(claim))
             except SQLAlchemyError as exc:
                 if not failing:  # once per outage, not every poll
                     log.warning("cancel_poll_failed", error=f"{type(exc).__name__}: {exc}")
@@ -199,14 +208,18 @@ class AppMissionRunner:
             return
 
         tracker = self._track(mission_id, request, session, bus, redactor)
+        taken_over = False
         try:
             self._work(mission_id, request, session, config, bus, redactor, tracker)
+        except MissionTakenOver:
+            taken_over = True  # the new run reports to GitHub, not this one
+            raise
         except (GitHubError, GitError) as exc:
             if tracker is not None:
                 tracker.finish(Outcome("error", message=str(exc)))
             raise
         finally:
-            if tracker is not None and not tracker.finished:
+            if tracker is not None and not tracker.finished and not taken_over:
                 tracker.finish(Outcome("error", message="the mission stopped unexpectedly"))
 
     def _work(
@@ -232,7 +245,7 @@ class AppMissionRunner:
         if stored is not None and stored.attempts > 1:
             # This start begins from nothing: whatever a lost worker's start left goes.
             shutil.rmtree(workdir, ignore_errors=True)
-        delivery = GitHubDelivery(
+        github_delivery = GitHubDelivery(
             request=request,
             session=session,
             checkout=lambda: workdir / "checkout",
@@ -241,9 +254,17 @@ class AppMissionRunner:
             mission_url=self._url(mission_id),
             tracked=tracker is not None,
         )
+
+        def delivery(result: MissionResult) -> DeliveryOutcome:
+            # No pull request for a run another worker took over: it delivers its own.
+            self.store.check_owner(mission_id)
+            return github_delivery(result)
+
         try:
             result = self._fix(mission_id, request, session, config, bus, workdir, delivery)
-            delivered = delivery.delivered
+            # Nor a check run, a tracking comment or a stored result.
+            self.store.check_owner(mission_id)
+            delivered = github_delivery.delivered
             failure = delivered.reason if delivered.kind == "failed" else ""
             try:
                 self._finish_check(session, check_id, result, delivered, redactor)
@@ -433,7 +454,7 @@ class AppMissionRunner:
         config: RepoConfig,
         bus: EventBus,
         workdir: Path,
-        delivery: GitHubDelivery,
+        delivery: Deliverer,
     ) -> MissionResult:
         settings = config.narrow(self.settings)
         # The checkout is the pull request's head; the instructions, like the config, come

@@ -8,6 +8,7 @@ line naming the variable to fix.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -293,6 +294,19 @@ def _read_queue_url(value: str | None) -> str | None:
             "LOOPWRIGHT_QUEUE_URL must be a Redis or PostgreSQL URL with a host, such as "
             "redis://redis:6379/0 or postgresql://loopwright@db/loopwright; leave it unset "
             "for the embedded queue"
+        )
+    # Neither message quotes the URL: its password is in it.
+    try:
+        _ = urlsplit(url).port  # raises ValueError when it is not a number in range
+    except ValueError:
+        raise ConfigError(
+            "LOOPWRIGHT_QUEUE_URL has a port that is not a number from 0 to 65535; give "
+            "host:port, such as redis://redis:6379/0"
+        ) from None
+    if re.search(r"%(?![0-9A-Fa-f]{2})", url):
+        raise ConfigError(
+            "LOOPWRIGHT_QUEUE_URL has a % that is not followed by two hex digits; "
+            "percent-encode special characters in the user and password (% is %25)"
         )
     return url
 

@@ -3,14 +3,25 @@ finished with their result and per-tier usage.
 
 Every change of status is one conditional UPDATE, so two threads or processes never both
 win the same transition.
+
+A queue's worker runs a mission under its claim (`claim`: the runner and the start's
+number, as the claim recorded them), set for the run's thread with `claimed`. While it is
+set, every write of that mission (its status, its result, its links) also requires that the
+mission is still that run: a worker taken as lost whose mission another worker runs again
+has its late writes refused (`MissionTakenOver`), rather than overwriting the new run.
+Without a claim (the CLI's missions) nothing is checked.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy import ColumnElement, Select, Update, and_, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -47,6 +58,56 @@ class FinishedResult(Protocol):
 
 class MissionNotFound(LookupError):
     """No mission has this id."""
+
+
+@dataclass(frozen=True)
+class MissionClaim:
+    """One run of a mission: the process that claimed it and which start it is."""
+
+    mission_id: str
+    runner: str | None
+    attempts: int
+
+
+class MissionTakenOver(RuntimeError):
+    """A write of a mission whose run is no longer this worker's: another worker took it
+    over (this one was taken as lost), so this run must stop without a word to GitHub."""
+
+    def __init__(self, claim: MissionClaim) -> None:
+        super().__init__(
+            f"this worker no longer owns mission {claim.mission_id} (start "
+            f"{claim.attempts} by {claim.runner}); another worker took it over"
+        )
+        self.claim = claim
+
+
+_CLAIM: ContextVar[MissionClaim | None] = ContextVar("loopwright_mission_claim", default=None)
+
+
+@contextmanager
+def claimed(claim: MissionClaim | None) -> Iterator[None]:
+    """Run the block as `claim`'s run: the store's writes of its mission check it."""
+    token = _CLAIM.set(claim)
+    try:
+        yield
+    finally:
+        _CLAIM.reset(token)
+
+
+def current_claim(mission_id: str) -> MissionClaim | None:
+    """The claim this thread runs `mission_id` under, if any."""
+    claim = _CLAIM.get()
+    return claim if claim is not None and claim.mission_id == mission_id else None
+
+
+def _owned_by(query: Update, claim: MissionClaim) -> Update:
+    return query.where(_the_run(claim))
+
+
+def _the_run(claim: MissionClaim) -> ColumnElement[bool]:
+    """The mission is still `claim`'s run: its runner and start number."""
+    runner = Mission.runner.is_(None) if claim.runner is None else Mission.runner == claim.runner
+    return and_(Mission.id == claim.mission_id, runner, Mission.attempts == claim.attempts)
 
 
 def mission_row(
@@ -241,6 +302,11 @@ class MissionRecords:
         The claim is one conditional UPDATE, so two workers never run the same mission.
         `runner` names the claiming process (`host:pid:start`).
         """
+        return self.claim(mission_id, runner=runner) is not None
+
+    def claim(self, mission_id: str, *, runner: str | None = None) -> MissionClaim | None:
+        """`mark_running`, returning the run's claim (None: not queued any more), which a
+        worker runs the mission under (`claimed`)."""
         values = {
             "status": "running",
             "started_at": utcnow(),
@@ -249,7 +315,28 @@ class MissionRecords:
             "runner": runner,
             "runner_seen_at": utcnow(),
         }
-        return self._update_mission(mission_id, values, "queued")
+        query = (
+            update(Mission)
+            .where(Mission.id == mission_id, Mission.status == "queued")
+            .values(**values)
+            .returning(Mission.attempts)
+        )
+        with self._session.begin() as session:
+            attempts = session.scalars(query).one_or_none()
+        return None if attempts is None else MissionClaim(mission_id, runner, int(attempts))
+
+    def owns(self, claim: MissionClaim) -> bool:
+        """Whether the mission is still `claim`'s run (no other worker took it over)."""
+        with self._session() as session:
+            found = session.scalar(select(func.count()).select_from(Mission).where(_the_run(claim)))
+        return bool(found)
+
+    def check_owner(self, mission_id: str) -> None:
+        """Raise `MissionTakenOver` when this thread runs `mission_id` under a claim that is
+        no longer the mission's run; nothing without a claim."""
+        claim = current_claim(mission_id)
+        if claim is not None and not self.owns(claim):
+            raise MissionTakenOver(claim)
 
     def touch_runner(self, mission_id: str, runner: str) -> None:
         """The runner's heartbeat: it still runs the mission."""
@@ -269,9 +356,10 @@ class MissionRecords:
     ) -> bool:
         """Move a `running` (or `waiting`) mission whose `runner` was lost to `queued` (to
         run again from the start) or to a final status; False if it is no longer running
-        there (another worker took it over first, or it finished after all)."""
+        there (another worker took it over first, or it finished after all). The runner is
+        cleared: the lost run's claim no longer matches, so its late writes are refused."""
         _check_status(status)
-        values: dict[str, Any] = {"status": status, "message": message}
+        values: dict[str, Any] = {"status": status, "message": message, "runner": None}
         if status not in ACTIVE_STATUSES:
             values["finished_at"] = utcnow()
         query = update(Mission).where(
@@ -296,11 +384,15 @@ class MissionRecords:
         }
         if result.final_tier is not None:
             values["tier_reached"] = result.final_tier
+        query = update(Mission).where(Mission.id == result.mission).values(**values)
+        claim = current_claim(result.mission)
+        if claim is not None:
+            query = _owned_by(query, claim)
         with self._session.begin() as session:
-            updated = session.execute(
-                update(Mission).where(Mission.id == result.mission).values(**values)
-            )
+            updated = session.execute(query)
             if updated.rowcount != 1:  # type: ignore[attr-defined]
+                if claim is not None and session.get(Mission, result.mission) is not None:
+                    raise MissionTakenOver(claim)
                 raise MissionNotFound(result.mission)
             session.execute(delete(MissionUsage).where(MissionUsage.mission_id == result.mission))
             session.add_all(
@@ -362,14 +454,23 @@ class MissionRecords:
             return list(session.scalars(query).all())
 
     def _update_mission(self, mission_id: str, values: dict[str, Any], expect: str | None) -> bool:
+        """One conditional UPDATE; under a claim of this mission, only of the claim's run
+        (`MissionTakenOver` when another run has it now)."""
         query = update(Mission).where(Mission.id == mission_id).values(**values)
         if expect == "running":
             query = query.where(Mission.status.in_(RUNNING_STATUSES))
         elif expect is not None:
             query = query.where(Mission.status == expect)
+        claim = current_claim(mission_id)
+        if claim is not None:
+            query = _owned_by(query, claim)
         with self._session.begin() as session:
             result = session.execute(query)
-            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            changed = bool(result.rowcount == 1)  # type: ignore[attr-defined]
+        gone = not changed and claim is not None and not self.owns(claim)
+        if gone and claim is not None and self.get_mission(mission_id) is not None:
+            raise MissionTakenOver(claim)
+        return changed
 
 
 def _check_status(status: str) -> None:

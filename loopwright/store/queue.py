@@ -29,12 +29,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from loopwright.config import Settings
 from loopwright.redaction import Redactor
 from loopwright.sandbox.docker.reaper import owner_id
+from loopwright.store.missions import MissionClaim, MissionTakenOver, claimed
 from loopwright.store.models import Mission
 from loopwright.store.repository import Store
 
 log = structlog.get_logger(__name__)
 
-_WAKE = ""
+_WAKE = None
 """Handed to an idle worker thread so it notices the queue is stopping."""
 
 
@@ -121,7 +122,7 @@ class InProcessQueue:
         self._heartbeat_s = heartbeat_s
         self._stale_after_s = stale_after_s
         self._submitted: queue.SimpleQueue[str] = queue.SimpleQueue()
-        self._admitted: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._admitted: queue.SimpleQueue[MissionClaim | None] = queue.SimpleQueue()
         self._pending: dict[str, None] = {}
         """Submitted ids not yet claimed, in order (only the dispatcher touches it)."""
         self._wake = threading.Event()
@@ -228,36 +229,42 @@ class InProcessQueue:
                 return
             if installation in refused:
                 continue
-            if not self._store.acquire_slot(
+            slot = self._store.acquire_slot(
                 mission_id, installation, self._holder, self._global_cap, self._installation_cap
-            ):
+            )
+            if slot is None:
                 if installation is None or self._installation_cap is None:
                     return  # only the global cap can have refused: nothing else fits now
                 refused.add(installation)
                 continue
             del self._pending[mission_id]
             try:
-                claimed = self._store.mark_running(mission_id, runner=self._runner)
+                claim = self._store.claim(mission_id, runner=self._runner)
             except SQLAlchemyError:
                 self._pending[mission_id] = None
-                self._release(mission_id)
+                if slot == "taken":
+                    self._release(mission_id)
                 raise
-            if not claimed:
-                self._release(mission_id)  # claimed by another process, or cancelled
+            if claim is None:
+                # Claimed by another process, or cancelled; a slot this holder already had
+                # is the claiming run's (another queue of this process), not this call's.
+                if slot == "taken":
+                    self._release(mission_id)
                 continue
             with self._lock:
                 self._idle -= 1
                 self._running.add(mission_id)
             idle -= 1
-            self._admitted.put(mission_id)
+            self._admitted.put(claim)
 
     def _work(self) -> None:
         while True:
-            mission_id = self._admitted.get()
-            if mission_id == _WAKE:
+            claim = self._admitted.get()
+            if claim is None:  # _WAKE
                 return
+            mission_id = claim.mission_id
             try:
-                self._run_one(mission_id)
+                run_claimed(self._store, self._run, mission_id, self._redactor, claim)
             finally:
                 self._release(mission_id)
                 with self._lock:
@@ -295,18 +302,39 @@ class InProcessQueue:
             log.warning("freed the mission slots of a stopped process", missions=expired)
             self._wake.set()
 
-    def _run_one(self, mission_id: str) -> None:
-        run_claimed(self._store, self._run, mission_id, self._redactor)
-
 
 def run_claimed(
-    store: Store, run: Callable[[str], None], mission_id: str, redactor: Redactor
+    store: Store,
+    run: Callable[[str], None],
+    mission_id: str,
+    redactor: Redactor,
+    claim: MissionClaim | None = None,
 ) -> None:
     """Run a mission this process has claimed; a crash or a runner that records no result
     ends it `error` (the message redacted), so no mission stays `running` behind a live
-    worker."""
+    worker.
+
+    With `claim` the run's store writes are the claim's (`claimed`): once another worker
+    took the mission over, they are refused and the run stops (`MissionTakenOver`, logged
+    here), leaving the new run alone."""
+    with claimed(claim):
+        try:
+            _run_and_end(store, run, mission_id, redactor)
+        except MissionTakenOver as exc:
+            log.warning(
+                "this worker no longer owns the mission; its run stops here",
+                mission=mission_id,
+                error=str(exc),
+            )
+
+
+def _run_and_end(
+    store: Store, run: Callable[[str], None], mission_id: str, redactor: Redactor
+) -> None:
     try:
         run(mission_id)
+    except MissionTakenOver:
+        raise
     except Exception as exc:  # noqa: BLE001 - one mission's failure must not end the worker
         message = redactor.text(f"{type(exc).__name__}: {exc}")
         trace = redactor.text("".join(traceback.format_exception(exc)))

@@ -26,8 +26,10 @@ from loopwright.store.missions import (
     INTERRUPTED_MESSAGE,
     CancelAnswer,
     FinishedResult,
+    MissionClaim,
     MissionNotFound,
     MissionRecords,
+    MissionTakenOver,
     new_mission_id,
 )
 from loopwright.store.pair import DecisionRefused, PairRecords, StoredDecision
@@ -41,7 +43,9 @@ __all__ = [
     "CancelAnswer",
     "DecisionRefused",
     "FinishedResult",
+    "MissionClaim",
     "MissionNotFound",
+    "MissionTakenOver",
     "Store",
     "StoredDecision",
     "new_mission_id",

@@ -6,7 +6,7 @@ webhook, two servers, the periodic re-enqueue) is one job while it waits. A proc
 one (`loopwright worker`) also consumes: a SAQ `Worker` runs up to `concurrency` jobs at a
 time on an event loop of its own, in a thread of this process; each job claims its mission
 with `Store.mark_running` and runs it on a thread (the runner blocks), sending the job's
-heartbeat meanwhile.
+heartbeat meanwhile, and the store's for as long as the thread runs it.
 
 A worker killed mid-mission sends no more heartbeats, to SAQ or to the store
 (`Mission.runner_seen_at`). After `heartbeat_s` SAQ's sweep, run by every live worker,
@@ -22,16 +22,19 @@ restarted empty lost their jobs; the key makes it idempotent), and a worker also
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import math
 import socket
 import threading
-from collections.abc import Callable, Coroutine
+import time
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+import psycopg.errors
 import psycopg_pool
 import redis.exceptions
 import structlog
@@ -40,19 +43,31 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from saq.job import Job
 from saq.queue import Queue
+from saq.queue.postgres import PostgresQueue
 from saq.queue.redis import RedisQueue
 from saq.types import PartialTimersDict
 from saq.utils import now_seconds
 from saq.worker import Worker
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from loopwright.config import ConfigError
 from loopwright.events import EventBus
 from loopwright.redaction import Redactor
 from loopwright.sandbox.docker.reaper import owner_alive, owner_id
+from loopwright.store.clocks import (
+    CHECK_EVERY_S,
+    CLOCK_QUERY,
+    ClockReading,
+    ClockSkewed,
+    check_clocks,
+    read_clock,
+    read_database_clock,
+)
 from loopwright.store.models import RUNNING_STATUSES, Mission, MissionStatus, utcnow
 from loopwright.store.queue import LostMission, run_claimed
 from loopwright.store.repository import Store
+from loopwright.store.slots import SlotGrant
 
 log = structlog.get_logger(__name__)
 
@@ -117,10 +132,12 @@ class SaqQueue:
         requeue_s: float = REQUEUE_S,
         global_cap: int | None = None,
         installation_cap: int | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`global_cap` and `installation_cap`: missions at once across every worker, and
         of one installation, held by the store's mission slots where the store has them
-        (`global_cap` defaults to `concurrency`)."""
+        (`global_cap` defaults to `concurrency`). `clock`: this host's time, which a worker
+        compares with the database's and the queue's."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         if heartbeat_s < 3:
@@ -134,6 +151,7 @@ class SaqQueue:
         self._heartbeat_s = heartbeat_s
         self._requeue_s = requeue_s
         self._caps = (global_cap or concurrency, installation_cap)
+        self._clock = clock
         self._runner = owner_id()
         self._lock = threading.Lock()
         self._connecting = threading.Lock()
@@ -166,7 +184,11 @@ class SaqQueue:
             )
 
     def start(self) -> None:
+        """Connect and start; a worker first checks that its clock is near enough to the
+        database's and the queue's (`ClockSkewed`, a `ConfigError`, when it is not)."""
         self._connect()
+        if self._run is not None:
+            self._check_clocks(at_start=True)
         with self._lock:
             if self._requeuer is not None or self._stopping.is_set():
                 return
@@ -187,7 +209,9 @@ class SaqQueue:
             self._requeuer.join(timeout=10)
         if self._worker is not None and self._loop is not None:
             # The worker takes no new job once its event is set; running missions get
-            # `timeout` seconds, then their jobs are cancelled (SAQ puts them back).
+            # `timeout` seconds, then their jobs are cancelled (SAQ puts them back). A
+            # mission's thread cannot be cancelled: it runs on, beating in the store, so
+            # the job's next worker leaves it alone until it ends or this process dies.
             self._worker._shutdown_grace_period_s = (
                 24 * 3600 if timeout is None else max(1, math.ceil(timeout))
             )
@@ -224,6 +248,13 @@ class SaqQueue:
             self._loop, self._loop_thread = loop, thread
             try:
                 self._queue = asyncio.run_coroutine_threadsafe(self._open_queue(), loop).result(60)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                self._close_loop()
+                raise QueueUnavailable(
+                    f"LOOPWRIGHT_QUEUE_URL: the queue's user at {where(self._url)} may not "
+                    f"create SAQ's tables ({exc.diag.message_primary}); grant it CREATE on "
+                    "the database's schema, or connect once as a user that may"
+                ) from exc
             except QUEUE_ERRORS as exc:
                 self._close_loop()
                 raise QueueUnavailable(
@@ -243,6 +274,9 @@ class SaqQueue:
                 retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
                 health_check_interval=10,
             )
+            # SAQ's Redis queue connects lazily: without a ping a wrong URL (nothing there,
+            # or a server that is not Redis) would pass the start and fail every call after.
+            await client.ping()  # type: ignore[misc]  # redis types it for both clients
             queue = RedisQueue(client, name=QUEUE_NAME)
         else:
             queue = Queue.from_url(self._url, name=QUEUE_NAME, min_size=1, max_size=10)
@@ -308,16 +342,12 @@ class SaqQueue:
         job: Job = ctx["job"]
         if self._stopping.is_set():
             return DEFERRED
-        beats = [
-            asyncio.create_task(self._beat(job)),
-            asyncio.create_task(self._beat_store(mission_id)),
-        ]
+        beat = asyncio.create_task(self._beat(job))
         try:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._missions, self._take, mission_id)
         finally:
-            for beat in beats:
-                beat.cancel()
+            beat.cancel()
 
     async def _beat(self, job: Job) -> None:
         failing = False
@@ -332,16 +362,31 @@ class SaqQueue:
                 continue
             failing = False
 
-    async def _beat_store(self, mission_id: str) -> None:
-        while True:
-            await asyncio.sleep(max(1.0, self._heartbeat_s / 3))
-            heartbeat_slots = getattr(self._store, "heartbeat_slots", None)
-            try:
-                await asyncio.to_thread(self._store.touch_runner, mission_id, self._runner)
-                if callable(heartbeat_slots):
-                    await asyncio.to_thread(heartbeat_slots, self._runner)
-            except SQLAlchemyError as exc:
-                log.warning("mission heartbeat not stored", mission=mission_id, error=f"{exc}")
+    @contextlib.contextmanager
+    def _store_heartbeat(self, mission_id: str) -> Iterator[None]:
+        """The mission's heartbeat in the store (and its slot's) for as long as its thread
+        runs it. Not a task of the job: a job SAQ cancels (a sweep's abort, `stop` past its
+        grace period) ends its task, never the thread, and a mission still running here
+        without a heartbeat would be taken over and run twice at once."""
+        done = threading.Event()
+        heartbeat_slots = getattr(self._store, "heartbeat_slots", None)
+
+        def beat() -> None:
+            while not done.wait(max(1.0, self._heartbeat_s / 3)):
+                try:
+                    self._store.touch_runner(mission_id, self._runner)
+                    if callable(heartbeat_slots):
+                        heartbeat_slots(self._runner)
+                except SQLAlchemyError as exc:
+                    log.warning("mission heartbeat not stored", mission=mission_id, error=f"{exc}")
+
+        thread = threading.Thread(target=beat, name=f"loopwright-beat-{mission_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=10)
 
     async def _after_job(self, ctx: dict[str, Any]) -> None:
         job: Job | None = ctx.get("job")
@@ -361,21 +406,32 @@ class SaqQueue:
                 return "not run again"
         elif mission.status != "queued":
             return f"already {mission.status}"
-        if self._stopping.is_set() or not self._acquire_slot(mission):
+        if self._stopping.is_set():
             return DEFERRED
+        slot = self._acquire_slot(mission)
+        if slot is None:
+            return DEFERRED
+        # This call gives the slot back when it took it, or once it claims the mission: a
+        # slot already `held` by this process is another job's (of this same mission,
+        # which raced this one to the claim) until this job wins the claim.
+        mine = slot == "taken"
         try:
-            if not self._store.mark_running(mission_id, runner=self._runner):
+            claim = self._store.claim(mission_id, runner=self._runner)
+            if claim is None:
                 return "claimed elsewhere"
+            mine = True
             assert self._run is not None
             with self._lock:
                 self._running.add(mission_id)
             try:
-                run_claimed(self._store, self._run, mission_id, self._redactor)
+                with self._store_heartbeat(mission_id):
+                    run_claimed(self._store, self._run, mission_id, self._redactor, claim)
             finally:
                 with self._lock:
                     self._running.discard(mission_id)
         finally:
-            self._release_slot(mission_id)
+            if mine:
+                self._release_slot(mission_id)
         return "ran"
 
     def _lost(self, mission: Mission) -> bool:
@@ -424,21 +480,20 @@ class SaqQueue:
 
     # -- the global cap: the store's mission slots, where the store has them ------------
 
-    def _acquire_slot(self, mission: Mission) -> bool:
+    def _acquire_slot(self, mission: Mission) -> SlotGrant | None:
         acquire = getattr(self._store, "acquire_slot", None)
         if not callable(acquire):
-            return True
+            return "taken"
         installation = (mission.request or {}).get("installation_id")
         global_cap, installation_cap = self._caps
-        return bool(
-            acquire(
-                mission.id,
-                int(installation) if isinstance(installation, int) else None,
-                self._runner,
-                global_cap,
-                installation_cap,
-            )
+        grant: SlotGrant | None = acquire(
+            mission.id,
+            int(installation) if isinstance(installation, int) else None,
+            self._runner,
+            global_cap,
+            installation_cap,
         )
+        return grant
 
     def _expire_slots(self) -> None:
         """Free the slots of dead holders: a worker killed between taking a slot and
@@ -458,8 +513,59 @@ class SaqQueue:
     # -- the store is the source of truth ------------------------------------------------
 
     def _requeue_loop(self) -> None:
+        checked = time.monotonic()
         while not self._stopping.wait(self._requeue_s):
             self._requeue_once()
+            if self._run is not None and time.monotonic() - checked >= CHECK_EVERY_S:
+                checked = time.monotonic()
+                self._check_clocks(at_start=False)
+
+    # -- clocks: `_lost` and the slots compare this host's clock with other hosts' -------
+
+    def _check_clocks(self, *, at_start: bool) -> None:
+        """Measure the skew against the database and the queue: too large refuses the
+        start (raises) or, on a running worker, is logged as an error; a skew worth
+        watching is a warning. A clock that cannot be read is the queue's or the
+        database's outage, which their own calls report."""
+        try:
+            readings = self._clock_readings()
+        except (SQLAlchemyError, *QUEUE_ERRORS) as exc:  # type: ignore[misc]
+            log.warning("clocks not compared", error=f"{type(exc).__name__}: {exc}")
+            return
+        try:
+            verdict = check_clocks(readings, self._heartbeat_s)
+        except ClockSkewed as exc:
+            if at_start:
+                self._close_loop()
+                raise
+            log.error("clock skew", error=str(exc))
+            return
+        if verdict.level == "warn":
+            log.warning("clock skew", error=verdict.message)
+
+    def _clock_readings(self) -> list[ClockReading]:
+        readings: list[ClockReading] = []
+        engine = getattr(self._store, "engine", None)
+        if isinstance(engine, Engine):
+            database = read_database_clock(engine, self._clock)
+            if database is not None:
+                readings.append(database)
+        source = "the queue's Redis" if isinstance(self._queue, RedisQueue) else "the queue"
+        readings.append(read_clock(source, lambda: self._call(self._queue_time), self._clock))
+        return readings
+
+    async def _queue_time(self) -> float:
+        """The queue's server's clock: Redis `TIME`, PostgreSQL's `clock_timestamp()`."""
+        queue = self._queue
+        if isinstance(queue, RedisQueue):
+            seconds, micros = await queue.redis.time()
+            return float(seconds) + float(micros) / 1e6
+        assert isinstance(queue, PostgresQueue)
+        async with queue.pool.connection() as connection:
+            cursor = await connection.execute(CLOCK_QUERY)
+            row = await cursor.fetchone()
+            assert row is not None
+            return float(row[0])
 
     def _requeue_once(self) -> None:
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 from sqlalchemy import delete, func, or_, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,6 +24,11 @@ from loopwright.store.models import Mission, MissionSlot, utcnow
 
 SLOT_LOCK_KEY = 0x6C77_736C_6F74  # "lwslot": the PostgreSQL advisory lock of the slots
 """Every transaction that takes a slot holds this lock, and nothing else takes it."""
+
+
+SlotGrant = Literal["taken", "held"]
+"""A slot granted: `taken` now by this call, or already `held` by the same holder (another
+call of it took it, and gives it back)."""
 
 
 class SlotsUnsupported(RuntimeError):
@@ -41,14 +47,18 @@ class MissionSlots:
         holder: str,
         global_cap: int,
         installation_cap: int | None,
-    ) -> bool:
+    ) -> SlotGrant | None:
         """Take a slot for `mission_id` on behalf of `holder` (an owner id, `host:pid:start`)
         if fewer than `global_cap` slots are held and, with `installation_cap` and an
-        installation, fewer than that many by the installation. False: the mission waits.
+        installation, fewer than that many by the installation: `taken`. None: the mission
+        waits.
 
-        Taking again a slot the same holder has is True (its heartbeat renewed); a slot of
-        another holder is not shared, so the second of two processes racing for one mission
-        is refused and never frees the first one's slot.
+        Taking again a slot the same holder has is `held` (its heartbeat renewed): the
+        caller did not take it and must not give it back unless it then claims the
+        mission, since two jobs of one process racing for a mission both get here and the
+        loser would free the winner's slot. A slot of another holder is not shared, so the
+        second of two processes racing for one mission is refused and never frees the
+        first one's slot.
         """
         if global_cap < 1:
             raise ValueError(f"global_cap must be at least 1, not {global_cap}")
@@ -59,12 +69,12 @@ class MissionSlots:
             mine = session.get(MissionSlot, mission_id)
             if mine is not None:
                 if mine.holder != holder:
-                    return False
+                    return None
                 mine.heartbeat_at = now
-                return True
+                return "held"
             held = session.scalar(select(func.count()).select_from(MissionSlot)) or 0
             if held >= global_cap:
-                return False
+                return None
             if installation_cap is not None and installation_id is not None:
                 of_installation = session.scalar(
                     select(func.count())
@@ -72,7 +82,7 @@ class MissionSlots:
                     .where(MissionSlot.installation_id == installation_id)
                 )
                 if (of_installation or 0) >= installation_cap:
-                    return False
+                    return None
             session.add(
                 MissionSlot(
                     mission_id=mission_id,
@@ -82,7 +92,7 @@ class MissionSlots:
                     heartbeat_at=now,
                 )
             )
-            return True
+            return "taken"
 
     def heartbeat_slots(self, holder: str) -> None:
         """Say that `holder` is alive: its slots are not stale."""

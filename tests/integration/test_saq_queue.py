@@ -22,6 +22,7 @@ from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store.engine import migrate
 from loopwright.store.repository import Store
 from loopwright.store.saq_queue import QUEUE_NAME, SaqQueue, saq_url
+from loopwright.store.slots import SlotGrant
 
 BACKENDS = ["redis", "postgres"]
 
@@ -195,13 +196,15 @@ class SlotStore(Store):
         holder: str,
         global_cap: int,
         installation_cap: int | None,
-    ) -> bool:
+    ) -> SlotGrant | None:
         with self._slot_lock:
-            if mission_id not in self.slots and len(self.slots) >= global_cap:
+            if mission_id in self.slots:
+                return "held" if self.slots[mission_id] == holder else None
+            if len(self.slots) >= global_cap:
                 self.refused += 1
-                return False
+                return None
             self.slots[mission_id] = holder
-            return True
+            return "taken"
 
     def heartbeat_slots(self, holder: str) -> None:
         with self._slot_lock:

@@ -225,6 +225,24 @@ def test_queue_url_that_is_not_redis_or_postgresql_says_what_to_give(url: str) -
         Settings.from_env({"LOOPWRIGHT_QUEUE_URL": url})
 
 
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis://:hunter2@redis:notaport/0", "port that is not a number"),
+        ("redis://:hunter2@redis:99999/0", "port that is not a number"),
+        ("postgresql://lw:hunter2%zz@db/lw", "percent-encode"),
+    ],
+)
+def test_queue_url_with_a_bad_port_or_escape_says_what_to_fix_without_its_password(
+    url: str, says: str
+) -> None:
+    """Found at start with a message, not as a ValueError from a webhook's submit or a
+    30-second pool timeout; the message never quotes the password."""
+    with pytest.raises(ConfigError, match=says) as caught:
+        Settings.from_env({"LOOPWRIGHT_QUEUE_URL": url})
+    assert "hunter2" not in str(caught.value)
+
+
 def test_per_installation_cap_is_unset_by_default_and_at_least_one() -> None:
     assert Settings.from_env({}).max_missions_per_installation is None
     env = {"LOOPWRIGHT_MAX_MISSIONS_PER_INSTALLATION": "2"}

@@ -95,9 +95,11 @@ def test_the_installation_cap_holds_one_installation_back_and_not_the_others(sto
 
 
 def test_a_slot_is_not_shared_with_another_holder_and_retaking_it_is_idempotent(store: Store):
-    assert store.acquire_slot("m1", 1, ELSEWHERE, 1, None)
-    assert store.acquire_slot("m1", 1, ELSEWHERE, 1, None)  # the same holder, again
-    assert not store.acquire_slot("m1", 1, "other.example:1:1", 5, None)
+    assert store.acquire_slot("m1", 1, ELSEWHERE, 1, None) == "taken"
+    # The same holder, again: granted, but as the slot it already held, which the second
+    # caller did not take and must not give back.
+    assert store.acquire_slot("m1", 1, ELSEWHERE, 1, None) == "held"
+    assert store.acquire_slot("m1", 1, "other.example:1:1", 5, None) is None
     assert store.slots_held() == 1
 
 
