@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -164,11 +165,35 @@ def open_runtime(
         stop_feeding.set()
         if feeder is not None:
             feeder.join(timeout=5)
-        if queue is not None:
-            queue.stop(timeout=30)
+        if queue is not None and not queue.stop(timeout=STOP_GRACE_S) and worker:
+            # A server's missions end with it (the next start marks them interrupted); a
+            # worker's run on, so a SIGTERM costs no retry.
+            _wait_for_missions(queue)
         if provider is not None:
             provider.close()
         store.close()
+
+
+STOP_GRACE_S = 30.0
+"""How long a stopping process waits for its running missions before it stops their queue
+(a worker's missions then run on; see `_wait_for_missions`)."""
+
+
+def _wait_for_missions(queue: MissionQueue) -> None:
+    """Missions still running after the grace period run to their end: their store
+    heartbeat keeps going, so no other worker takes them over, and the sandbox provider and
+    the store are closed only once they are done (SIGKILL ends the process at once, and its
+    missions are retried elsewhere as a lost worker's)."""
+    left = queue.running()
+    if not left:
+        return
+    log.warning(
+        "missions still running after the grace period; the process exits once they end "
+        "(SIGKILL ends it now, and they are retried elsewhere)",
+        missions=left,
+    )
+    while queue.running():
+        time.sleep(0.5)
 
 
 class _LostMissions:

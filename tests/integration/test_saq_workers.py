@@ -308,3 +308,34 @@ def _comment(server: ServeProcess, world: World, comment_id: int) -> str:
         answer = post_webhook(client, server.url, "issue_comment", json.dumps(payload).encode())
     assert answer.status_code == 202, answer.text
     return str(answer.json()["mission"])
+
+
+@pytest.mark.slow
+def test_a_worker_stopped_mid_mission_runs_it_to_its_end_past_the_grace_period(
+    tmp_path, redis_service
+):
+    """SIGTERM while a mission waits on a model call longer than the 30-second grace: the
+    worker takes no new job, lets the mission finish (no retry, no second start) and exits
+    0 once it has; the provider and the store are not closed under it."""
+    slow = [step(PLAN, delay_s=45), *CORRECT[1:]]
+    env = _queue_env(redis_service.url)
+    logs = [tmp_path / "serve.log", tmp_path / "worker.log"]
+    with app_world(tmp_path, slow, serve=False, env=env) as world:
+        server = _server_without_docker(world, logs[0])
+        worker = WorkerProcess(world, logs[1])
+        try:
+            mission_id = _deliver(server, world)
+            _wait_for(lambda: len(world.model.requests) == 1, 180, "the first model call")
+            worker.proc.send_signal(signal.SIGTERM)
+            time.sleep(33)  # past the grace period, before the model answers
+            assert worker.proc.poll() is None, _logs(*logs)
+            assert server.mission(mission_id)["status"] == "running"
+            assert worker.proc.wait(180) == 0, _logs(*logs)
+            done = server.mission(mission_id)
+            assert (done["status"], done["attempts"]) == ("verified", 1), _logs(*logs)
+            assert "missions still running after the grace period" in logs[1].read_text()
+        finally:
+            worker.kill()
+            server.stop()
+        assert len(world.model.requests) == len(CORRECT)
+        assert len(_fix_pulls(world)) == 1
