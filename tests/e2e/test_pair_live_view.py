@@ -158,6 +158,10 @@ def test_reject_with_a_reason_in_the_page_reaches_the_model(page, tmp_path, pack
     with pair_view(tmp_path, script(command)) as view:
         view.open(page)
         view.wait_until_waiting(page)
+        # A redirect needs guidance: without it nothing is sent and the panel stays.
+        page.click("#redirect")
+        assert "needs guidance" in page.locator("#approval-note").inner_text()
+        assert page.locator("#approval").is_visible()
         page.fill("#reject-reason", why)
         page.click("#reject")
         page.wait_for_selector("#approval", state="hidden", timeout=10_000)
