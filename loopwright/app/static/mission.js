@@ -507,6 +507,7 @@
     badge.textContent = status;
     badge.className = "status status-" + status;
     if (status !== "queued") setQueuePosition(null);
+    updateGuidance(status);
   }
 
   function setQueuePosition(position) {
@@ -533,16 +534,237 @@
     }, QUEUE_POLL_MS);
   }
 
-  // Pair mode: the mission waits for a person's decision, then runs on.
+  // -- pair mode: a request waits for a person's decision; guidance at any time ---------
+  // Who may decide is who may cancel: the page carries the CSRF value only for them, and
+  // the controls are only on their page.
+  var pairBox = document.getElementById("pair");
+  var approvalBox = document.getElementById("approval");
+  var guidanceForm = document.getElementById("guidance");
+  var csrf = (document.getElementById("cancel") || { dataset: {} }).dataset.csrf || "";
+  var pending = null;      // the request on show: {id, what, why, command, diff, network, expiresAt}
+  var decidedIds = {};     // requests known to be decided: never shown again
+  var deciding = false;    // a POST of ours is on its way
+  var expiryTimer = null;
+  var DECIDED = { approve: "approved", reject: "rejected", redirect: "redirected", guidance: "guidance" };
+  var RUNNING = { running: 1, waiting: 1 };
+
+  function pairNote(id, text, isError) {
+    var p = document.getElementById(id);
+    if (!p) return;
+    p.textContent = text || "";
+    p.classList.toggle("error", !!isError);
+    updatePairBox();
+  }
+  function updatePairBox() {
+    var note = document.getElementById("pair-note");
+    pairBox.hidden = approvalBox.hidden && (!guidanceForm || guidanceForm.hidden) && !note.textContent;
+  }
+  function updateGuidance(status) {
+    if (guidanceForm) guidanceForm.hidden = !(RUNNING[status] && !ended);
+    if (!RUNNING[status] && status !== "queued") closeRequest();
+    updatePairBox();
+  }
+
+  function showRequest(r) {
+    if (!r || !r.id || decidedIds[r.id]) return;
+    if (pending && pending.id === r.id) {
+      if (r.expiresAt) pending.expiresAt = r.expiresAt; // the store's time is the one that counts
+      tickExpiry();
+      return;
+    }
+    pending = r;
+    document.getElementById("approval-id").textContent = "request " + r.id;
+    document.getElementById("approval-what").textContent = r.what || r.tool || "";
+    document.getElementById("approval-why").textContent = r.why || "";
+    var action = document.getElementById("approval-action");
+    action.textContent = "";
+    if (r.command) {
+      action.appendChild(document.createTextNode(r.command));
+    } else if (r.diff) {
+      String(r.diff).split("\n").forEach(function (line, n) {
+        if (n) action.appendChild(document.createTextNode("\n"));
+        var c = line.charAt(0);
+        var cls = line.slice(0, 3) === "+++" || line.slice(0, 3) === "---" ? "" : c === "+" ? "add" : c === "-" ? "del" : "";
+        if (cls) action.appendChild(el("span", cls, line));
+        else action.appendChild(document.createTextNode(line));
+      });
+    }
+    action.hidden = !r.command && !r.diff;
+    document.getElementById("approval-network").textContent = r.network
+      ? "Approving attaches the network, for this command only."
+      : "Approving does not attach the network.";
+    ["reject-reason", "redirect-text"].forEach(function (id) {
+      var input = document.getElementById(id);
+      if (input) input.value = "";
+    });
+    setDeciding(false);
+    pairNote("approval-note", "");
+    approvalBox.hidden = false;
+    tickExpiry();
+    if (expiryTimer === null) expiryTimer = setInterval(tickExpiry, 1000);
+    updatePairBox();
+  }
+  function closeRequest(message, isError) {
+    if (pending) decidedIds[pending.id] = true;
+    pending = null;
+    approvalBox.hidden = true;
+    if (expiryTimer !== null) { clearInterval(expiryTimer); expiryTimer = null; }
+    if (message) pairNote("pair-note", message, isError);
+    updatePairBox();
+  }
+  function tickExpiry() {
+    var out = document.getElementById("approval-expires");
+    if (!pending || !pending.expiresAt) { out.textContent = ""; return; }
+    var left = Math.round((pending.expiresAt - Date.now()) / 1000);
+    var at = new Date(pending.expiresAt).toLocaleTimeString();
+    if (left <= 0) { out.textContent = "expired at " + at + ": the mission takes it as a reject"; return; }
+    var m = Math.floor(left / 60);
+    out.textContent = "expires at " + at + " (in " + (m ? m + "m " : "") + (left - m * 60) + "s); unanswered, it is rejected";
+  }
+  function setDeciding(on) {
+    ["approve", "reject", "redirect"].forEach(function (id) {
+      var b = document.getElementById(id);
+      if (b) b.disabled = on;
+    });
+  }
+
+  function postDecision(body) {
+    return fetch("/api/missions/" + encodeURIComponent(missionId) + "/decisions", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-Loopwright-CSRF": csrf },
+      body: JSON.stringify(body)
+    }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (data) {
+        return { status: r.status, body: data || {} };
+      });
+    });
+  }
+  function decide(kind, text) {
+    if (!pending || deciding) return;
+    var id = pending.id;
+    deciding = true;
+    setDeciding(true);
+    pairNote("approval-note", "sending\u2026");
+    postDecision({ decision: kind, text: text, request: id }).then(function (answer) {
+      deciding = false;
+      if (answer.status === 202) {
+        decidedIds[id] = true;
+        if (pending && pending.id === id) closeRequest();
+        pairNote("pair-note", "You " + DECIDED[kind] + " request " + id + ".");
+      } else if (answer.status === 409) {
+        // Decided by someone else (a comment, another browser), expired, or the mission ended.
+        decidedIds[id] = true;
+        if (pending && pending.id === id) closeRequest();
+        pairNote("pair-note", "Not taken: " + (answer.body.detail || "the request is no longer pending"), true);
+      } else {
+        setDeciding(false);
+        pairNote("approval-note", answer.body.detail || (kind + " failed: HTTP " + answer.status), true);
+      }
+    }).catch(function () {
+      deciding = false;
+      setDeciding(false);
+      pairNote("approval-note", kind + " failed: the server did not answer", true);
+    });
+  }
+
+  function setupPair() {
+    var approve = document.getElementById("approve");
+    if (approve) {
+      approve.addEventListener("click", function () { decide("approve", ""); });
+      document.getElementById("reject").addEventListener("click", function () {
+        decide("reject", document.getElementById("reject-reason").value.trim());
+      });
+      document.getElementById("redirect").addEventListener("click", function () {
+        var input = document.getElementById("redirect-text");
+        var text = input.value.trim();
+        if (!text) {
+          pairNote("approval-note", "A redirect needs guidance: write what the model should do instead.", true);
+          input.focus();
+          return;
+        }
+        decide("redirect", text);
+      });
+    }
+    if (guidanceForm) {
+      guidanceForm.addEventListener("submit", function (ev) {
+        ev.preventDefault();
+        var input = document.getElementById("guidance-text");
+        var button = document.getElementById("send-guidance");
+        var text = input.value.trim();
+        if (!text) { pairNote("pair-note", "Write the guidance first.", true); return; }
+        button.disabled = true;
+        deciding = true;
+        postDecision({ decision: "redirect", text: text }).then(function (answer) {
+          deciding = false;
+          button.disabled = false;
+          if (answer.status === 202) {
+            input.value = "";
+            // While a request waits, guidance is its redirect (the server says which).
+            if (answer.body.request) {
+              decidedIds[answer.body.request] = true;
+              if (pending && pending.id === answer.body.request) closeRequest();
+              pairNote("pair-note", "Guidance sent: request " + answer.body.request + " is refused and the model reads your guidance.");
+            } else {
+              pairNote("pair-note", "Guidance sent: the model reads it before its next step.");
+            }
+          } else {
+            pairNote("pair-note", answer.body.detail || ("guidance failed: HTTP " + answer.status), true);
+          }
+        }).catch(function () {
+          deciding = false;
+          button.disabled = false;
+          pairNote("pair-note", "guidance failed: the server did not answer", true);
+        });
+      });
+    }
+    var status = document.getElementById("status").textContent;
+    updateGuidance(status);
+    // A page opened while the mission waits reads the pending request from the API too
+    // (its expiry as the store keeps it).
+    if (status === "waiting") {
+      fetch("/api/missions/" + encodeURIComponent(missionId), { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (m) {
+          var r = m && m.status === "waiting" ? m.pending_request : null;
+          if (r) showRequest(requestOf(r, Date.parse(r.expires_at)));
+        })
+        .catch(function (err) { console.error("pending request", err); });
+    }
+  }
+  function requestOf(r, expiresAt) {
+    return {
+      id: String(r.id), tool: r.tool, what: r.what, why: r.why, command: r.command, diff: r.diff,
+      network: !!r.network, expiresAt: isFinite(expiresAt) ? expiresAt : null
+    };
+  }
+
   function onApprovalRequested(e) {
     setStatus("waiting");
-    item(e, "approval", "waiting for approval \u00B7 " + (e.what || e.tool), e.why || "");
+    var li = item(e, "approval", "waiting for approval \u00B7 " + (e.what || e.tool),
+      e.rule ? String(e.rule).replace(/_/g, " ") : "");
+    if (e.why) li.appendChild(el("div", "meta", e.why));
+    if (e.command) li.appendChild(el("code", "cmd", e.command));
+    if (e.diff) li.appendChild(el("pre", "args", e.diff));
+    li.appendChild(el("div", "meta", (e.network ? "approving attaches the network for this command" : "no network") +
+      (e.expires_s ? " \u00B7 rejected if unanswered in " + Math.round(Number(e.expires_s)) + "s" : "")));
+    var expires = e.expires_s ? (Number(e.ts) + Number(e.expires_s)) * 1000 : NaN;
+    showRequest(requestOf(e, expires));
   }
 
   function onDecision(e) {
     if (document.getElementById("status").textContent === "waiting") setStatus("running");
-    var what = e.decision + (e.by ? " by " + e.by : "");
-    item(e, "decision", what, e.text || "");
+    var kind = String(e.decision || "");
+    var what = kind === "guidance"
+      ? "guidance" + (e.by ? " from " + e.by : "")
+      : (DECIDED[kind] || kind) + (e.by ? " by " + e.by : "");
+    var li = item(e, "decision " + kind, what, e.id ? "request " + e.id : "");
+    if (e.text) li.appendChild(el("p", "decision-text", e.text));
+    if (e.id && pending && pending.id === String(e.id)) {
+      // Decided elsewhere (a comment, another browser, expiry); our own answer says itself.
+      closeRequest(deciding ? null : "Request " + e.id + " was " + what + ".");
+    }
+    if (e.id) decidedIds[String(e.id)] = true;
   }
 
   var handlers = {
@@ -582,6 +804,7 @@
     source.addEventListener("end", function (m) {
       ended = true;
       root.dataset.ended = "true";
+      updateGuidance("");
       loadChanges();
       source.close();
       live.hidden = true;
@@ -636,6 +859,7 @@
     });
   }
   setupCancel();
+  setupPair();
   connect();
   followQueue();
 })();
