@@ -308,6 +308,7 @@ class AgentLoop:
         extra: dict[str, Any] = {
             k: v for k, v in (("command", request.command), ("diff", request.diff)) if v
         }
+        self.pair.channel.open(request)
         self.events.emit(
             "approval_requested",
             id=request.id,

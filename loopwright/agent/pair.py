@@ -65,8 +65,13 @@ class NeedsApproval(Exception):
 class Pair(Protocol):
     """Where a mission's decisions and guidance come from."""
 
+    def open(self, request: ApprovalRequest) -> None:
+        """Record `request` as pending. Called before the `approval_requested` event is
+        published, so a decision sent the moment someone sees the event finds it."""
+        ...
+
     def ask(self, request: ApprovalRequest, cancellation: Cancellation) -> Decision:
-        """Publish `request` and block until it is decided, expires (a reject by
+        """Block on the opened `request` until it is decided, expires (a reject by
         `expiry`) or the mission is cancelled (`Cancelled` is raised)."""
         ...
 

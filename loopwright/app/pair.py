@@ -51,10 +51,12 @@ class StorePair:
         self._log = structlog.get_logger("loopwright.mission").bind(mission=mission_id)
         self._failing = False
 
-    def ask(self, request: ApprovalRequest, cancellation: Cancellation) -> Decision:
+    def open(self, request: ApprovalRequest) -> None:
         payload = request_payload(request, self.expiry_s)
         self.store.open_request(self.mission_id, request.id, payload)
         self.store.set_status(self.mission_id, "waiting", expect="running")
+
+    def ask(self, request: ApprovalRequest, cancellation: Cancellation) -> Decision:
         try:
             decision = wait_for_decision(
                 lambda: self._poll(request.id), expiry_s=self.expiry_s, cancellation=cancellation

@@ -95,6 +95,9 @@ class TerminalPair:
 
     # The Pair protocol, called on the mission's thread.
 
+    def open(self, request: ApprovalRequest) -> None:
+        """Nothing to record: the terminal's request is the prompt `ask` prints."""
+
     def ask(self, request: ApprovalRequest, cancellation: Cancellation) -> Decision:
         self._show(request)
         with self._lock:

@@ -39,6 +39,13 @@ class QueuePair:
     pending_guidance: list[Decision] = field(default_factory=list)
     asked: list[ApprovalRequest] = field(default_factory=list)
     on_ask: Callable[[ApprovalRequest], None] | None = None
+    opened: list[str] = field(default_factory=list)
+    on_open: Callable[[ApprovalRequest], None] | None = None
+
+    def open(self, request: ApprovalRequest) -> None:
+        self.opened.append(request.id)
+        if self.on_open is not None:
+            self.on_open(request)
 
     def ask(self, request: ApprovalRequest, cancellation: Cancellation) -> Decision:
         self.asked.append(request)
@@ -113,6 +120,20 @@ def test_an_approved_install_runs_with_the_network_for_that_command_only():
     assert pair.asked[0].id == asked.fields["id"]
     # The model was not called while the request waited: one call per step, three steps.
     assert len(model.requests) == 3
+
+
+def test_a_request_is_opened_before_its_event_is_published():
+    """Someone who decides the moment `approval_requested` shows must find it pending."""
+    model = ScriptedModel([[run("pip install requests")], [finish()]])
+    pair = QueuePair([Decision("reject", "@maintainer")])
+    loop, events, _ = make(model, pair)
+    published_at_open: list[int] = []
+    pair.on_open = lambda _: published_at_open.append(len(events.of_type("approval_requested")))
+    loop.run()
+    (asked,) = events.of_type("approval_requested")
+    assert pair.opened == [asked.fields["id"]]
+    assert published_at_open == [0]
+    assert [r.id for r in pair.asked] == pair.opened
 
 
 def test_a_rejected_command_never_runs_and_the_model_reads_the_reason():
