@@ -32,7 +32,7 @@ from packaging.version import Version
 
 from loopwright import __version__
 from loopwright.sandbox.base import SandboxError
-from loopwright.sandbox.image import HOST_CA_DIR, choose_base
+from loopwright.sandbox.image import HOST_CA_DIR, build_image, choose_base
 
 SERVER_IMAGE = "loopwright-server:latest"
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -65,7 +65,6 @@ def build_server_image(
     ca_dir: Path = HOST_CA_DIR,
 ) -> str:
     """Build the server image as `tag` and return the tag."""
-    import docker.errors
 
     dockerfile = project_dir / CONTEXT / "Dockerfile"
     if not (project_dir / "pyproject.toml").is_file() or not dockerfile.is_file():
@@ -86,26 +85,17 @@ def build_server_image(
             context.seek(0)
             log(f"building server image {tag} on {base}")
             try:
-                for line in client.api.build(
-                    fileobj=context,
-                    custom_context=True,
+                build_image(
+                    client,
+                    context,
                     tag=tag,
                     buildargs={"BASE": base, "PYTHON_VERSION": IMAGE_PYTHON},
                     labels={VERSION_LABEL: __version__},
-                    rm=True,
-                    forcerm=True,
-                    pull=False,
-                    decode=True,
-                ):
-                    if "error" in line:
-                        raise ServerImageError(
-                            f"building the server image failed: {str(line['error']).strip()}"
-                        )
-                    text = str(line.get("stream", "")).rstrip()
-                    if text:
-                        log(text)
-            except docker.errors.APIError as exc:
-                raise ServerImageError(f"building the server image failed: {exc}") from exc
+                    log=log,
+                    what="the server image",
+                )
+            except SandboxError as exc:
+                raise ServerImageError(str(exc)) from exc
     log(f"server image {tag} ready")
     return tag
 

@@ -16,7 +16,7 @@ import tarfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from loopwright.config import Settings
 from loopwright.sandbox.base import SandboxError
@@ -112,7 +112,6 @@ def ensure_image(
     otherwise bootstraps a base offline with `bootstrap-base.sh` (needs root). Returns the
     image name. Raises `SandboxError` with the command that fixes the problem.
     """
-    import docker.errors
 
     directory = _context_dir(context_dir)
     digest = image_inputs_hash(directory)
@@ -124,29 +123,52 @@ def ensure_image(
     log(f"building sandbox image {name} (inputs {digest[:12]})")
     base = choose_base(client, directory, log)
     context = _build_context(directory, HOST_CA_DIR, REPORTERS_DIR)
+    build_image(
+        client,
+        context,
+        tag=name,
+        buildargs={"BASE": base},
+        labels={INPUTS_LABEL: digest},
+        log=log,
+        what="the sandbox image",
+    )
+    log(f"sandbox image {name} ready")
+    return name
+
+
+def build_image(
+    client: Any,
+    context: IO[bytes],
+    *,
+    tag: str,
+    buildargs: dict[str, str],
+    labels: dict[str, str],
+    log: Log,
+    what: str,
+) -> None:
+    """Build `tag` from the tar `context` on the engine (never pulling), streaming the
+    build's output to `log`; a failed step raises `SandboxError` saying which image."""
+    import docker.errors
+
     try:
         for line in client.api.build(
             fileobj=context,
             custom_context=True,
-            tag=name,
-            buildargs={"BASE": base},
-            labels={INPUTS_LABEL: digest},
+            tag=tag,
+            buildargs=buildargs,
+            labels=labels,
             rm=True,
             forcerm=True,
             pull=False,
             decode=True,
         ):
             if "error" in line:
-                raise SandboxError(
-                    f"building the sandbox image failed: {str(line['error']).strip()}"
-                )
+                raise SandboxError(f"building {what} failed: {str(line['error']).strip()}")
             text = str(line.get("stream", "")).rstrip()
             if text:
                 log(text)
     except docker.errors.APIError as exc:
-        raise SandboxError(f"building the sandbox image failed: {exc}") from exc
-    log(f"sandbox image {name} ready")
-    return name
+        raise SandboxError(f"building {what} failed: {exc}") from exc
 
 
 def choose_base(client: Any, directory: Path, log: Log) -> str:

@@ -34,21 +34,6 @@ OTHER_HOST = "another-host.invalid:4242:1"
 """A runner on another host: only its heartbeat in the store says whether it lives."""
 
 
-@pytest.fixture(params=["redis", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Store]]:
-    if request.param == "redis":
-        url = request.getfixturevalue("redis_service").url
-        store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
-    else:
-        url = store_url = request.getfixturevalue("postgres_url")
-    migrate(store_url)
-    store = Store(store_url)
-    try:
-        yield url, store
-    finally:
-        store.close()
-
-
 @pytest.fixture
 def redis_backend(tmp_path: Path, redis_service) -> Iterator[tuple[str, Store]]:  # type: ignore[no-untyped-def]
     store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
@@ -92,14 +77,14 @@ def _wait(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
 
 
 def test_a_mission_whose_job_finished_is_taken_over_once_its_worker_dies(
-    backend: tuple[str, Store],
+    saq_backend: tuple[str, Store],
 ) -> None:
     """A job delivered while another host runs the mission ends `running elsewhere`; when
     that host then dies, the re-enqueue loop must get the mission a job again. On SAQ's
     PostgreSQL queue the finished job's row blocks a job under the same key (the upsert
     only replaces a finished row whose `scheduled` is older), so the mission would stay
     `running` behind a dead worker until SAQ deletes the row."""
-    url, store = backend
+    url, store = saq_backend
     mission_id = _mission(store)
     assert store.mark_running(mission_id, runner=OTHER_HOST)
     ran = threading.Event()

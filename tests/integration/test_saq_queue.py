@@ -10,11 +10,9 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import pytest
 from saq.queue import Queue
 
 from loopwright.request import MissionRequest
@@ -23,25 +21,6 @@ from loopwright.store.engine import migrate
 from loopwright.store.repository import Store
 from loopwright.store.saq_queue import QUEUE_NAME, SaqQueue, saq_url
 from loopwright.store.slots import SlotGrant
-
-BACKENDS = ["redis", "postgres"]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Store]]:
-    """The queue URL and a store: SQLite beside Redis; PostgreSQL for both (one database
-    holds the store's tables and SAQ's, as in a deployment without Redis)."""
-    if request.param == "redis":
-        url = request.getfixturevalue("redis_service").url
-        store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
-    else:
-        url = store_url = request.getfixturevalue("postgres_url")
-    migrate(store_url)
-    store = Store(store_url)
-    try:
-        yield url, store
-    finally:
-        store.close()
 
 
 def _missions(store: Store, count: int) -> list[str]:
@@ -103,10 +82,12 @@ def _saq_count(url: str, kind: str) -> int:
         return pool.submit(asyncio.run, count()).result(30)
 
 
-def test_two_consumers_run_every_mission_exactly_once(backend: tuple[str, Store]) -> None:
-    url, store = backend
+def test_two_consumers_run_every_mission_exactly_once(saq_backend: tuple[str, Store]) -> None:
+    url, store = saq_backend
     ids = _missions(store, 8)
-    runs = Runs(store, seconds=0.5)
+    # Long enough that one consumer cannot run all eight before the other has started
+    # taking jobs, on a loaded machine too.
+    runs = Runs(store, seconds=1.5)
     queues = [
         SaqQueue(store, runs.runner(name), 2, url=url, heartbeat_s=6, requeue_s=0.5)
         for name in ("a", "b")
@@ -130,8 +111,8 @@ def test_two_consumers_run_every_mission_exactly_once(backend: tuple[str, Store]
         assert mission.runner is not None
 
 
-def test_a_mission_submitted_three_times_is_one_job(backend: tuple[str, Store]) -> None:
-    url, store = backend
+def test_a_mission_submitted_three_times_is_one_job(saq_backend: tuple[str, Store]) -> None:
+    url, store = saq_backend
     (mission_id,) = _missions(store, 1)
     submitter = SaqQueue(store, None, 1, url=url)
     try:
@@ -215,8 +196,8 @@ class SlotStore(Store):
             self.slots.pop(mission_id, None)
 
 
-def test_a_mission_refused_a_slot_waits_and_runs_later(backend: tuple[str, Store]) -> None:
-    url, plain = backend
+def test_a_mission_refused_a_slot_waits_and_runs_later(saq_backend: tuple[str, Store]) -> None:
+    url, plain = saq_backend
     store = SlotStore(str(plain.engine.url.render_as_string(hide_password=False)))
     ids = _missions(store, 4)
     running: set[str] = set()
@@ -264,12 +245,12 @@ def _dead_runner() -> str:
 
 
 def test_a_mission_lost_holding_its_slot_runs_again_and_frees_a_dead_holders_slots(
-    backend: tuple[str, Store],
+    saq_backend: tuple[str, Store],
 ) -> None:
     """A worker killed mid-mission leaves its mission `running` and its slot held; another
     killed between taking a slot and claiming leaves a slot only. The next worker, under a
     global cap of one, takes the first over and runs both."""
-    url, store = backend
+    url, store = saq_backend
     lost, waiting = _missions(store, 2)
     dead = _dead_runner()
     assert store.acquire_slot(lost, None, dead, 2, None)
