@@ -40,6 +40,7 @@ from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.store.repository import Store, open_store
 from loopwright.store.saq_queue import saq_url
+from tests.loops import run_async
 
 NO_POLL = StreamTiming(ping_s=60, poll_s=30, max_stream_s=600, retry_ms=200)
 LIVE_S = 10.0
@@ -204,8 +205,6 @@ def test_a_huge_event_crosses_postgres_as_a_small_reference(tmp_path: Path, post
 
 
 def test_postgres_backend_refuses_a_payload_notify_cannot_carry(postgres_url) -> None:
-    import asyncio
-
     async def scenario() -> None:
         backend = PostgresNotifyBackend(saq_url(postgres_url))
         await backend.on_startup()
@@ -216,7 +215,7 @@ def test_postgres_backend_refuses_a_payload_notify_cannot_carry(postgres_url) ->
         finally:
             await backend.on_shutdown()
 
-    asyncio.run(scenario())
+    run_async(scenario())
 
 
 def test_events_still_arrive_after_redis_restarts(tmp_path: Path, redis_service) -> None:

@@ -4,14 +4,12 @@ loses none."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from saq.queue import Queue
 
@@ -21,6 +19,7 @@ from loopwright.store.engine import migrate
 from loopwright.store.repository import Store
 from loopwright.store.saq_queue import QUEUE_NAME, SaqQueue, saq_url
 from loopwright.store.slots import SlotGrant
+from tests.loops import run_async
 
 
 def _missions(store: Store, count: int) -> list[str]:
@@ -77,9 +76,7 @@ def _saq_count(url: str, kind: str) -> int:
         finally:
             await queue.disconnect()
 
-    # On a thread of its own: the test's thread may already have an event loop set.
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, count()).result(30)
+    return run_async(count())
 
 
 def test_two_consumers_run_every_mission_exactly_once(saq_backend: tuple[str, Store]) -> None:

@@ -3,30 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Coroutine
-from typing import Any
 
 from loopwright.app.stream import TIMEOUT, LiveHub
-
-
-def run(coro: Coroutine[Any, Any, None]) -> None:
-    """Run on a fresh loop in its own thread (a test before may have left a loop running
-    in this one)."""
-    failure: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            asyncio.run(coro)
-        except BaseException as exc:
-            failure.append(exc)
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join(30)
-    assert not thread.is_alive(), "the scenario hung"
-    if failure:
-        raise failure[0]
+from tests.loops import run_async
 
 
 async def _published(hub: LiveHub, data: bytes, channel: str) -> None:
@@ -47,7 +26,7 @@ def test_next_times_out_then_delivers_in_order() -> None:
             assert await feed.next(0.05) is TIMEOUT
             await hub.unsubscribe(feed)
 
-    run(scenario())
+    run_async(scenario())
 
 
 def test_other_channels_do_not_arrive() -> None:
@@ -59,7 +38,7 @@ def test_other_channels_do_not_arrive() -> None:
             assert await feed.next(0.1) is TIMEOUT
             await hub.unsubscribe(feed)
 
-    run(scenario())
+    run_async(scenario())
 
 
 def test_drain_drops_waiting_messages() -> None:
@@ -76,7 +55,7 @@ def test_drain_drops_waiting_messages() -> None:
             assert await feed.next(1.0) == b"after"
             await hub.unsubscribe(feed)
 
-    run(scenario())
+    run_async(scenario())
 
 
 def test_unsubscribe_ends_the_feed_and_the_count() -> None:
@@ -99,4 +78,4 @@ def test_unsubscribe_ends_the_feed_and_the_count() -> None:
             assert one.drain() is False
             assert hub.subscriber_count() == 0
 
-    run(scenario())
+    run_async(scenario())
