@@ -83,10 +83,13 @@ def test_two_consumers_run_every_mission_exactly_once(saq_backend: tuple[str, St
     url, store = saq_backend
     ids = _missions(store, 8)
     # Long enough that one consumer cannot run all eight before the other has started
-    # taking jobs, on a loaded machine too.
+    # taking jobs, on a loaded machine too. The global cap leaves room for both consumers'
+    # jobs at once: under a cap of two, the consumer holding both slots takes its next job
+    # the moment it frees one, while the other's refused jobs wait out their deferral, so
+    # one consumer may run every mission.
     runs = Runs(store, seconds=1.5)
     queues = [
-        SaqQueue(store, runs.runner(name), 2, url=url, heartbeat_s=6, requeue_s=0.5)
+        SaqQueue(store, runs.runner(name), 2, url=url, heartbeat_s=6, requeue_s=0.5, global_cap=4)
         for name in ("a", "b")
     ]
     try:
