@@ -51,6 +51,9 @@ class RepoConfig:
     """Pair mode: commands that need the network (package installs) ask first."""
     ask_removals: int = 3
     """Pair mode: deleting or renaming more than this many files asks first."""
+    ask_outside_scope: bool = True
+    """Pair mode: changing files outside those the failing tests and their imports reach
+    asks first."""
     source: str | None = None
 
     def narrow(self, settings: Settings) -> Settings:
@@ -110,6 +113,9 @@ class _RepoConfigFile(BaseModel):
     """Pair mode: commands that need the network ask first (default true)."""
     ask_removals: int | None = Field(default=None, ge=0)
     """Pair mode: deleting or renaming more than this many files asks first (default 3)."""
+    ask_outside_scope: bool | None = None
+    """Pair mode: changing files outside those the failing tests and their imports reach
+    asks first (default true)."""
 
 
 _LIST_KEYS = ("protected_paths", "allow_test_edits", "tiers", "ask_paths")
@@ -216,6 +222,7 @@ def parse_repo_config(text: str, source: str) -> RepoConfig:
         ask_paths=tuple(parsed.ask_paths or ()),
         ask_network=parsed.ask_network is not False,
         ask_removals=parsed.ask_removals if parsed.ask_removals is not None else 3,
+        ask_outside_scope=parsed.ask_outside_scope is not False,
         source=source,
     )
 

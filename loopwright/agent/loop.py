@@ -21,7 +21,14 @@ from loopwright.agent.escalation import EscalationPolicy, Signal
 from loopwright.agent.failures import failing_tests
 from loopwright.agent.model import Model, ModelRetry, Sampling
 from loopwright.agent.pair import ApprovalRequest, Decision, NeedsApproval, PairMode
-from loopwright.agent.prompts import GUIDANCE, NO_TOOL_CALL, PLAN_ONLY, REDIRECTED, REJECTED
+from loopwright.agent.prompts import (
+    FINISH_REJECTED,
+    GUIDANCE,
+    NO_TOOL_CALL,
+    PLAN_ONLY,
+    REDIRECTED,
+    REJECTED,
+)
 from loopwright.agent.replies import ToolCall
 from loopwright.agent.tools import TOOL_SPECS, Toolbox, ToolOutcome
 from loopwright.cancellation import Cancellation
@@ -326,8 +333,9 @@ class AgentLoop:
             return self.toolbox.run(call.name, call.arguments, approved=request)
         if decision.kind == "reject":
             because = f": {decision.text}" if decision.text else ""
+            template = FINISH_REJECTED if request.tool == "finish" else REJECTED
             return ToolOutcome(
-                "refused", REJECTED.format(what=request.what, why=request.why, because=because)
+                "refused", template.format(what=request.what, why=request.why, because=because)
             )
         self.redirects.append(decision.text)
         return ToolOutcome("refused", REDIRECTED.format(what=request.what))

@@ -458,6 +458,9 @@ class AskRules:
     whose count the text does not show, asks too."""
     ask_paths: tuple[str, ...] = ()
     """Globs (the repository config's `ask_paths`) whose files are only changed on approval."""
+    outside_scope: bool = True
+    """Changing a file outside the fix's scope (the failing tests' files, the files their
+    tracebacks name, and what those import) asks, at the latest when the model finishes."""
 
 
 @dataclass(frozen=True)
@@ -465,7 +468,7 @@ class Ask:
     """An action that waits for a person's decision; `reason` says why, for them and the model."""
 
     rule: str
-    """One of "network", "removals", "ask_path"."""
+    """One of "network", "removals", "ask_path", "scope"."""
     reason: str
     network: bool = False
     """Approving it runs the command with the network attached."""

@@ -176,6 +176,12 @@ REJECTED = (
     "rejected it{because}. Find another way that does not need it."
 )
 
+FINISH_REJECTED = (
+    "Refused (rejected): not finished. These changes needed approval ({why}), and the "
+    "maintainer rejected them{because}. Undo them or find a fix that does not need them, run "
+    "the tests, then call finish again."
+)
+
 REDIRECTED = (
     "Not run: {what} needed approval, and the maintainer redirected the plan instead; their "
     "guidance follows as a message."

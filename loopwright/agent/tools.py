@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from loopwright.agent.call_summary import json_problem
+from loopwright.agent.change_review import ChangeReview, finish_request
 from loopwright.agent.context import PlanItem
 from loopwright.agent.pair import ApprovalRequest, NeedsApproval
 from loopwright.agent.policy import (
@@ -186,11 +187,14 @@ class Toolbox:
         test_guard: TestEditGuard | None = None,
         ask_rules: AskRules | None = None,
         network_on: bool = False,
+        review: ChangeReview | None = None,
     ) -> None:
         """`ask_rules` (pair mode) names the actions that raise `NeedsApproval` instead of
-        running; `network_on` says the sandbox keeps its network during the loop."""
+        running; `network_on` says the sandbox keeps its network during the loop; `review`
+        (pair mode) judges the whole change when the model finishes."""
         self._sandbox = sandbox
         self._ask_rules = ask_rules
+        self._review = review
         self._network_on = network_on
         self._approved: ApprovalRequest | None = None
         self._test_guard = test_guard
@@ -217,10 +221,14 @@ class Toolbox:
         """Run one tool call; `approved` is the request a person approved for this very
         call, which then runs without asking again (with the network when it needs one)."""
         self._approved = approved
+        review = self._review if approved is not None and name != "finish" else None
+        before = review.state() if review is not None else {}
         try:
             return self._run(name, raw_arguments)
         finally:
             self._approved = None
+            if review is not None:
+                review.approved(before)
 
     def _run(self, name: str, raw_arguments: str) -> ToolOutcome:
         if name not in TOOLS:
@@ -450,6 +458,10 @@ class Toolbox:
             self._sandbox.set_network(False)
 
     def _finish(self, args: FinishArgs) -> ToolOutcome:
+        if self._review is not None and self._approved is None:
+            review = self._review.check()
+            if review is not None:
+                raise NeedsApproval(finish_request(review))
         self.title = args.title
         return ToolOutcome(
             "ok", "Finish recorded; verification will now run.", finished=args.summary

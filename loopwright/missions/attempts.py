@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from loopwright.agent.change_review import ChangeReview
 from loopwright.agent.context import Conversation
 from loopwright.agent.localize import Reader, source_excerpts
 from loopwright.agent.loop import AgentLoop, LoopResult, leave_loop_stage
 from loopwright.agent.model import Sampling
 from loopwright.agent.policy import AskRules
 from loopwright.agent.prompts import SYSTEM, change_task, fix_task
+from loopwright.agent.scope import fix_scope
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
 from loopwright.clip import truncate_middle
@@ -117,6 +119,7 @@ class Attempts:
         self.agent_loop = agent_loop
         self.records = records
         self._guard: TestEditGuard | None = None
+        self._scope: tuple[frozenset[str] | None] | None = None
 
     def run(self) -> LoopEnd:
         """The attempts on the tiers that have several, then one escalating loop over the
@@ -189,6 +192,7 @@ class Attempts:
             test_guard=self._test_guard(),
             ask_rules=self.ask_rules,
             network_on=self.network_on,
+            review=self._review(),
         )
         conversation = Conversation(
             system=SYSTEM, task=self.task, context_tokens=self.settings.context_tokens
@@ -225,6 +229,18 @@ class Attempts:
             )
         return self._guard
 
+    def _review(self) -> ChangeReview | None:
+        """Pair mode's review of the whole change at `finish`, one per loop (a person's
+        approvals hold for the loop they were made in)."""
+        if self.ask_rules is None:
+            return None
+        if self._scope is None:
+            self._scope = (_scope_of(self.before, self.base),)
+        sandbox, base = self.sandbox, self.base
+        return ChangeReview(
+            lambda: export_patch(sandbox, timeout_s=120, base=base), self.ask_rules, self._scope[0]
+        )
+
     def _export(self) -> str:
         with timed_phase(self.events, "patch_export"):
             return export_patch(self.sandbox, timeout_s=120, base=self.base)
@@ -245,10 +261,23 @@ class Attempts:
         return False, f"the tests still fail after the attempt (exit {code}){named}"
 
 
+def _scope_of(before: SuiteRun, base: Path) -> frozenset[str] | None:
+    """The files a fix of the failing run may change without asking (pair mode)."""
+    return fix_scope(
+        before.report.failing(),
+        before.result.output,
+        tree_files(base),
+        lambda rel: read_text(base, rel),
+    )
+
+
 def ask_rules(repo: RepoConfig) -> AskRules:
     """Pair mode's classes of actions that ask first, as the repository config sets them."""
     return AskRules(
-        network=repo.ask_network, max_removals=repo.ask_removals, ask_paths=repo.ask_paths
+        network=repo.ask_network,
+        max_removals=repo.ask_removals,
+        ask_paths=repo.ask_paths,
+        outside_scope=repo.ask_outside_scope,
     )
 
 

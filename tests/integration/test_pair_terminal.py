@@ -291,3 +291,37 @@ def test_pair_lines_answer_from_a_pipe_and_its_end_rejects_the_rest(
     assert (second["decision"], second["by"]) == ("reject", "terminal")
     assert "nobody can approve it" in last_tool_result(server.requests[3])
     assert "\x1b[" not in run.stderr  # no colour where stderr is no terminal
+
+
+def test_a_file_a_command_wrote_outside_the_scope_waits_at_finish(example_repo, scripted, tmp_path):
+    """The command's text names no file; the change it left does. The request comes at
+    `finish`, with the diff of that file alone, and the model undoes it after the reject."""
+    repo = example_repo("python-invoice")
+    note = tool(
+        "run_command", command="python3 -c \"open('CHANGELOG.md', 'w').write('fixed it\\n')\""
+    )
+    undo = tool("run_command", command="rm CHANGELOG.md")
+    server = scripted([step(PLAN), step(EDIT), step(note), step(FINISH), step(undo), step(FINISH)])
+    events_path = tmp_path / "events.ndjson"
+    run = subprocess.run(
+        fix_argv(repo, events_path, "--pair-lines"),
+        input="n keep the change to the fix\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cli_env(tmp_path, server, {}),
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stderr
+    events = read_events(events_path)
+    (asked,) = [e for e in events if e["type"] == "approval_requested"]
+    assert (asked["tool"], asked["rule"]) == ("finish", "scope")
+    assert (
+        asked["why"] == "CHANGELOG.md: outside the files the failing tests and their imports reach"
+    )
+    assert "+fixed it" in asked["diff"] and "invoice/totals.py" not in asked["diff"]
+    seen = last_tool_result(server.requests[4])
+    assert seen.startswith("Refused (rejected): not finished.")
+    assert "keep the change to the fix" in seen
+    assert [e for e in events if e["type"] == "done"][-1]["status"] == "verified"
+    assert not (repo / "CHANGELOG.md").exists()

@@ -80,17 +80,24 @@ def test_each_class_can_be_turned_off():
 
 def test_the_repository_config_sets_pair_mode_and_its_classes():
     repo = parse_repo_config(
-        "pair: true\nask_paths: [migrations/**]\nask_network: false\nask_removals: 0\n",
+        "pair: true\nask_paths: [migrations/**]\nask_network: false\nask_removals: 0\n"
+        "ask_outside_scope: false\n",
         ".loopwright.yml",
     )
-    assert (repo.pair, repo.ask_paths, repo.ask_network, repo.ask_removals) == (
-        True,
-        ("migrations/**",),
-        False,
-        0,
-    )
+    assert (
+        repo.pair,
+        repo.ask_paths,
+        repo.ask_network,
+        repo.ask_removals,
+        repo.ask_outside_scope,
+    ) == (True, ("migrations/**",), False, 0, False)
     default = parse_repo_config("test_cmd: pytest\n", ".loopwright.yml")
-    assert (default.pair, default.ask_network, default.ask_removals) == (False, True, 3)
+    assert (
+        default.pair,
+        default.ask_network,
+        default.ask_removals,
+        default.ask_outside_scope,
+    ) == (False, True, 3, True)
 
 
 @pytest.mark.parametrize(
@@ -100,6 +107,7 @@ def test_the_repository_config_sets_pair_mode_and_its_classes():
         ("ask_paths: [migrations, '']\n", "`ask_paths` must be a list of non-empty strings"),
         ("ask_removals: -1\n", "`ask_removals` must be a whole number of 0 or more"),
         ("pairs: true\n", "did you mean `pair`?"),
+        ("ask_outside_scope: sometimes\n", "`ask_outside_scope` must be true or false"),
     ],
 )
 def test_bad_pair_settings_name_the_key(text, says):
