@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 CLAIM_DIR = "/tmp/.loopwright"
 """Root-owned (0755) directory in the container's /tmp. /tmp is sticky, so the sandbox user
@@ -60,6 +60,16 @@ class SandboxClaim:
         return claim
 
 
+@dataclass(frozen=True)
+class MissionRun:
+    """What the store says of a mission, for a reaper judging a sandbox made elsewhere."""
+
+    active: bool
+    """Running or waiting for a decision."""
+    runner: str | None
+    """The process running it now (`host:pid:start`), if one is recorded."""
+
+
 class ClaimLedger(Protocol):
     """Durable record of pool claims, shared by every process on one store."""
 
@@ -69,4 +79,13 @@ class ClaimLedger(Protocol):
 
     def claim_of(self, container_id: str) -> SandboxClaim | None:
         """The claim recorded for a container, or None when none was."""
+        ...
+
+
+@runtime_checkable
+class MissionRuns(Protocol):
+    """The store's view of which process runs a mission (the store, in the App)."""
+
+    def mission_run(self, mission_id: str) -> MissionRun | None:
+        """The mission's state, or None when this store does not know the mission."""
         ...

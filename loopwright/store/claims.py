@@ -6,12 +6,13 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from loopwright.sandbox.claims import SandboxClaim
-from loopwright.store.models import SandboxClaimRecord
+from loopwright.sandbox.claims import MissionRun, SandboxClaim
+from loopwright.store.models import RUNNING_STATUSES, Mission, SandboxClaimRecord
 
 
 class SandboxClaims:
-    """The store's reads and writes of sandbox claims (a `ClaimLedger`).
+    """The store's reads and writes of sandbox claims (a `ClaimLedger`), and which process
+    runs a mission (`MissionRuns`), for the reaper.
 
     Rows are kept after the container is gone: they say which container served which
     mission, one row per pool claim.
@@ -36,6 +37,17 @@ class SandboxClaims:
         with self._session() as session:
             row = session.get(SandboxClaimRecord, container_id)
             return None if row is None else _claim(row)
+
+    def mission_run(self, mission_id: str) -> MissionRun | None:
+        """Whether the mission is active and which process runs it (a `MissionRuns`), or
+        None for a mission this store does not hold."""
+        with self._session() as session:
+            row = session.execute(
+                select(Mission.status, Mission.runner).where(Mission.id == mission_id)
+            ).one_or_none()
+        if row is None:
+            return None
+        return MissionRun(row.status in RUNNING_STATUSES, row.runner)
 
     def claims_of_mission(self, mission_id: str) -> list[SandboxClaim]:
         """Every pool container the mission claimed (its loop's and its verification's)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from loopwright.config import SandboxLimits, Settings
+from loopwright.request import MissionRequest
 from loopwright.sandbox.base import MISSION_LABEL, FileToolError, SandboxError
 from loopwright.sandbox.claims import CLAIM_DIR, CLAIM_FILE, SandboxClaim
 from loopwright.store import Store, migrate
@@ -995,3 +996,55 @@ def test_a_service_survives_commands_while_open_and_is_killed_on_close(
     processes = _container_processes(client, sandbox)
     assert not [p for p in processes if tag in p], processes
     assert len(processes) == 2, processes
+
+
+def test_a_remote_workers_sandbox_goes_once_the_store_says_it_no_longer_runs_the_mission(
+    settings: Settings, client: docker.DockerClient, tmp_path: Path
+) -> None:
+    """A worker in another container on the same engine (another hostname) cannot be seen
+    in this host's process table; once it was replaced, the store says which of its
+    sandboxes nobody runs any more: the mission ended, or another worker took it over."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    migrate(url)
+    store = Store(url)
+    gone = "worker-replaced-1:7:99"
+    assert gone.split(":")[0] != socket.gethostname()
+    missions = {}
+    for name in ("runs", "taken", "ended", "requeued"):
+        request = MissionRequest(trigger="cli", repo="acme/reap", clone_url="", head_sha=name)
+        missions[name] = store.create_mission(request)[0].id
+    for name in ("runs", "ended"):
+        assert store.claim(missions[name], runner=gone)
+    assert store.claim(missions["taken"], runner="worker-b:8:1")
+    assert store.set_status(missions["ended"], "verified", expect="running")
+    missions["unknown"] = f"not-in-this-store-{uuid.uuid4().hex[:8]}"
+    made = {
+        name: client.api.create_container(
+            settings.sandbox_image,
+            command=["sleep", "300"],
+            labels={MISSION_LABEL: mission, OWNER_LABEL: gone},
+        )["Id"]
+        for name, mission in missions.items()
+    }
+    try:
+        plain = DockerProvider(settings, client=client)
+        try:  # without the store nothing says the remote owner is gone
+            assert not set(made.values()) & set(plain.reap_abandoned())
+        finally:
+            plain.close()
+        provider = DockerProvider(settings, client=client)
+        try:
+            provider.record_claims_in(store)
+            removed = set(provider.reap_abandoned())
+        finally:
+            provider.close()
+        assert {n for n, cid in made.items() if cid in removed} == {"taken", "ended", "requeued"}
+        assert {c["Id"] for c in client.api.containers(all=True)} >= {
+            made["runs"],
+            made["unknown"],
+        }
+    finally:
+        for cid in made.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                client.api.remove_container(cid, force=True)
+        store.close()

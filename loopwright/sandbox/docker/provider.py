@@ -349,12 +349,13 @@ class DockerProvider:
         return removed
 
     def reap_abandoned(self) -> list[str]:
-        """Remove sandboxes whose owning process on this host has exited.
+        """Remove sandboxes whose owning process has gone (`reaper.reap_abandoned`: on this
+        host by the process table, elsewhere by the store when claims are recorded in it).
 
         Safe while other Loopwright processes run missions on the same engine: only
         containers of dead owners go. Returns the removed container ids.
         """
-        return reaper.reap_abandoned(self._client)
+        return reaper.reap_abandoned(self._client, self._ledger)
 
     def close(self) -> None:
         """Remove idle pool containers, stop refilling; claimed sandboxes stay with their owners."""

@@ -18,7 +18,7 @@ import docker.errors
 import requests.exceptions
 
 from loopwright.sandbox.base import MISSION_LABEL, SandboxError
-from loopwright.sandbox.claims import ClaimLedger, SandboxClaim
+from loopwright.sandbox.claims import ClaimLedger, MissionRuns, SandboxClaim
 from loopwright.sandbox.docker.claim_file import read_claim
 from loopwright.sandbox.docker.engine import (
     OWNER_LABEL,
@@ -71,11 +71,15 @@ def reap_orphans(
     return removed
 
 
-def reap_abandoned(client: docker.DockerClient) -> list[str]:
-    """Remove sandboxes whose owning process on this host has exited.
+def reap_abandoned(client: docker.DockerClient, ledger: ClaimLedger | None = None) -> list[str]:
+    """Remove sandboxes whose owning process has gone, and return their ids.
 
-    Safe while other Loopwright processes run missions on the same engine: only
-    containers of dead owners go. Returns the removed container ids.
+    On this host the process table says. A process on another host (a worker in another
+    container on a shared engine) cannot be seen from here: where `ledger` is the store
+    (`MissionRuns`) and knows the sandbox's mission, its sandbox goes once that process no
+    longer runs the mission (it ended, or another worker took it over), so a worker whose
+    container was replaced leaves nothing behind for good. Safe while other Loopwright
+    processes run missions on the same engine: live owners' sandboxes stay.
     """
     try:
         containers = client.api.containers(all=True, filters={"label": OWNER_LABEL})
@@ -84,12 +88,28 @@ def reap_abandoned(client: docker.DockerClient) -> list[str]:
     removed = []
     for info in containers:
         labels = info.get("Labels") or {}
-        if owner_alive(labels.get(OWNER_LABEL, "")):
+        owner = labels.get(OWNER_LABEL, "")
+        if owner_alive(owner) and not _left_by_remote_owner(client, info, owner, ledger):
             continue
         remove_container(client, str(info["Id"]), labels.get(VOLUME_LABEL))
         removed.append(str(info["Id"]))
     reap_volumes(client)
     return removed
+
+
+def _left_by_remote_owner(
+    client: docker.DockerClient, info: dict[str, Any], owner: str, ledger: ClaimLedger | None
+) -> bool:
+    """Whether the store says the process on another host that made this sandbox no
+    longer runs its mission. Unknown is never gone: an idle pool member, a mission another
+    store holds, or an active mission with no runner recorded."""
+    if not isinstance(ledger, MissionRuns) or owner.partition(":")[0] == socket.gethostname():
+        return False
+    mission = served_mission(client, info, ledger)
+    run = ledger.mission_run(mission) if mission is not None else None
+    if run is None:
+        return False
+    return not run.active or (run.runner is not None and run.runner != owner)
 
 
 def served_mission(
