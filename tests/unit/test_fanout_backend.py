@@ -13,7 +13,7 @@ from litestar.channels.backends.base import ChannelsBackend
 from loopwright.app.fanout import ResilientBackend
 from loopwright.app.stream import TIMEOUT, LiveHub
 from loopwright.redaction import Redactor
-from tests.unit.test_live_feed import run
+from tests.loops import run_async
 
 PASSWORD = "pw-in-the-error-9f2c"
 
@@ -106,7 +106,7 @@ def test_streams_survive_a_lost_backend_and_resubscribe() -> None:
             assert bus.opened >= 4
             await server.unsubscribe(feed)
 
-    run(scenario())
+    run_async(scenario())
 
 
 def test_a_backend_down_at_start_is_opened_later() -> None:
@@ -126,7 +126,7 @@ def test_a_backend_down_at_start_is_opened_later() -> None:
             assert item == b"hello"
             await server.unsubscribe(feed)
 
-    run(scenario())
+    run_async(scenario())
 
 
 def test_the_error_logged_never_holds_the_password(capsys) -> None:
@@ -137,7 +137,7 @@ def test_the_error_logged_never_holds_the_password(capsys) -> None:
         async with server.channels:
             await asyncio.sleep(0.3)
 
-    run(scenario())
+    run_async(scenario())
     logged = capsys.readouterr()
     text = logged.out + logged.err
     assert "flaky://bus:1" in text
