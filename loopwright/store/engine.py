@@ -26,6 +26,8 @@ from loopwright.config import ConfigError, Settings
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_S = 30.0
 """How long a SQLite writer waits for another writer's lock before giving up."""
+CONNECT_TIMEOUT_S = 10
+"""Seconds a new PostgreSQL connection may take (libpq's `connect_timeout`)."""
 NUL = "\x00"
 NUL_STAND_IN = "\ufffd"
 """What PostgreSQL stores for a NUL character, which its text types reject."""
@@ -45,7 +47,13 @@ def make_engine(url: str) -> Engine:
             "needs a sync one, e.g. postgresql+psycopg://user@host/db or sqlite:///path.db"
         )
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg":
-        engine = create_engine(parsed, pool_pre_ping=True, json_serializer=_json_without_nul)
+        # A database that stops answering fails a connect in seconds instead of holding the
+        # thread (and a pool slot) until the kernel gives up; the URL's own value wins.
+        given = "connect_timeout" in parsed.query
+        timeout = {} if given else {"connect_timeout": CONNECT_TIMEOUT_S}
+        engine = create_engine(
+            parsed, pool_pre_ping=True, json_serializer=_json_without_nul, connect_args=timeout
+        )
         event.listen(engine, "connect", _psycopg_text_without_nul)
         return engine
     if parsed.get_backend_name() != "sqlite":

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect, text, update
+from sqlalchemy import event, inspect, text, update
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from loopwright.config import ConfigError, Settings
@@ -907,3 +907,25 @@ def test_a_pair_request_is_decided_once_and_guidance_is_handed_over_once(store: 
     with pytest.raises(DecisionRefused):
         store.record_decision(mission.id, "reject", "@ann", request_id="3-call")
     assert [d.decision for d in store.decisions(mission.id)] == ["redirect", "approve", "redirect"]
+
+
+@pytest.mark.parametrize(
+    ("url", "timeout"),
+    [
+        ("postgresql+psycopg://loopwright@127.0.0.1:9/loopwright", 10),
+        ("postgresql+psycopg://loopwright@127.0.0.1:9/loopwright?connect_timeout=3", "3"),
+    ],
+)
+def test_a_postgresql_connect_is_bounded_unless_the_url_says_otherwise(url, timeout) -> None:
+    engine = make_engine(url)
+    seen: dict[str, object] = {}
+
+    @event.listens_for(engine, "do_connect")
+    def spy(dialect, record, cargs, cparams):  # type: ignore[no-untyped-def]
+        seen.update(cparams)
+        raise ConnectionRefusedError("not connecting in this test")
+
+    with pytest.raises(ConnectionRefusedError):
+        engine.connect()
+    assert seen["connect_timeout"] == timeout
+    engine.dispose()
