@@ -5,7 +5,10 @@ Ready means the store answers `SELECT 1` and, with `LOOPWRIGHT_QUEUE_URL`, the q
 backend answers too (Redis `PING`, PostgreSQL `SELECT 1`). Each check opens its own short
 connection with a short timeout, so a probe says what a new request would meet, and a
 backend that hangs costs the probe seconds, not the server. A failed check names the
-dependency, where it is (host and port, never the password) and the error, redacted.
+dependency; where it is (host and port, never the password) and the error, redacted, are
+shown to whoever may see everything on the dashboard (the dashboard token, or any caller
+where no sign-in is configured) and logged, but never told to an anonymous caller of an
+exposed server: a probe needs the status code, not the network's layout.
 """
 
 from __future__ import annotations
@@ -14,18 +17,22 @@ from typing import Any
 
 import anyio
 import psycopg
-from litestar import Response, get
+import structlog
+from litestar import Request, Response, get
 from litestar.datastructures import State
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 from redis import asyncio as aioredis
 from sqlalchemy import text
 
+from loopwright.app.api import identify
 from loopwright.config import Settings
 from loopwright.redaction import Redactor
 from loopwright.store.repository import Store
 from loopwright.store.saq_queue import saq_url, where
 
 CHECK_TIMEOUT_S = 3.0
+
+log = structlog.get_logger("loopwright.server")
 
 
 def _store_answers(store: Store) -> None:
@@ -83,13 +90,18 @@ async def readiness(settings: Settings, store: Store | None) -> dict[str, Any]:
 
 
 @get("/readyz", summary="Readiness check")
-async def readyz(state: State) -> Response[dict[str, Any]]:
+async def readyz(request: Request[Any, Any, Any], state: State) -> Response[dict[str, Any]]:
     """200 when the store and (when configured) the queue answer; 503 naming the one
-    that did not, and why."""
+    that did not, and why (the why and the where for a caller who may see everything)."""
     settings: Settings = state.settings
     checks = await readiness(settings, getattr(state, "store", None))
     ready = all(entry["ok"] for entry in checks.values())
     failed = [name for name, entry in checks.items() if not entry["ok"]]
+    for name in failed:
+        log.warning("readiness check failed", check=name, **checks[name])
+    viewer = await identify(request)
+    if viewer is None or not viewer.sees_everything:
+        checks = {name: {"ok": entry["ok"]} for name, entry in checks.items()}
     body: dict[str, Any] = {"status": "ready" if ready else "unready", "checks": checks}
     if failed:
         body["failed"] = failed

@@ -80,3 +80,27 @@ def test_postgres_queue_up_and_unreachable(tmp_path: Path, postgres_url: str) ->
     assert down.json()["failed"] == ["queue"]
     assert "OperationalError" in down.json()["checks"]["queue"]["error"]
     assert PASSWORD not in down.text
+
+
+def test_an_exposed_server_tells_an_anonymous_probe_only_which_check_failed(
+    tmp_path: Path, redis_service
+) -> None:
+    """With the dashboard token set, the where and the why of a failure are for the token's
+    holder (and the log); a load balancer still gets its 503 and the failed check's name."""
+    token = "readyz-token-0123456789"
+    redis_service.stop()
+    with _client(
+        tmp_path, LOOPWRIGHT_QUEUE_URL=redis_service.url, LOOPWRIGHT_DASHBOARD_TOKEN=token
+    ) as client:
+        anonymous = client.get("/readyz")
+        holder = client.get("/readyz", headers={"Authorization": f"Bearer {token}"})
+    assert anonymous.status_code == holder.status_code == 503
+    assert anonymous.json() == {
+        "status": "unready",
+        "checks": {"store": {"ok": True}, "queue": {"ok": False}},
+        "failed": ["queue"],
+    }
+    assert "127.0.0.1" not in anonymous.text
+    queue = holder.json()["checks"]["queue"]
+    assert queue["at"] == f"redis://127.0.0.1:{redis_service.port}"
+    assert "ConnectionError" in queue["error"]
