@@ -235,6 +235,12 @@ async def identify(connection: ASGIConnection[Any, Any, Any, Any]) -> Viewer | N
     return viewer
 
 
+async def still_signed_in(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
+    """Whether the connection's credentials hold now, checked afresh rather than from the
+    request's cache: a long-lived stream asks, so a sign-out elsewhere ends it."""
+    return await _identify(connection) is not None
+
+
 async def _identify(connection: ASGIConnection[Any, Any, Any, Any]) -> Viewer | None:
     settings: Settings = connection.app.state.settings
     token = settings.dashboard_token

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ from loopwright.app.api import (
     Viewer,
     queue_positions_of,
     require_token,
+    still_signed_in,
     visible_mission,
     visible_missions,
 )
@@ -75,6 +76,9 @@ class StreamTiming:
     """The reconnect delay EventSource is told to use."""
     list_min_interval_s: float = 0.5
     """The missions list re-reads the store at most this often per client."""
+    auth_check_s: float = 10.0
+    """How often an open stream checks that its caller is still signed in: a session signed
+    out (on any server) or expired ends its streams within this long."""
 
 
 class _Timeout:
@@ -245,11 +249,32 @@ def mission_summary(
     }
 
 
+class SignedIn:
+    """Whether a stream's caller is still signed in, asked at most every `auth_check_s`."""
+
+    def __init__(self, check: Callable[[], Awaitable[bool]], every_s: float) -> None:
+        self._check = check
+        self._every_s = every_s
+        self._checked = time.monotonic()
+
+    async def still(self) -> bool:
+        if time.monotonic() - self._checked < self._every_s:
+            return True
+        self._checked = time.monotonic()
+        return await self._check()
+
+
 async def mission_events(
-    store: Store, hub: LiveHub, mission_id: str, after: int, timing: StreamTiming
+    store: Store,
+    hub: LiveHub,
+    mission_id: str,
+    after: int,
+    timing: StreamTiming,
+    signed_in: SignedIn | None = None,
 ) -> AsyncIterator[ServerSentEventMessage]:
     """Every event of the mission with a sequence number above `after`, exactly once, in
-    order; live until the mission ends (then an `end` message) or `max_stream_s` passes."""
+    order; live until the mission ends (then an `end` message), `max_stream_s` passes, or
+    the caller is signed out (`signed_in`)."""
     feed = await hub.subscribe(mission_channel(mission_id))
     hub.streams_open += 1
     try:
@@ -268,9 +293,11 @@ async def mission_events(
             return
         wait = timing.poll_s
         while time.monotonic() - started < timing.max_stream_s:
-            item = await feed.next(min(wait, timing.ping_s))
+            item = await feed.next(min(wait, timing.ping_s, timing.auth_check_s))
             if item is None:
                 return  # unsubscribed: the server is shutting down
+            if signed_in is not None and not await signed_in.still():
+                return
             if isinstance(item, _Timeout):
                 # Status first, then the log (see above). The read also delivers what a
                 # lost notification (a backend restarting) did not announce.
@@ -330,8 +357,10 @@ async def mission_list(
     hub: LiveHub,
     read: Callable[[], list[dict[str, Any]]],
     timing: StreamTiming,
+    signed_in: SignedIn | None = None,
 ) -> AsyncIterator[ServerSentEventMessage]:
-    """The missions list as `missions` messages: at once, then whenever it changes.
+    """The missions list as `missions` messages: at once, then whenever it changes, until
+    `max_stream_s` passes or the caller is signed out (`signed_in`).
 
     Woken by any mission's summary events and, for changes that are not events (queued,
     claimed, finished), by polling the store every `poll_s`.
@@ -344,6 +373,8 @@ async def mission_list(
         previous: str | None = None
         last_sent = started
         while time.monotonic() - started < timing.max_stream_s:
+            if signed_in is not None and not await signed_in.still():
+                return
             rows = await anyio.to_thread.run_sync(read)
             body = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
             # Durations of running missions tick; compare without them.
@@ -355,7 +386,7 @@ async def mission_list(
             elif time.monotonic() - last_sent >= timing.ping_s:
                 last_sent = time.monotonic()
                 yield ServerSentEventMessage(comment="ping", data=None)
-            item = await feed.next(timing.poll_s)
+            item = await feed.next(min(timing.poll_s, timing.auth_check_s))
             if item is None:
                 return
             if not isinstance(item, _Timeout):
@@ -394,14 +425,16 @@ async def mission_event_stream(
     """Each event as an SSE message with `id:` = its sequence number. Resumes after
     `Last-Event-ID` (or `?after=N`); ends with an `end` message once the mission is over."""
     await anyio.to_thread.run_sync(visible_mission, store, viewer, mission_id)
+    signed_in = SignedIn(lambda: still_signed_in(request), timing.auth_check_s)
     return ServerSentEvent(
-        mission_events(store, hub, mission_id, _after(request, after), timing),
+        mission_events(store, hub, mission_id, _after(request, after), timing, signed_in),
         headers={"X-Accel-Buffering": "no"},
     )
 
 
 @get("/missions/stream", guards=[require_token], summary="Missions list (Server-Sent Events)")
 async def mission_list_stream(
+    request: Request[Any, Any, Any],
     store: NamedDependency[Store],
     hub: NamedDependency[LiveHub],
     timing: NamedDependency[StreamTiming],
@@ -421,6 +454,7 @@ async def mission_list_stream(
         positions = queue_positions_of(store, missions)
         return [mission_summary(m, now, positions) for m in missions]
 
+    signed_in = SignedIn(lambda: still_signed_in(request), timing.auth_check_s)
     return ServerSentEvent(
-        mission_list(store, hub, read, timing), headers={"X-Accel-Buffering": "no"}
+        mission_list(store, hub, read, timing, signed_in), headers={"X-Accel-Buffering": "no"}
     )

@@ -29,7 +29,12 @@ CHROMIUM_ARGS = [
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
 ]
 FAST = StreamTiming(
-    ping_s=1.0, poll_s=0.25, max_stream_s=600, retry_ms=200, list_min_interval_s=0.1
+    ping_s=1.0,
+    poll_s=0.25,
+    max_stream_s=600,
+    retry_ms=200,
+    list_min_interval_s=0.1,
+    auth_check_s=0.5,
 )
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

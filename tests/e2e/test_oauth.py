@@ -452,3 +452,25 @@ def test_logout_without_a_valid_session_only_clears_the_cookies(oauth_server):
         assert any(c.startswith(f"{GITHUB_COOKIE}=") for c in cleared), cookies
         assert any(c.startswith(f"{SESSION_COOKIE}=") for c in cleared), cookies
     assert server.revoked() == 0
+
+
+@pytest.mark.parametrize("path", ["/missions/stream", "/missions/{mission}/events"])
+def test_an_open_stream_ends_once_its_session_is_signed_out(oauth_server, path):
+    """Another tab holds a stream open on the same session; signing out ends it within the
+    stream's auth check, and the copy of the cookie cannot open a new one."""
+    client = oauth_server.token_sign_in()
+    copied = client.cookies[SESSION_COOKIE]
+    url = path.format(mission=oauth_server.readable)
+    tab = replay(oauth_server.url, SESSION_COOKIE, copied)
+    with tab.stream("GET", url, timeout=httpx.Timeout(10, read=30)) as stream:
+        assert stream.status_code == 200
+        lines = stream.iter_lines()
+        assert next(lines) == ": loopwright"
+        time.sleep(1.0)  # the stream runs past a first auth check while signed in
+        assert client.post("/logout").status_code == 303
+        signed_out = time.monotonic()
+        for _ in lines:
+            assert time.monotonic() - signed_out < 10, "the stream outlived the sign-out"
+        ended_after = time.monotonic() - signed_out
+    assert ended_after < 5
+    assert replay(oauth_server.url, SESSION_COOKIE, copied).get(url).status_code == 401
