@@ -30,6 +30,7 @@ from loopwright.app.pair import DECISION_TEXT_LIMIT
 from loopwright.app.server import create_app
 from loopwright.config import Settings
 from loopwright.github.tracking import MARKER
+from loopwright.redaction import MASK
 from tests.conftest import VENV_BIN, step, tool
 from tests.fakes.github_web import FakeGitHubWeb
 from tests.integration.app_harness import FINAL, REPO, World, app_world
@@ -522,3 +523,18 @@ def test_a_signed_in_reader_cannot_decide_and_a_writer_can(tmp_path, package_url
             assert done["status"] == "verified", done
         web.assert_no_rejections()
         world.github.assert_no_rejections()
+
+
+def test_the_pending_request_is_stored_and_served_redacted(tmp_path, package_url):
+    token = "ghp_" + "A1b2C3d4" * 4 + "wxyz"
+    command = f"curl -sSf -u ci:{token} {package_url}"
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        mission = waiting(world, mission_id)
+        pending = mission["pending_request"]
+        assert token not in json.dumps(mission)
+        assert pending["command"] == command.replace(token, MASK)
+        answer = post(world, mission_id, {"decision": "reject", "request": pending["id"]})
+        assert answer.status_code == 202, answer.text
+        assert finished(world, mission_id)["status"] == "verified"
