@@ -24,6 +24,7 @@ from loopwright.config import ConfigError, Settings, effective_network
 from loopwright.github import render
 from loopwright.github.command_text import Command
 from loopwright.github.service import GitHubApp, RepoSession
+from loopwright.github.tracking import shown_whole
 from loopwright.github.triggers import WRITE_PERMISSIONS, CommandComment
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.redaction import Redactor
@@ -227,6 +228,14 @@ class CommentCommands:
                     f"was written, so your comment is not about it. Look at it in the "
                     f"tracking comment; to {kind} it, comment {answer}."
                 )
+            if kind == "approve" and not shown_whole(pending):
+                where = self._live_view(mission.id)
+                return (
+                    f"{who}, nothing was decided: request {current} is too long for the "
+                    "tracking comment to show whole, so it cannot be approved by a comment. "
+                    f"Approve or reject it in the live view{where}, where it is shown whole, "
+                    f"or comment `/loopwright reject {typed} <why>`."
+                )
         try:
             checked, reason = check_decision(kind, text, None)
             decided = decide(
@@ -244,6 +253,10 @@ class CommentCommands:
         if kind == "reject":
             return f"{who} rejected {which}; the model is told why and looks for another way."
         return f"{who} redirected the plan instead of {which}; the model gets the guidance."
+
+    def _live_view(self, mission_id: str) -> str:
+        base = self.settings.github.public_url
+        return f" ({base}/missions/{mission_id})" if base else ""
 
     def _retry_reply(self, repo: str, number: int, login: str) -> str:
         missions = self.store.missions_for_pull(repo, number)

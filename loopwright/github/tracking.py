@@ -211,6 +211,16 @@ DETAIL_LIMIT = 3000
 """The most of a pending request's command or diff the comment shows (characters)."""
 
 
+def shown_whole(request: Mapping[str, Any]) -> bool:
+    """Whether the tracking comment shows the pending request's action whole: its command
+    or diff uncut, or (without either) its `what`. Only such an action may be approved by
+    a comment; the live view shows every one whole."""
+    detail = request.get("command") or request.get("diff")
+    if isinstance(detail, str) and detail:
+        return len(detail) <= DETAIL_LIMIT
+    return len(str(request.get("what") or "")) <= WHAT_LIMIT
+
+
 def _waiting(request: Mapping[str, Any], redactor: Redactor) -> list[str]:
     """Pair mode: what the mission waits on, and how to answer."""
     what = render.prose(request.get("what"), redactor, limit=WHAT_LIMIT, inline=True)
@@ -229,6 +239,15 @@ def _waiting(request: Mapping[str, Any], redactor: Redactor) -> list[str]:
     request_id = str(request.get("id") or "")
     if not _PLAIN_ID.fullmatch(request_id):
         request_id = "<id>"
+    if not shown_whole(request):
+        lines += [
+            "",
+            "This comment cannot show the action whole, so it can be approved only in the "
+            "live view (where it is shown whole); `/loopwright reject "
+            f"{request_id} <why>` or `/loopwright redirect <guidance>` in a comment still "
+            f"work.{within}",
+        ]
+        return lines
     lines += [
         "",
         f"Request {render.code(request_id, redactor, limit=64)}. Answer with a comment on "

@@ -579,6 +579,33 @@ def test_a_comment_decides_only_the_request_it_was_written_about(tmp_path, packa
         world.github.assert_no_rejections()
 
 
+def test_a_request_the_comment_cannot_show_whole_is_approved_only_in_the_live_view(
+    tmp_path, package_url
+):
+    command = f"{fetch(package_url)} -H 'X-Pad: {'a' * 3200}'"
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        pending = waiting(world, mission_id)["pending_request"]
+        assert pending["command"] == command  # the live view has it whole
+        shown = until(
+            lambda: "Waiting for a decision" in tracking(world) and tracking(world),
+            "the tracking comment to show the request",
+        )
+        assert "… (cut)" in shown and "approved only in the live view" in shown
+        assert "/loopwright approve" not in shown
+
+        comment(world, f"/loopwright approve {pending['id']}")
+        refused = until(lambda: replies(world), "the reply")[0]
+        assert "cannot be approved by a comment" in refused and "live view" in refused
+        still = world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()
+        assert still["status"] == "waiting"
+        answer = post(world, mission_id, {"decision": "approve", "request": pending["id"]})
+        assert answer.status_code == 202, answer.text
+        assert finished(world, mission_id)["status"] == "verified"
+        world.github.assert_no_rejections()
+
+
 def test_the_pending_request_is_stored_and_served_redacted(tmp_path, package_url):
     token = "ghp_" + "A1b2C3d4" * 4 + "wxyz"
     command = f"curl -sSf -u ci:{token} {package_url}"
