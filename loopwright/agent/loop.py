@@ -311,7 +311,7 @@ class AgentLoop:
         the guidance with the plan to revise."""
         if self.pair is None:
             raise RuntimeError("the toolbox asked for approval, but the loop has no pair channel")
-        request = dataclasses.replace(request, id=self.pair.request_id(call.id))
+        request = dataclasses.replace(request, id=self.pair.request_id())
         extra: dict[str, Any] = {
             k: v for k, v in (("command", request.command), ("diff", request.diff)) if v
         }

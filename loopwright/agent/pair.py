@@ -10,6 +10,7 @@ view, pull-request comments, any server process) or the terminal (`fix --pair`).
 from __future__ import annotations
 
 import itertools
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ class ApprovalRequest:
     """What the loop asks a person: the exact action, and why it needs them."""
 
     id: str
-    """Unique within the mission (the tool call id, which the model chose, plus a counter)."""
+    """Unique within the mission across its runs, short enough to type in a comment: a
+    counter and a random part (`3-k7pq`)."""
     tool: str
     rule: str
     """Which `AskRules` class it falls in: network, removals or ask_path."""
@@ -90,9 +92,17 @@ class PairMode:
     expiry_s: float = DEFAULT_EXPIRY_S
     _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
 
-    def request_id(self, call_id: str) -> str:
-        """A request id unique within the mission, even if the model reuses call ids."""
-        return f"{next(self._numbers)}-{call_id}"[:64]
+    def request_id(self) -> str:
+        """A request id unique within the mission. The counter starts again when a lost
+        worker's mission runs again, so a random part keeps a new run's request from
+        meeting a decision made on the old run's."""
+        suffix = "".join(secrets.choice(_ID_ALPHABET) for _ in range(_ID_RANDOM_CHARS))
+        return f"{next(self._numbers)}-{suffix}"
+
+
+_ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
+"""Lower-case letters and digits that are not easily mistaken for one another."""
+_ID_RANDOM_CHARS = 4
 
 
 def wait_for_decision(

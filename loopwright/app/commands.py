@@ -12,8 +12,10 @@ mission and admitted by the runner exactly like `fix` (head re-pinned, attempt c
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 import structlog
 
@@ -22,6 +24,7 @@ from loopwright.config import ConfigError, Settings, effective_network
 from loopwright.github import render
 from loopwright.github.command_text import Command
 from loopwright.github.service import GitHubApp, RepoSession
+from loopwright.github.tracking import shown_whole
 from loopwright.github.triggers import WRITE_PERMISSIONS, CommandComment
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.redaction import Redactor
@@ -51,11 +54,13 @@ _COMMAND_ROWS = (
         "current head.",
     ),
     (
-        "/loopwright approve",
-        "Pair mode: let the mission run the action it waits on (the tracking comment shows it).",
+        "/loopwright approve [request]",
+        "Pair mode: let the mission run the action it waits on (the tracking comment shows it "
+        "and its request id). Without the id it applies only to a request asked before the "
+        "comment was written.",
     ),
     (
-        "/loopwright reject [why]",
+        "/loopwright reject [request] [why]",
         "Pair mode: refuse the action the mission waits on; the model reads why.",
     ),
     (
@@ -125,7 +130,7 @@ class CommentCommands:
         elif command.name == "cancel":
             body = self._cancel(request.repo, number, comment.user)
         elif command.name in ("approve", "reject", "redirect"):
-            body = self._decide(request.repo, number, comment.user, command.name, command.argument)
+            body = self._decide(request.repo, number, comment, command.name, command.argument)
         else:
             body = self._retry_reply(request.repo, number, comment.user)
         if body:
@@ -179,10 +184,18 @@ class CommentCommands:
             f"{render.code(active[0].id, Redactor())} is cancelled; it had not started."
         )
 
-    def _decide(self, repo: str, number: int, login: str, kind: str, text: str) -> str:
+    def _decide(
+        self, repo: str, number: int, comment: CommandComment, kind: str, argument: str
+    ) -> str:
         """Decide for the pull request's running mission (the waiting one first); the
-        reply says what was decided, or why nothing was."""
+        reply says what was decided, or why nothing was.
+
+        An approve or reject applies to one request: the one it names, or else the one
+        that was pending when the comment was written. It is recorded for that request
+        only, so a request asked meanwhile is never decided by a comment about another.
+        """
         redactor = Redactor(self.settings.secrets())
+        login = comment.user
         who = render.mention(login)
         running = [
             m for m in self.store.missions_for_pull(repo, number) if m.status in RUNNING_STATUSES
@@ -194,20 +207,56 @@ class CommentCommands:
             )
         mission = next((m for m in running if m.status == "waiting"), running[0])
         pending = self.store.pending_request(mission.id)
+        named, text = (None, argument) if kind == "redirect" else _named_request(kind, argument)
+        request_id = pending["id"] if pending else None
+        if kind in ("approve", "reject") and pending is not None:
+            current = render.code(pending["id"], redactor, limit=64)
+            # Our ids are `3-k7pq`; anything else stays out of the command's code span.
+            typed = pending["id"] if _PLAIN_ID.fullmatch(pending["id"]) else "<id>"
+            answer = f"`/loopwright {kind} {typed}`"
+            if named is not None and named != pending["id"]:
+                return (
+                    f"{who}, nothing was decided: request {render.code(named, redactor)} is "
+                    f"not pending. Mission {render.code(mission.id, redactor)} now waits on "
+                    f"request {current}, {_what(pending, redactor)}; to {kind} it, comment "
+                    f"{answer}."
+                )
+            if named is None and not _asked_before(pending, comment.written_at):
+                return (
+                    f"{who}, nothing was decided: mission {render.code(mission.id, redactor)} "
+                    f"asked request {current}, {_what(pending, redactor)}, after your comment "
+                    f"was written, so your comment is not about it. Look at it in the "
+                    f"tracking comment; to {kind} it, comment {answer}."
+                )
+            if kind == "approve" and not shown_whole(pending):
+                where = self._live_view(mission.id)
+                return (
+                    f"{who}, nothing was decided: request {current} is too long for the "
+                    "tracking comment to show whole, so it cannot be approved by a comment. "
+                    f"Approve or reject it in the live view{where}, where it is shown whole, "
+                    f"or comment `/loopwright reject {typed} <why>`."
+                )
         try:
             checked, reason = check_decision(kind, text, None)
-            decide(self.store, mission, checked, f"@{login}", reason)
+            decided = decide(
+                self.store, mission, checked, f"@{login}", reason, request_id=request_id
+            )
         except (BadDecision, DecisionRefused) as refused:
             return f"{who}, nothing was decided: {refused}"
-        what = render.code(pending.get("what", "the action"), redactor) if pending else None
         log.info("pair decision", mission=mission.id, decision=kind, by=login)
-        if kind == "approve" and what:
-            return f"{who} approved {what}; mission {render.code(mission.id, redactor)} goes on."
-        if kind == "reject" and what:
-            return f"{who} rejected {what}; the model is told why and looks for another way."
-        if what:
-            return f"{who} redirected the plan instead of {what}; the model gets the guidance."
-        return f"{who} sent guidance; the model gets it before its next step."
+        if decided.request is None:
+            return f"{who} sent guidance; the model gets it before its next step."
+        what = _what(pending, redactor) if pending else "the action"
+        which = f"request {render.code(decided.request, redactor, limit=64)}, {what}"
+        if kind == "approve":
+            return f"{who} approved {which}; mission {render.code(mission.id, redactor)} goes on."
+        if kind == "reject":
+            return f"{who} rejected {which}; the model is told why and looks for another way."
+        return f"{who} redirected the plan instead of {which}; the model gets the guidance."
+
+    def _live_view(self, mission_id: str) -> str:
+        base = self.settings.github.public_url
+        return f" ({base}/missions/{mission_id})" if base else ""
 
     def _retry_reply(self, repo: str, number: int, login: str) -> str:
         missions = self.store.missions_for_pull(repo, number)
@@ -226,6 +275,41 @@ class CommentCommands:
 
 def _active(mission: Mission) -> bool:
     return mission.status in ACTIVE_STATUSES
+
+
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_REQUEST_ID = re.compile(r"\d{1,9}-[a-z0-9_]{1,40}")
+"""A request id as typed after approve or reject (`3-k7pq`)."""
+
+
+def _named_request(kind: str, argument: str) -> tuple[str | None, str]:
+    """The request an approve or reject names, and the rest of its text. An approve's
+    argument is the id; a reject's starts with one when its first word looks like an id."""
+    first, _, rest = argument.strip().partition(" ")
+    if kind == "approve":
+        return (first or None), ""
+    if _REQUEST_ID.fullmatch(first):
+        return first, rest.strip()
+    return None, argument
+
+
+def _asked_before(pending: dict[str, Any], written_at: datetime.datetime | None) -> bool:
+    """Whether `pending` was asked before the comment was written. GitHub gives the
+    comment's time to the second, so a request asked within that second counts as after."""
+    asked = pending.get("asked_at")
+    if written_at is None or not isinstance(asked, str):
+        return False
+    try:
+        asked_at = datetime.datetime.fromisoformat(asked)
+    except ValueError:
+        return False
+    if asked_at.tzinfo is None:
+        asked_at = asked_at.replace(tzinfo=datetime.UTC)
+    return asked_at < written_at
+
+
+def _what(pending: dict[str, Any], redactor: Redactor) -> str:
+    return render.code(pending.get("what") or "an action", redactor)
 
 
 def _unknown_line(command: Command) -> str:

@@ -23,6 +23,7 @@ from loopwright.agent.pair import (
     wait_for_decision,
 )
 from loopwright.cancellation import Cancellation
+from loopwright.redaction import Redactor
 from loopwright.store.models import RUNNING_STATUSES, Mission
 from loopwright.store.pair import DecisionRefused, StoredDecision
 from loopwright.store.repository import Store
@@ -44,15 +45,24 @@ def request_payload(request: ApprovalRequest, expiry_s: float) -> dict[str, Any]
 class StorePair:
     """A `Pair` over the store for one mission."""
 
-    def __init__(self, store: Store, mission_id: str, expiry_s: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        mission_id: str,
+        expiry_s: float,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.store = store
         self.mission_id = mission_id
         self.expiry_s = expiry_s
+        self.redactor = redactor or Redactor()
+        """The mission's: the stored request is served by the API and quoted in comments,
+        so it is masked like every event."""
         self._log = structlog.get_logger("loopwright.mission").bind(mission=mission_id)
         self._failing = False
 
     def open(self, request: ApprovalRequest) -> None:
-        payload = request_payload(request, self.expiry_s)
+        payload = self.redactor.data(request_payload(request, self.expiry_s))
         self.store.open_request(self.mission_id, request.id, payload)
         self.store.set_status(self.mission_id, "waiting", expect="running")
 

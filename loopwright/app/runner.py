@@ -261,7 +261,9 @@ class AppMissionRunner:
             return github_delivery(result)
 
         try:
-            result = self._fix(mission_id, request, session, config, bus, workdir, delivery)
+            result = self._fix(
+                mission_id, request, session, config, bus, workdir, delivery, redactor
+            )
             # Nor a check run, a tracking comment or a stored result.
             self.store.check_owner(mission_id)
             delivered = github_delivery.delivered
@@ -455,6 +457,7 @@ class AppMissionRunner:
         bus: EventBus,
         workdir: Path,
         delivery: Deliverer,
+        redactor: Redactor,
     ) -> MissionResult:
         settings = config.narrow(self.settings)
         # The checkout is the pull request's head; the instructions, like the config, come
@@ -489,7 +492,7 @@ class AppMissionRunner:
                 # On where the repository config sets `pair: true`; decisions come
                 # through the store from whichever server a person decided on.
                 pair=PairMode(
-                    StorePair(self.store, mission_id, settings.pair_expiry_s),
+                    StorePair(self.store, mission_id, settings.pair_expiry_s, redactor),
                     expiry_s=settings.pair_expiry_s,
                 ),
             ).run()

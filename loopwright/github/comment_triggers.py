@@ -10,6 +10,7 @@ that branch. A head branch with that prefix in a fork is refused: it is not Loop
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
@@ -173,8 +174,20 @@ def decide_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision:
         comment_id=get_int(comment, "id", "comment"),
     )
     if command.name != "fix":
-        return CommandComment(command, request, user)
+        return CommandComment(command, request, user, _written_at(comment))
     return NeedsPermission(request, user)
+
+
+def _written_at(comment: Mapping[str, Any]) -> datetime.datetime | None:
+    """The comment's `created_at`, or None when it is missing or not a timestamp."""
+    value = comment.get("created_at")
+    if not isinstance(value, str):
+        return None
+    try:
+        written = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return written if written.tzinfo is not None else written.replace(tzinfo=datetime.UTC)
 
 
 def decide_review_comment(payload: Mapping[str, Any], ctx: TriggerContext) -> Decision:

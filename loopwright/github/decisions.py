@@ -3,6 +3,7 @@ payload, and which accounts may trigger a mission at all."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,9 @@ class CommandComment:
     request: MissionRequest
     """What a `retry` would ask for (its guidance and head are filled in by the caller)."""
     user: str
+    written_at: datetime.datetime | None = None
+    """When the comment was written (GitHub's `created_at`, to the second); a pair-mode
+    decision without a request id applies only to a request asked before it."""
 
 
 Decision = MissionRequest | NeedsPermission | CommandComment | Reply | Ignore

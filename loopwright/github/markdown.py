@@ -157,10 +157,15 @@ def mention(login: str) -> str:
 
 
 def fenced(text: str, info: str = "") -> str:
-    """A fenced code block no line of `text` can close early."""
+    """A fenced code block no line of `text` can close early.
+
+    GitHub ends a line at `\r` as well as `\n`, so line breaks are made `\n` before the
+    fence is chosen: a backtick run after a lone `\r` is at a line's start too.
+    """
+    text = _LINE_BREAK.sub("\n", text).rstrip("\n")
     longest = max((len(run) for run in re.findall(r"^ {0,3}(`{3,})", text, re.M)), default=0)
     fence = "`" * max(3, longest + 1)
-    return f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}"
+    return f"{fence}{info}\n{text}\n{fence}"
 
 
 def truncate(text: str, limit: int, note: str = "\n\n… truncated to fit GitHub's limit") -> str:

@@ -39,6 +39,7 @@ _MARKS: dict[StageState, str] = {
     "failed": "- [ ] ❌",
     "stopped": "- [ ] ⏹️",
 }
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _CANCELLED_BY = re.compile(r"Cancelled by @([A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?)\.?")
 
 
@@ -204,25 +205,55 @@ def _stage_line(stage: Stage, line: StageLine, redactor: Redactor) -> str:
     return text
 
 
+WHAT_LIMIT = 300
+"""The most of a pending request's `what` the comment shows (characters)."""
+DETAIL_LIMIT = 3000
+"""The most of a pending request's command or diff the comment shows (characters)."""
+
+
+def shown_whole(request: Mapping[str, Any]) -> bool:
+    """Whether the tracking comment shows the pending request's action whole: its command
+    or diff uncut, or (without either) its `what`. Only such an action may be approved by
+    a comment; the live view shows every one whole."""
+    detail = request.get("command") or request.get("diff")
+    if isinstance(detail, str) and detail:
+        return len(detail) <= DETAIL_LIMIT
+    return len(str(request.get("what") or "")) <= WHAT_LIMIT
+
+
 def _waiting(request: Mapping[str, Any], redactor: Redactor) -> list[str]:
     """Pair mode: what the mission waits on, and how to answer."""
-    what = render.prose(request.get("what"), redactor, limit=300, inline=True)
+    what = render.prose(request.get("what"), redactor, limit=WHAT_LIMIT, inline=True)
     why = render.prose(request.get("why"), redactor, limit=500, inline=True)
     lines = [f"**⏸️ Waiting for a decision:** {what or 'an action'}", "", f"Why: {why}"]
     detail = request.get("command") or request.get("diff")
     if isinstance(detail, str) and detail:
-        shown = detail if len(detail) <= 3000 else detail[:3000] + "\n… (cut)"
+        shown = detail if len(detail) <= DETAIL_LIMIT else detail[:DETAIL_LIMIT] + "\n… (cut)"
         lines += ["", render.fenced(redactor.text(shown), "diff" if request.get("diff") else "")]
     expires = request.get("expires_s")
     within = ""
     if isinstance(expires, int | float) and not isinstance(expires, bool):
         span = f"{expires / 60:g} minutes" if expires >= 60 else f"{expires:g}s"
         within = f" Unanswered within {span}, it is rejected."
+    # Our ids are `3-k7pq`; anything else is not put inside the commands' code spans.
+    request_id = str(request.get("id") or "")
+    if not _PLAIN_ID.fullmatch(request_id):
+        request_id = "<id>"
+    if not shown_whole(request):
+        lines += [
+            "",
+            "This comment cannot show the action whole, so it can be approved only in the "
+            "live view (where it is shown whole); `/loopwright reject "
+            f"{request_id} <why>` or `/loopwright redirect <guidance>` in a comment still "
+            f"work.{within}",
+        ]
+        return lines
     lines += [
         "",
-        "Answer with a comment on its own line: `/loopwright approve`, "
-        "`/loopwright reject <why>` or `/loopwright redirect <guidance>`, or in the live "
-        f"view.{within}",
+        f"Request {render.code(request_id, redactor, limit=64)}. Answer with a comment on "
+        f"its own line: `/loopwright approve {request_id}`, "
+        f"`/loopwright reject {request_id} <why>` or `/loopwright redirect <guidance>`, or "
+        f"in the live view.{within}",
     ]
     return lines
 

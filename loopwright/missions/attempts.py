@@ -24,7 +24,7 @@ from loopwright.agent.scope import fix_scope
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.agent.tools import Toolbox
 from loopwright.clip import truncate_middle
-from loopwright.config import Settings
+from loopwright.config import NetworkMode, Settings
 from loopwright.events import EventBus
 from loopwright.instructions import RepoInstructions
 from loopwright.missions.base import timed_phase
@@ -271,10 +271,16 @@ def _scope_of(before: SuiteRun, base: Path) -> frozenset[str] | None:
     )
 
 
-def ask_rules(repo: RepoConfig) -> AskRules:
-    """Pair mode's classes of actions that ask first, as the repository config sets them."""
+def ask_rules(repo: RepoConfig, *, network: NetworkMode) -> AskRules:
+    """Pair mode's classes of actions that ask first, as the repository config sets them.
+
+    `network` is the mission's sandbox network (`effective_network`). With `none` a
+    command that needs the network is not asked about: an approval would attach a network
+    the operator's or the repository's setting forbids, so the command runs without one, as
+    it does without pair mode.
+    """
     return AskRules(
-        network=repo.ask_network,
+        network=repo.ask_network and network != "none",
         max_removals=repo.ask_removals,
         ask_paths=repo.ask_paths,
         outside_scope=repo.ask_outside_scope,

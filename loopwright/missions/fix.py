@@ -262,7 +262,8 @@ class FixMission(Mission[MissionResult]):
         sandbox = self.sandboxes.opened[-1]
         pair = self.pair
         self.pair_on = pair if pair is not None and (pair.always or repo.pair) else None
-        network_on = effective_network(self.settings.network, repo.network) == "always"
+        network = effective_network(self.settings.network, repo.network)
+        network_on = network == "always"
         attempts = Attempts(
             sandbox,
             self.workdir / "trees" / "base",
@@ -280,7 +281,7 @@ class FixMission(Mission[MissionResult]):
             events=self.events,
             agent_loop=self.agent_loop,
             records=self.result.attempts,
-            ask_rules=ask_rules(repo) if self.pair_on is not None else None,
+            ask_rules=ask_rules(repo, network=network) if self.pair_on is not None else None,
             network_on=network_on,
         )
         return self._adopt(attempts.run())

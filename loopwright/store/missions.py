@@ -33,6 +33,7 @@ from loopwright.store.models import (
     Mission,
     MissionStatus,
     MissionUsage,
+    PairRequestRecord,
     utcnow,
 )
 
@@ -371,7 +372,19 @@ class MissionRecords:
             query = query.where(Mission.runner == runner)
         with self._session.begin() as session:
             result = session.execute(query.values(**values))
-            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            taken = bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            if taken:
+                # The lost run's pending request ends with it: a decision sent now must
+                # not be taken by the next run as the answer to a request of its own.
+                session.execute(
+                    update(PairRequestRecord)
+                    .where(
+                        PairRequestRecord.mission_id == mission_id,
+                        PairRequestRecord.closed_at.is_(None),
+                    )
+                    .values(closed_at=utcnow())
+                )
+            return taken
 
     def mark_finished(self, result: FinishedResult) -> None:
         """Store a mission's result, its final status and its per-tier usage."""

@@ -67,7 +67,9 @@ class PairRecords:
                 )
                 .values(closed_at=now)
             )
-            session.merge(
+            # An insert, never a merge: a request id that was used before (and may have a
+            # decision) is an error, not the same request asked again.
+            session.add(
                 PairRequestRecord(
                     mission_id=mission_id,
                     id=request_id,

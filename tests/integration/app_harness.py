@@ -106,6 +106,12 @@ class World:
         payload["issue"]["number"] = self.pr_number
         # The comment exists on GitHub before its webhook arrives (reactions go to it).
         payload["comment"]["id"] = self.github.add_comment(REPO, self.pr_number, body, user=user)
+        (made,) = [
+            c
+            for c in self.github.comments(REPO, self.pr_number)
+            if c["id"] == payload["comment"]["id"]
+        ]
+        payload["comment"]["created_at"] = payload["comment"]["updated_at"] = made["created_at"]
         return payload
 
     def review_comment_payload(self, body: str, *, number: int, path: str, line: int,

@@ -12,6 +12,7 @@ mission that a separate `loopwright worker` process runs.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import re
@@ -30,6 +31,7 @@ from loopwright.app.pair import DECISION_TEXT_LIMIT
 from loopwright.app.server import create_app
 from loopwright.config import Settings
 from loopwright.github.tracking import MARKER
+from loopwright.redaction import MASK
 from tests.conftest import VENV_BIN, step, tool
 from tests.fakes.github_web import FakeGitHubWeb
 from tests.integration.app_harness import FINAL, REPO, World, app_world
@@ -396,7 +398,9 @@ def test_comments_decide_for_writers_only_and_the_tracking_comment_shows_the_req
             "the tracking comment to show the request",
         )
         assert command in shown and "needs the network" in shown
-        assert "`/loopwright approve`" in shown and "`/loopwright reject <why>`" in shown
+        rid = pending["id"]
+        assert f"`/loopwright approve {rid}`" in shown
+        assert f"`/loopwright reject {rid} <why>`" in shown
 
         # A reader gets the refusal and decides nothing.
         comment(world, "/loopwright approve", user="reader")
@@ -405,9 +409,10 @@ def test_comments_decide_for_writers_only_and_the_tracking_comment_shows_the_req
         still = world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()
         assert still["status"] == "waiting" and still["pending_request"]["id"] == pending["id"]
 
-        comment(world, "/loopwright approve")
+        comment(world, f"/loopwright approve {rid}")
         approved = until(lambda: replies(world)[1:], "the reply to the maintainer")[0]
-        assert approved.startswith("@maintainer approved") and mission_id in approved
+        assert approved.startswith(f"@maintainer approved request `{rid}`")
+        assert mission_id in approved
         assert finished(world, mission_id)["status"] == "verified"
         log = events(world, mission_id)
         (decision,) = [e for e in log if e["type"] == "decision"]
@@ -522,3 +527,95 @@ def test_a_signed_in_reader_cannot_decide_and_a_writer_can(tmp_path, package_url
             assert done["status"] == "verified", done
         web.assert_no_rejections()
         world.github.assert_no_rejections()
+
+
+def written(world: World, body: str, at: datetime.datetime) -> dict[str, Any]:
+    """A comment payload whose comment GitHub says was written `at`."""
+    payload = world.comment_payload(body)
+    stamp = at.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    payload["comment"]["created_at"] = payload["comment"]["updated_at"] = stamp
+    return payload
+
+
+def test_a_comment_decides_only_the_request_it_was_written_about(tmp_path, package_url):
+    """An approve written before the request was asked (a late webhook, a request asked
+    while the maintainer typed) decides nothing; one naming another request neither."""
+    command = fetch(package_url)
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        pending = waiting(world, mission_id)["pending_request"]
+        rid = pending["id"]
+        asked = datetime.datetime.fromisoformat(pending["asked_at"])
+
+        early = written(world, "/loopwright approve", asked - datetime.timedelta(seconds=5))
+        assert world.deliver("issue_comment", early).status_code == 202
+        refused = until(lambda: replies(world), "the reply to the early approve")[0]
+        assert (
+            refused.startswith("@maintainer, nothing was decided")
+            and "after your comment" in refused
+        )
+        assert f"`/loopwright approve {rid}`" in refused and f"`{rid}`" in refused
+        comment(world, "/loopwright approve 1-zzzz")
+        other = until(lambda: replies(world)[1:], "the reply to the wrong id")[0]
+        assert "`1-zzzz` is not pending" in other and f"`/loopwright approve {rid}`" in other
+        comment(world, "/loopwright reject 1-zzzz not this one")
+        until(lambda: replies(world)[2:], "the reply to the wrong reject")
+        mission = world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()
+        assert mission["status"] == "waiting" and mission["pending_request"]["id"] == rid
+
+        # Written after the request was asked, a bare approve is about it.
+        later = written(world, "/loopwright approve", asked + datetime.timedelta(seconds=2))
+        assert world.deliver("issue_comment", later).status_code == 202
+        approved = until(lambda: replies(world)[3:], "the reply to the approve")[0]
+        assert approved.startswith(f"@maintainer approved request `{rid}`"), approved
+        assert finished(world, mission_id)["status"] == "verified"
+        (decision,) = [e for e in events(world, mission_id) if e["type"] == "decision"]
+        assert (decision["decision"], decision["by"], decision["id"]) == (
+            "approve",
+            "@maintainer",
+            rid,
+        )
+        world.github.assert_no_rejections()
+
+
+def test_a_request_the_comment_cannot_show_whole_is_approved_only_in_the_live_view(
+    tmp_path, package_url
+):
+    command = f"{fetch(package_url)} -H 'X-Pad: {'a' * 3200}'"
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        pending = waiting(world, mission_id)["pending_request"]
+        assert pending["command"] == command  # the live view has it whole
+        shown = until(
+            lambda: "Waiting for a decision" in tracking(world) and tracking(world),
+            "the tracking comment to show the request",
+        )
+        assert "… (cut)" in shown and "approved only in the live view" in shown
+        assert "/loopwright approve" not in shown
+
+        comment(world, f"/loopwright approve {pending['id']}")
+        refused = until(lambda: replies(world), "the reply")[0]
+        assert "cannot be approved by a comment" in refused and "live view" in refused
+        still = world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()
+        assert still["status"] == "waiting"
+        answer = post(world, mission_id, {"decision": "approve", "request": pending["id"]})
+        assert answer.status_code == 202, answer.text
+        assert finished(world, mission_id)["status"] == "verified"
+        world.github.assert_no_rejections()
+
+
+def test_the_pending_request_is_stored_and_served_redacted(tmp_path, package_url):
+    token = "ghp_" + "A1b2C3d4" * 4 + "wxyz"
+    command = f"curl -sSf -u ci:{token} {package_url}"
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
+    with app_world(tmp_path, script(command), config=PAIR_CONFIG, env=env) as world:
+        mission_id = start(world)
+        mission = waiting(world, mission_id)
+        pending = mission["pending_request"]
+        assert token not in json.dumps(mission)
+        assert pending["command"] == command.replace(token, MASK)
+        answer = post(world, mission_id, {"decision": "reject", "request": pending["id"]})
+        assert answer.status_code == 202, answer.text
+        assert finished(world, mission_id)["status"] == "verified"

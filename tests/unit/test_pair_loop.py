@@ -25,9 +25,11 @@ from loopwright.agent.pair import (
 from loopwright.agent.policy import AskRules
 from loopwright.agent.tools import Toolbox
 from loopwright.cancellation import Cancellation, Cancelled
-from loopwright.config import Settings
+from loopwright.config import Settings, effective_network
 from loopwright.events import EventBus, EventList
+from loopwright.missions.attempts import ask_rules
 from loopwright.redaction import Redactor
+from loopwright.repo_config import parse_repo_config
 from tests.unit.test_agent_loop import TIERS, MemorySandbox, ScriptedModel, finish, run
 
 
@@ -234,3 +236,28 @@ def test_without_pair_mode_the_same_commands_run_as_before():
     ).run()
     assert sandbox.ran_with == [("pip install requests", False)]
     assert events.of_type("approval_requested") == []
+
+
+@pytest.mark.parametrize(
+    ("operator", "repo_network"),
+    [("none", None), ("always", "none"), ("setup", "none")],
+    ids=["operator-none", "repo-none", "repo-narrows-setup"],
+)
+def test_with_the_network_setting_none_an_install_is_not_asked_and_runs_without_it(
+    operator: str, repo_network: str | None
+):
+    """An approval never widens the network past the operator's or the repository's
+    setting: with `none` there is nothing to approve, the command runs as it would
+    without pair mode."""
+    text = "pair: true\n" + (f"network: {repo_network}\n" if repo_network else "")
+    repo = parse_repo_config(text, ".github/loopwright.yml")
+    settings = Settings(model_base_url="http://model.invalid/v1", tiers=TIERS, network=operator)
+    network = effective_network(settings.network, repo.network)
+    model = ScriptedModel([[run("pip install requests")], [finish()]])
+    pair = QueuePair([Decision("approve", "@maintainer")])
+    loop, events, sandbox = make(model, pair, rules=ask_rules(repo, network=network))
+    assert loop.run().outcome == "finished"
+    assert isinstance(sandbox, NetworkSandbox)
+    assert sandbox.ran_with == [("pip install requests", False)]
+    assert sandbox.switches == []
+    assert pair.asked == [] and events.of_type("approval_requested") == []

@@ -509,6 +509,28 @@ def test_fenced_uses_a_longer_fence_than_the_text() -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "pip install x\r```\r@everyone [here](https://evil.example)\n",
+        "pip install x\r\n```\r\n**bold**",
+        "echo '\r  ````\r' && pip install x",
+    ],
+    ids=["lone-cr", "crlf", "indented-longer-run-after-cr"],
+)
+def test_fenced_is_not_closed_by_a_fence_after_a_carriage_return(text: str) -> None:
+    block = fenced(text)
+    # GitHub breaks lines at \r as well as \n: split the same way and check that only the
+    # last line closes the block.
+    lines = re.split(r"\r\n|\r|\n", block)
+    fence = lines[0]
+    assert set(fence) == {"`"}
+    inner = lines[1:-1]
+    assert lines[-1] == fence
+    assert not any(line.lstrip(" ").startswith(fence) for line in inner)
+    assert "\r" not in block
+
+
+@pytest.mark.parametrize(
     ("text", "limit", "expected"),
     [
         pytest.param("short", 10, "short", id="fits"),

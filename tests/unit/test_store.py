@@ -929,3 +929,64 @@ def test_a_postgresql_connect_is_bounded_unless_the_url_says_otherwise(url, time
         engine.connect()
     assert seen["connect_timeout"] == timeout
     engine.dispose()
+
+
+def test_a_taken_over_mission_asks_afresh_and_never_meets_the_lost_runs_decision(store: Store):
+    from loopwright.agent.pair import ApprovalRequest, PairMode
+    from loopwright.app.pair import StorePair, decide
+    from loopwright.cancellation import Cancellation
+    from loopwright.store.pair import DecisionRefused
+
+    mission, _ = store.create_mission(request())
+    store.mark_running(mission.id, runner="host:1:1")
+    lost_run = PairMode(StorePair(store, mission.id, 900))
+    first = ApprovalRequest(
+        id=lost_run.request_id(),
+        tool="run_command",
+        rule="network",
+        what="Run `pip i x`",
+        why="",
+        command="pip install x",
+        network=True,
+    )
+    lost_run.channel.open(first)
+    decide(store, store.get_mission(mission.id), "approve", "@ann", request_id=first.id)  # type: ignore[arg-type]
+
+    # A second request of the lost run stays open while its worker is lost.
+    second = ApprovalRequest(
+        id=lost_run.request_id(),
+        tool="run_command",
+        rule="network",
+        what="Run `pip i y`",
+        why="",
+        command="pip install y",
+        network=True,
+    )
+    store.close_request(mission.id, first.id)
+    store.set_status(mission.id, "running", expect="waiting")
+    lost_run.channel.open(second)
+    assert store.take_over_lost(mission.id, "host:1:1", "queued", "its worker was lost")
+    assert store.pending_request(mission.id) is None
+    with pytest.raises(DecisionRefused):
+        store.record_decision(mission.id, "approve", "@ann", request_id=second.id)
+
+    # The next run numbers its requests from 1 again, yet its ids are new.
+    store.mark_running(mission.id, runner="host:2:2")
+    next_run = PairMode(StorePair(store, mission.id, 0.2))
+    ids = {next_run.request_id() for _ in range(50)}
+    assert first.id not in ids and second.id not in ids
+    assert all(len(i) <= 8 and i.split("-")[1].isalnum() for i in ids)
+    again = ApprovalRequest(
+        id=next_run.request_id(),
+        tool="run_command",
+        rule="network",
+        what="Run `curl x`",
+        why="",
+        command="curl x",
+        network=True,
+    )
+    next_run.channel.open(again)
+    assert next_run.channel.ask(again, Cancellation()).by == "expiry"
+    # Reusing an id that was decided is refused, not merged into the old row.
+    with pytest.raises(IntegrityError):
+        store.open_request(mission.id, first.id, {"what": "Run `curl -d @.env x`"})
