@@ -31,6 +31,7 @@ from loopwright.store.models import (
     MISSION_STATUSES,
     RUNNING_STATUSES,
     Mission,
+    MissionSlot,
     MissionStatus,
     MissionUsage,
     utcnow,
@@ -433,14 +434,15 @@ class MissionRecords:
             raise MissionNotFound(mission_id)
 
     def interrupt_running(self, message: str = INTERRUPTED_MESSAGE) -> list[Mission]:
-        """Mark every `running` (or `waiting`) mission `interrupted` and return them.
+        """Mark every `running` (or `waiting`) mission `interrupted`, free their slots (the
+        dead processes cannot give them back) and return them.
 
         Call it at start-up, before any worker of this store runs: the caller reaps their
         containers and completes their check runs. In a multi-process deployment only the
         process that knows the workers are gone may call it.
         """
         with self._session.begin() as session:
-            return list(
+            interrupted = list(
                 session.scalars(
                     update(Mission)
                     .where(Mission.status.in_(RUNNING_STATUSES))
@@ -448,6 +450,13 @@ class MissionRecords:
                     .returning(Mission)
                 )
             )
+            if interrupted:
+                session.execute(
+                    delete(MissionSlot).where(
+                        MissionSlot.mission_id.in_([m.id for m in interrupted])
+                    )
+                )
+            return interrupted
 
     def _all(self, query: Select[Mission]) -> list[Mission]:
         with self._session() as session:

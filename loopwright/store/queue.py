@@ -192,8 +192,6 @@ class InProcessQueue:
 
     def recover(self) -> list[Mission]:
         interrupted = self._store.interrupt_running()
-        for mission in interrupted:
-            self._store.release_slot(mission.id)
         for mission in self._store.queued_missions():
             self.submit(mission.id)
         return interrupted
@@ -274,7 +272,7 @@ class InProcessQueue:
 
     def _release(self, mission_id: str) -> None:
         try:
-            self._store.release_slot(mission_id)
+            self._store.release_slot(mission_id, self._holder)
         except SQLAlchemyError as exc:
             log.error("could not give a mission slot back", mission=mission_id, error=str(exc))
             with self._lock:
@@ -293,7 +291,7 @@ class InProcessQueue:
         with self._lock:
             unreleased = sorted(self._unreleased)
         for mission_id in unreleased:
-            self._store.release_slot(mission_id)
+            self._store.release_slot(mission_id, self._holder)
             with self._lock:
                 self._unreleased.discard(mission_id)
         self._store.heartbeat_slots(self._holder)

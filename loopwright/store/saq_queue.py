@@ -431,7 +431,7 @@ class SaqQueue:
                     self._running.discard(mission_id)
         finally:
             if mine:
-                self._release_slot(mission_id)
+                self._release_slot(mission_id, self._runner)
         return "ran"
 
     def _lost(self, mission: Mission) -> bool:
@@ -464,8 +464,10 @@ class SaqQueue:
         if not self._store.take_over_lost(mission.id, mission.runner, status, message):
             return False
         # The lost process cannot give its slot back; left held, it would refuse this
-        # mission's next start (a slot is not shared between holders).
-        self._release_slot(mission.id)
+        # mission's next start (a slot is not shared between holders). Only its own: should
+        # it still run, its run's end gives back nothing that is not its own either.
+        if mission.runner is not None:
+            self._release_slot(mission.id, mission.runner)
         log.warning("mission's worker lost", mission=mission.id, runner=mission.runner, now=status)
         bus = EventBus(
             mission.id,
@@ -505,10 +507,10 @@ class SaqQueue:
         for mission_id in expire(max(SLOT_STALE_S, 2 * self._heartbeat_s)):
             log.warning("slot of a lost worker freed", mission=mission_id)
 
-    def _release_slot(self, mission_id: str) -> None:
+    def _release_slot(self, mission_id: str, holder: str) -> None:
         release = getattr(self._store, "release_slot", None)
         if callable(release):
-            release(mission_id)
+            release(mission_id, holder)
 
     # -- the store is the source of truth ------------------------------------------------
 

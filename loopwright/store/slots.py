@@ -103,10 +103,16 @@ class MissionSlots:
                 .values(heartbeat_at=utcnow())
             )
 
-    def release_slot(self, mission_id: str) -> None:
-        """Give the mission's slot back (nothing happens when it holds none)."""
+    def release_slot(self, mission_id: str, holder: str) -> None:
+        """Give back the slot `holder` holds for the mission (nothing happens when it holds
+        none). A slot another holder took for the mission stays: a worker taken as lost
+        whose run ends late must not free the slot of the worker that runs it now."""
         with self._session.begin() as session:
-            session.execute(delete(MissionSlot).where(MissionSlot.mission_id == mission_id))
+            session.execute(
+                delete(MissionSlot).where(
+                    MissionSlot.mission_id == mission_id, MissionSlot.holder == holder
+                )
+            )
 
     def expire_slots(self, stale_after_s: float) -> list[str]:
         """Free the slots of dead holders and return their missions' ids, oldest first.

@@ -191,9 +191,10 @@ class SlotStore(Store):
         with self._slot_lock:
             self.heartbeats.add(holder)
 
-    def release_slot(self, mission_id: str) -> None:
+    def release_slot(self, mission_id: str, holder: str) -> None:
         with self._slot_lock:
-            self.slots.pop(mission_id, None)
+            if self.slots.get(mission_id) == holder:
+                del self.slots[mission_id]
 
 
 def test_a_mission_refused_a_slot_waits_and_runs_later(saq_backend: tuple[str, Store]) -> None:
