@@ -294,7 +294,9 @@ class InProcessQueue:
             self._store.release_slot(mission_id, self._holder)
             with self._lock:
                 self._unreleased.discard(mission_id)
-        self._store.heartbeat_slots(self._holder)
+        with self._lock:
+            running = sorted(self._running)
+        self._store.heartbeat_slots(self._holder, running)
         expired = self._store.expire_slots(self._stale_after_s)
         if expired:
             log.warning("freed the mission slots of a stopped process", missions=expired)

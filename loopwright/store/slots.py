@@ -12,7 +12,7 @@ gone, else once its heartbeat is older than `stale_after_s`.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
@@ -94,12 +94,16 @@ class MissionSlots:
             )
             return "taken"
 
-    def heartbeat_slots(self, holder: str) -> None:
-        """Say that `holder` is alive: its slots are not stale."""
+    def heartbeat_slots(self, holder: str, mission_ids: Collection[str]) -> None:
+        """Say that `holder` still runs `mission_ids`: their slots are not stale. Only
+        those: a slot the holder could not give back (the database was unreachable) is not
+        renewed by the holder's other missions, so it expires if the holder never frees it."""
+        if not mission_ids:
+            return
         with self._session.begin() as session:
             session.execute(
                 update(MissionSlot)
-                .where(MissionSlot.holder == holder)
+                .where(MissionSlot.holder == holder, MissionSlot.mission_id.in_(mission_ids))
                 .values(heartbeat_at=utcnow())
             )
 

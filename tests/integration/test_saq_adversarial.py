@@ -10,12 +10,13 @@ import datetime
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from saq.queue import Queue
+from sqlalchemy.exc import OperationalError
 from structlog.testing import capture_logs
 
 from loopwright.config import ConfigError
@@ -426,7 +427,7 @@ class StalledHeartbeat(Store):
     def touch_runner(self, mission_id: str, runner: str) -> None:
         pass
 
-    def heartbeat_slots(self, holder: str) -> None:
+    def heartbeat_slots(self, holder: str, mission_ids: Collection[str]) -> None:
         pass
 
 
@@ -480,3 +481,64 @@ def test_a_stale_workers_run_end_does_not_free_the_slot_of_the_worker_that_took_
             a_thread.join(10)
         stalled.close()
         store.close()
+
+
+class FirstReleaseFails(Store):
+    """A store whose database is unreachable for the first slot release only."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.failed: list[str] = []
+
+    def release_slot(self, mission_id: str, holder: str) -> None:
+        if not self.failed:
+            self.failed.append(mission_id)
+            raise OperationalError("DELETE FROM mission_slots", {}, OSError("unreachable"))
+        super().release_slot(mission_id, holder)
+
+
+def test_a_slot_whose_release_failed_is_given_back_while_the_worker_stays_busy(
+    saq_backend: tuple[str, Store],
+) -> None:
+    """A mission ends while the database is briefly unreachable, so its slot is not given
+    back; the worker runs on with another mission, whose heartbeat must not keep that slot
+    alive, and the release is tried again: under a global cap of two, a third mission
+    starts beside the long one instead of waiting for it."""
+    url, plain = saq_backend
+    store = FirstReleaseFails(plain.engine.url.render_as_string(hide_password=False))
+    quick, long, third = _mission_of(store, "1"), _mission_of(store, "2"), _mission_of(store, "3")
+    started: set[str] = set()
+    end_long = threading.Event()
+
+    def run(mission_id: str) -> None:
+        started.add(mission_id)
+        if mission_id == long:
+            end_long.wait(60)
+        store.set_status(mission_id, "verified", expect="running")
+
+    worker = SaqQueue(store, run, 2, url=url, heartbeat_s=3, requeue_s=0.5, global_cap=2)
+    try:
+        worker.start()
+        worker.submit(long)
+        assert _wait(lambda: long in started, 20)
+        worker.submit(quick)
+        assert _wait(lambda: store.get_mission(quick).status == "verified", 20)  # type: ignore[union-attr]
+        assert _wait(lambda: store.failed == [quick], 10)
+        worker.submit(third)
+        assert _wait(lambda: third in started, 15), "the unreleased slot held the third back"
+        end_long.set()
+        assert worker.stop(timeout=10)
+        assert store.slots_held() == 0
+    finally:
+        end_long.set()
+        worker.stop(timeout=10)
+        store.close()
+
+
+def _mission_of(store: Store, digit: str) -> str:
+    request = MissionRequest(
+        trigger="check_run", repo="acme/invoice", clone_url="", head_sha=digit * 40
+    )
+    mission, created = store.create_mission(request)
+    assert created
+    return mission.id

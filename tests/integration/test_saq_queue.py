@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from saq.queue import Queue
 
@@ -187,7 +187,7 @@ class SlotStore(Store):
             self.slots[mission_id] = holder
             return "taken"
 
-    def heartbeat_slots(self, holder: str) -> None:
+    def heartbeat_slots(self, holder: str, mission_ids: Collection[str]) -> None:
         with self._slot_lock:
             self.heartbeats.add(holder)
 

@@ -128,11 +128,23 @@ def test_slots_whose_heartbeat_is_stale_are_freed_and_renewed_ones_kept(store: S
     assert store.acquire_slot("lost-1", 1, silent, 5, None)
     assert store.acquire_slot("lost-2", 2, silent, 5, None)
     time.sleep(0.6)
-    store.heartbeat_slots(beating)
+    store.heartbeat_slots(beating, ["kept"])
     assert sorted(store.expire_slots(0.5)) == ["lost-1", "lost-2"]
     assert store.expire_slots(0.5) == []
     assert store.slots_held() == 1
     assert store.acquire_slot("kept", 1, beating, 1, None)
+
+
+def test_a_heartbeat_renews_only_the_slots_of_the_missions_the_holder_still_runs(store: Store):
+    """A slot its holder failed to give back is not kept alive by the holder's other
+    missions: it expires like a dead holder's."""
+    busy = "a.example:1:1"
+    assert store.acquire_slot("running", 1, busy, 5, None)
+    assert store.acquire_slot("ended-unreleased", 1, busy, 5, None)
+    time.sleep(0.6)
+    store.heartbeat_slots(busy, ["running"])
+    assert store.expire_slots(0.5) == ["ended-unreleased"]
+    assert store.slots_held() == 1
 
 
 def test_slots_of_a_dead_process_on_this_host_are_freed_at_once(store: Store):
