@@ -39,7 +39,7 @@ def hold_intervals(
         start = time.monotonic()
         time.sleep(0.005)
         end = time.monotonic()
-        store.release_slot(mission_id)
+        store.release_slot(mission_id, f"race:{name}")
         held.append((start, end, installation))
     return held
 

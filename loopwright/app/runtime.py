@@ -264,8 +264,6 @@ def start_up_once(
             spacer=write_spacer,
         )
         interrupted = [m.id for m in store.interrupt_running()]
-        for mission_id in interrupted:
-            store.release_slot(mission_id)  # the dead process cannot give them back
         provider.reap_abandoned()
         for mission_id in interrupted:
             log.warning("mission interrupted by a restart", mission=mission_id)

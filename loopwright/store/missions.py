@@ -14,6 +14,7 @@ Without a claim (the CLI's missions) nothing is checked.
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,19 +22,22 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import ColumnElement, Select, Update, and_, delete, func, select, update
+from sqlalchemy import ColumnElement, Select, Update, and_, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.request import MissionRequest
+from loopwright.sandbox.docker.reaper import owner_alive
 from loopwright.store.models import (
     ACTIVE_STATUSES,
     MISSION_STATUSES,
     RUNNING_STATUSES,
     Mission,
+    MissionSlot,
     MissionStatus,
     MissionUsage,
     PairRequestRecord,
+    database_now,
     utcnow,
 )
 
@@ -41,6 +45,9 @@ INTERRUPTED_MESSAGE = "the server stopped while the mission was running"
 CANCEL_REQUESTED = "cancel requested: "
 """How a running mission's `message` starts once someone asked to cancel it; the rest is
 the summary the mission ends with. A running mission has no other message."""
+RUNNER_STALE_S = 60.0
+"""A runner on another host whose heartbeat is older than this is gone (its workers renew
+it every few seconds)."""
 CancelAnswer = Literal["cancelled", "requested", "not_active", "not_found"]
 
 
@@ -445,22 +452,58 @@ class MissionRecords:
         if values and not self._update_mission(mission_id, values, None):
             raise MissionNotFound(mission_id)
 
-    def interrupt_running(self, message: str = INTERRUPTED_MESSAGE) -> list[Mission]:
-        """Mark every `running` (or `waiting`) mission `interrupted` and return them.
+    def interrupt_running(
+        self, message: str = INTERRUPTED_MESSAGE, *, stale_after_s: float = RUNNER_STALE_S
+    ) -> list[Mission]:
+        """Mark `interrupted` every `running` (or `waiting`) mission whose runner is gone,
+        free their slots (the dead processes cannot give them back) and return them.
 
-        Call it at start-up, before any worker of this store runs: the caller reaps their
-        containers and completes their check runs. In a multi-process deployment only the
-        process that knows the workers are gone may call it.
+        Gone: no runner recorded, a process of this host that exited (the process table
+        says), or a runner on another host whose heartbeat is older than `stale_after_s`
+        by the database's clock. A live worker's missions (`loopwright worker` beside a
+        restarted server) run on. The runner is cleared, so a run taken for gone that
+        still writes has its writes refused (`MissionTakenOver`).
+
+        Call it at start-up: the caller reaps their containers and completes their check
+        runs.
         """
+        seen = func.coalesce(Mission.runner_seen_at, Mission.started_at)
+        silent = or_(seen.is_(None), seen < database_now(-stale_after_s))
         with self._session.begin() as session:
-            return list(
-                session.scalars(
-                    update(Mission)
-                    .where(Mission.status.in_(RUNNING_STATUSES))
-                    .values(status="interrupted", message=message, finished_at=utcnow())
-                    .returning(Mission)
+            rows = session.execute(
+                select(Mission.id, Mission.runner, silent).where(
+                    Mission.status.in_(RUNNING_STATUSES)
                 )
-            )
+            ).all()
+            gone = [
+                (mission_id, runner)
+                for mission_id, runner, is_silent in rows
+                if runner is None
+                or not owner_alive(runner)
+                or (not _on_this_host(runner) and is_silent)
+            ]
+            interrupted: list[Mission] = []
+            for mission_id, runner in gone:
+                query = update(Mission).where(
+                    Mission.id == mission_id,
+                    Mission.status.in_(RUNNING_STATUSES),
+                    Mission.runner.is_(None) if runner is None else Mission.runner == runner,
+                )
+                values = {
+                    "status": "interrupted",
+                    "message": message,
+                    "finished_at": utcnow(),
+                    "runner": None,
+                }
+                interrupted += session.scalars(query.values(**values).returning(Mission))
+            if interrupted:
+                # Any holder's: no run of an interrupted mission remains to need it.
+                session.execute(
+                    delete(MissionSlot).where(
+                        MissionSlot.mission_id.in_([m.id for m in interrupted])
+                    )
+                )
+            return interrupted
 
     def _all(self, query: Select[Mission]) -> list[Mission]:
         with self._session() as session:
@@ -484,6 +527,10 @@ class MissionRecords:
         if gone and claim is not None and self.get_mission(mission_id) is not None:
             raise MissionTakenOver(claim)
         return changed
+
+
+def _on_this_host(runner: str) -> bool:
+    return runner.split(":", 1)[0] == socket.gethostname()
 
 
 def _check_status(status: str) -> None:

@@ -27,9 +27,13 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    literal,
 )
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 MissionStatus = Literal[
     "queued",
@@ -94,6 +98,34 @@ class UTCDateTime(TypeDecorator[datetime.datetime]):
 
 def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
+
+
+class database_now(FunctionElement[datetime.datetime]):
+    """The database's clock, `offset_s` seconds later (earlier when negative), as SQL.
+
+    Heartbeats are written and judged stale with it, so processes on hosts whose clocks
+    disagree still agree on how old a heartbeat is. SQLite gets its text in the format
+    SQLAlchemy stores datetimes in (so stored and computed values compare as text);
+    PostgreSQL its `clock_timestamp()` (`now()` is the transaction's start)."""
+
+    type = UTCDateTime()
+    inherit_cache = True
+    name = "database_now"
+
+    def __init__(self, offset_s: float = 0.0) -> None:
+        super().__init__(literal(float(offset_s), Float()))
+
+
+@compiles(database_now, "sqlite")
+def _sqlite_now(element: database_now, compiler: SQLCompiler, **kw: Any) -> str:
+    offset = compiler.process(element.clauses, **kw)
+    return f"strftime('%Y-%m-%d %H:%M:%f000', 'now', ({offset}) || ' seconds')"
+
+
+@compiles(database_now, "postgresql")
+def _postgresql_now(element: database_now, compiler: SQLCompiler, **kw: Any) -> str:
+    offset = compiler.process(element.clauses, **kw)
+    return f"(clock_timestamp() + make_interval(secs => CAST(({offset}) AS double precision)))"
 
 
 class Base(DeclarativeBase):

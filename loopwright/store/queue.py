@@ -79,8 +79,10 @@ class InProcessQueue:
     thread, while missions of other installations go ahead; the dispatcher tries again
     when a mission here ends, when one is submitted, or every `retry_s` seconds (slots
     freed by other processes). Every exit of a claimed mission gives its slot back. A
-    heartbeat thread renews this process's slots every `heartbeat_s` seconds and frees
-    those of dead processes (`expire_slots(stale_after_s)`).
+    heartbeat thread renews the heartbeats of this queue's running missions and their
+    slots every `heartbeat_s` seconds and frees the slots of dead processes
+    (`expire_slots(stale_after_s)`); `recover` interrupts only missions whose runner is
+    gone by the same measure.
 
     A mission whose `run` raises ends as `error` with the exception's message, redacted by
     `redactor` (token-shaped strings by default; pass one built with `Settings.secrets()`).
@@ -191,9 +193,7 @@ class InProcessQueue:
             return sorted(self._running)
 
     def recover(self) -> list[Mission]:
-        interrupted = self._store.interrupt_running()
-        for mission in interrupted:
-            self._store.release_slot(mission.id)
+        interrupted = self._store.interrupt_running(stale_after_s=self._stale_after_s)
         for mission in self._store.queued_missions():
             self.submit(mission.id)
         return interrupted
@@ -274,7 +274,7 @@ class InProcessQueue:
 
     def _release(self, mission_id: str) -> None:
         try:
-            self._store.release_slot(mission_id)
+            self._store.release_slot(mission_id, self._holder)
         except SQLAlchemyError as exc:
             log.error("could not give a mission slot back", mission=mission_id, error=str(exc))
             with self._lock:
@@ -293,10 +293,15 @@ class InProcessQueue:
         with self._lock:
             unreleased = sorted(self._unreleased)
         for mission_id in unreleased:
-            self._store.release_slot(mission_id)
+            self._store.release_slot(mission_id, self._holder)
             with self._lock:
                 self._unreleased.discard(mission_id)
-        self._store.heartbeat_slots(self._holder)
+        with self._lock:
+            running = sorted(self._running)
+        for mission_id in running:
+            # What tells a restarted server on another host that this worker lives.
+            self._store.touch_runner(mission_id, self._runner)
+        self._store.heartbeat_slots(self._holder, running)
         expired = self._store.expire_slots(self._stale_after_s)
         if expired:
             log.warning("freed the mission slots of a stopped process", missions=expired)

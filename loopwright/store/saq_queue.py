@@ -156,6 +156,9 @@ class SaqQueue:
         self._lock = threading.Lock()
         self._connecting = threading.Lock()
         self._running: set[str] = set()
+        self._unreleased: set[str] = set()
+        """Slots whose release failed (the database was unreachable); retried by the
+        re-enqueue loop, and renewed by no heartbeat meanwhile."""
         self._stopping = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
@@ -376,7 +379,7 @@ class SaqQueue:
                 try:
                     self._store.touch_runner(mission_id, self._runner)
                     if callable(heartbeat_slots):
-                        heartbeat_slots(self._runner)
+                        heartbeat_slots(self._runner, [mission_id])
                 except SQLAlchemyError as exc:
                     log.warning("mission heartbeat not stored", mission=mission_id, error=f"{exc}")
 
@@ -431,7 +434,7 @@ class SaqQueue:
                     self._running.discard(mission_id)
         finally:
             if mine:
-                self._release_slot(mission_id)
+                self._release_slot(mission_id, self._runner)
         return "ran"
 
     def _lost(self, mission: Mission) -> bool:
@@ -464,8 +467,10 @@ class SaqQueue:
         if not self._store.take_over_lost(mission.id, mission.runner, status, message):
             return False
         # The lost process cannot give its slot back; left held, it would refuse this
-        # mission's next start (a slot is not shared between holders).
-        self._release_slot(mission.id)
+        # mission's next start (a slot is not shared between holders). Only its own: should
+        # it still run, its run's end gives back nothing that is not its own either.
+        if mission.runner is not None:
+            self._release_slot(mission.id, mission.runner)
         log.warning("mission's worker lost", mission=mission.id, runner=mission.runner, now=status)
         bus = EventBus(
             mission.id,
@@ -505,10 +510,28 @@ class SaqQueue:
         for mission_id in expire(max(SLOT_STALE_S, 2 * self._heartbeat_s)):
             log.warning("slot of a lost worker freed", mission=mission_id)
 
-    def _release_slot(self, mission_id: str) -> None:
+    def _release_slot(self, mission_id: str, holder: str) -> None:
+        """Give a slot back; one that cannot be (the database is unreachable) is retried by
+        the re-enqueue loop: left held, it would keep a place under the caps until it
+        expired."""
         release = getattr(self._store, "release_slot", None)
-        if callable(release):
-            release(mission_id)
+        if not callable(release):
+            return
+        try:
+            release(mission_id, holder)
+        except SQLAlchemyError as exc:
+            log.error("could not give a mission slot back", mission=mission_id, error=f"{exc}")
+            if holder == self._runner:
+                with self._lock:
+                    self._unreleased.add(mission_id)
+
+    def _retry_releases(self) -> None:
+        with self._lock:
+            unreleased = sorted(self._unreleased)
+        for mission_id in unreleased:
+            self._store.release_slot(mission_id, self._runner)
+            with self._lock:
+                self._unreleased.discard(mission_id)
 
     # -- the store is the source of truth ------------------------------------------------
 
@@ -571,6 +594,7 @@ class SaqQueue:
         try:
             missions = self._store.queued_missions()
             if self._run is not None:
+                self._retry_releases()
                 self._expire_slots()
                 missions += [m for m in self._store.running_missions() if self._lost(m)]
             for mission in missions:

@@ -12,7 +12,7 @@ gone, else once its heartbeat is older than `stale_after_s`.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
@@ -94,19 +94,29 @@ class MissionSlots:
             )
             return "taken"
 
-    def heartbeat_slots(self, holder: str) -> None:
-        """Say that `holder` is alive: its slots are not stale."""
+    def heartbeat_slots(self, holder: str, mission_ids: Collection[str]) -> None:
+        """Say that `holder` still runs `mission_ids`: their slots are not stale. Only
+        those: a slot the holder could not give back (the database was unreachable) is not
+        renewed by the holder's other missions, so it expires if the holder never frees it."""
+        if not mission_ids:
+            return
         with self._session.begin() as session:
             session.execute(
                 update(MissionSlot)
-                .where(MissionSlot.holder == holder)
+                .where(MissionSlot.holder == holder, MissionSlot.mission_id.in_(mission_ids))
                 .values(heartbeat_at=utcnow())
             )
 
-    def release_slot(self, mission_id: str) -> None:
-        """Give the mission's slot back (nothing happens when it holds none)."""
+    def release_slot(self, mission_id: str, holder: str) -> None:
+        """Give back the slot `holder` holds for the mission (nothing happens when it holds
+        none). A slot another holder took for the mission stays: a worker taken as lost
+        whose run ends late must not free the slot of the worker that runs it now."""
         with self._session.begin() as session:
-            session.execute(delete(MissionSlot).where(MissionSlot.mission_id == mission_id))
+            session.execute(
+                delete(MissionSlot).where(
+                    MissionSlot.mission_id == mission_id, MissionSlot.holder == holder
+                )
+            )
 
     def expire_slots(self, stale_after_s: float) -> list[str]:
         """Free the slots of dead holders and return their missions' ids, oldest first.

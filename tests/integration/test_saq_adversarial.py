@@ -10,12 +10,13 @@ import datetime
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from saq.queue import Queue
+from sqlalchemy.exc import OperationalError
 from structlog.testing import capture_logs
 
 from loopwright.config import ConfigError
@@ -418,3 +419,126 @@ def test_a_redis_url_with_no_redis_behind_it_fails_the_start_and_says_where(
     finally:
         store.close()
         listener.close()
+
+
+class StalledHeartbeat(Store):
+    """The store as a paused or partitioned worker sees it: its heartbeats never land."""
+
+    def touch_runner(self, mission_id: str, runner: str) -> None:
+        pass
+
+    def heartbeat_slots(self, holder: str, mission_ids: Collection[str]) -> None:
+        pass
+
+
+def test_a_stale_workers_run_end_does_not_free_the_slot_of_the_worker_that_took_over(
+    redis_service, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Worker A (another host) stalls mid-mission; B takes the mission over, frees A's slot,
+    takes its own and runs it again. A's run then ends (refused: taken over) and gives
+    back its slot: only its own may go, or under a global cap of one a second mission
+    would start beside B's."""
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(store_url)
+    store, stalled = Store(store_url), StalledHeartbeat(store_url)
+    a_started, a_end = threading.Event(), threading.Event()
+    b_started, b_end = threading.Event(), threading.Event()
+
+    def run(started: threading.Event, end: threading.Event):  # type: ignore[no-untyped-def]
+        def mission(mid: str) -> None:
+            started.set()
+            end.wait(30)
+            store.set_status(mid, "verified", expect="running")
+
+        return mission
+
+    worker_a = SaqQueue(stalled, run(a_started, a_end), 1, url=redis_service.url,
+                        heartbeat_s=3, global_cap=1)  # fmt: skip
+    worker_a._runner = OTHER_HOST  # a worker of another host
+    worker_b = SaqQueue(store, run(b_started, b_end), 1, url=redis_service.url,
+                        heartbeat_s=3, requeue_s=0.5, global_cap=1)  # fmt: skip
+    a_result: list[str] = []
+    a_thread = threading.Thread(target=lambda: a_result.append(worker_a._take(mission_id)))
+    try:
+        mission_id = _mission(store)
+        a_thread.start()
+        assert a_started.wait(20)
+        worker_b.start()
+        assert b_started.wait(30), "B never took over the stalled worker's mission"
+        a_end.set()  # A's run ends while B's runs on
+        a_thread.join(30)
+        assert a_result == ["ran"]
+        assert store.slots_held() == 1, "A's run end freed the slot B runs under"
+        assert store.acquire_slot("another", None, "host-c.invalid:3:3", 1, None) is None
+        b_end.set()
+        assert _wait(lambda: store.get_mission(mission_id).status == "verified", 20)  # type: ignore[union-attr]
+        assert store.get_mission(mission_id).attempts == 2  # type: ignore[union-attr]
+    finally:
+        a_end.set()
+        b_end.set()
+        worker_b.stop(timeout=10)
+        if a_thread.is_alive():
+            a_thread.join(10)
+        stalled.close()
+        store.close()
+
+
+class FirstReleaseFails(Store):
+    """A store whose database is unreachable for the first slot release only."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.failed: list[str] = []
+
+    def release_slot(self, mission_id: str, holder: str) -> None:
+        if not self.failed:
+            self.failed.append(mission_id)
+            raise OperationalError("DELETE FROM mission_slots", {}, OSError("unreachable"))
+        super().release_slot(mission_id, holder)
+
+
+def test_a_slot_whose_release_failed_is_given_back_while_the_worker_stays_busy(
+    saq_backend: tuple[str, Store],
+) -> None:
+    """A mission ends while the database is briefly unreachable, so its slot is not given
+    back; the worker runs on with another mission, whose heartbeat must not keep that slot
+    alive, and the release is tried again: under a global cap of two, a third mission
+    starts beside the long one instead of waiting for it."""
+    url, plain = saq_backend
+    store = FirstReleaseFails(plain.engine.url.render_as_string(hide_password=False))
+    quick, long, third = _mission_of(store, "1"), _mission_of(store, "2"), _mission_of(store, "3")
+    started: set[str] = set()
+    end_long = threading.Event()
+
+    def run(mission_id: str) -> None:
+        started.add(mission_id)
+        if mission_id == long:
+            end_long.wait(60)
+        store.set_status(mission_id, "verified", expect="running")
+
+    worker = SaqQueue(store, run, 2, url=url, heartbeat_s=3, requeue_s=0.5, global_cap=2)
+    try:
+        worker.start()
+        worker.submit(long)
+        assert _wait(lambda: long in started, 20)
+        worker.submit(quick)
+        assert _wait(lambda: store.get_mission(quick).status == "verified", 20)  # type: ignore[union-attr]
+        assert _wait(lambda: store.failed == [quick], 10)
+        worker.submit(third)
+        assert _wait(lambda: third in started, 15), "the unreleased slot held the third back"
+        end_long.set()
+        assert worker.stop(timeout=10)
+        assert store.slots_held() == 0
+    finally:
+        end_long.set()
+        worker.stop(timeout=10)
+        store.close()
+
+
+def _mission_of(store: Store, digit: str) -> str:
+    request = MissionRequest(
+        trigger="check_run", repo="acme/invoice", clone_url="", head_sha=digit * 40
+    )
+    mission, created = store.create_mission(request)
+    assert created
+    return mission.id

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from saq.queue import Queue
 
@@ -187,13 +187,14 @@ class SlotStore(Store):
             self.slots[mission_id] = holder
             return "taken"
 
-    def heartbeat_slots(self, holder: str) -> None:
+    def heartbeat_slots(self, holder: str, mission_ids: Collection[str]) -> None:
         with self._slot_lock:
             self.heartbeats.add(holder)
 
-    def release_slot(self, mission_id: str) -> None:
+    def release_slot(self, mission_id: str, holder: str) -> None:
         with self._slot_lock:
-            self.slots.pop(mission_id, None)
+            if self.slots.get(mission_id) == holder:
+                del self.slots[mission_id]
 
 
 def test_a_mission_refused_a_slot_waits_and_runs_later(saq_backend: tuple[str, Store]) -> None:

@@ -279,7 +279,7 @@ def test_missions_refused_a_slot_wait_without_busy_looping(store: Store):
     # About five tries a second, each a handful of statements; a busy loop makes thousands.
     assert 0 < len(statements) < 60, statements
     assert statuses(store)[waiting] == "queued"
-    store.release_slot(held)  # the other process finished
+    store.release_slot(held, "elsewhere.example:1:1")  # the other process finished
     wait_for(lambda: statuses(store)[waiting] == "verified")
     assert queue.stop(timeout=10)
 

@@ -78,10 +78,22 @@ def test_the_global_cap_refuses_the_slot_past_it_and_a_release_frees_one(store: 
     assert store.acquire_slot("m2", 2, ELSEWHERE, 2, None)
     assert not store.acquire_slot("m3", 3, ELSEWHERE, 2, None)
     assert store.slots_held() == 2
-    store.release_slot("m1")
-    store.release_slot("m1")  # a second release is a no-op
+    store.release_slot("m1", ELSEWHERE)
+    store.release_slot("m1", ELSEWHERE)  # a second release is a no-op
     assert store.acquire_slot("m3", 3, ELSEWHERE, 2, None)
     assert store.slots_held() == 2
+
+
+def test_a_release_gives_back_only_the_callers_own_slot(store: Store):
+    """A worker taken as lost gives back its slot late, after the mission's slot went to
+    the worker that runs it now: that slot stays, and the global cap with it."""
+    stale, current = "a.example:1:1", "b.example:2:2"
+    assert store.acquire_slot("m1", 1, stale, 1, None) == "taken"
+    store.release_slot("m1", stale)  # the take-over frees the lost holder's slot
+    assert store.acquire_slot("m1", 1, current, 1, None) == "taken"
+    store.release_slot("m1", stale)  # the stale run ends
+    assert store.slots_held() == 1
+    assert store.acquire_slot("m2", 1, "c.example:3:3", 1, None) is None
 
 
 def test_the_installation_cap_holds_one_installation_back_and_not_the_others(store: Store):
@@ -116,11 +128,23 @@ def test_slots_whose_heartbeat_is_stale_are_freed_and_renewed_ones_kept(store: S
     assert store.acquire_slot("lost-1", 1, silent, 5, None)
     assert store.acquire_slot("lost-2", 2, silent, 5, None)
     time.sleep(0.6)
-    store.heartbeat_slots(beating)
+    store.heartbeat_slots(beating, ["kept"])
     assert sorted(store.expire_slots(0.5)) == ["lost-1", "lost-2"]
     assert store.expire_slots(0.5) == []
     assert store.slots_held() == 1
     assert store.acquire_slot("kept", 1, beating, 1, None)
+
+
+def test_a_heartbeat_renews_only_the_slots_of_the_missions_the_holder_still_runs(store: Store):
+    """A slot its holder failed to give back is not kept alive by the holder's other
+    missions: it expires like a dead holder's."""
+    busy = "a.example:1:1"
+    assert store.acquire_slot("running", 1, busy, 5, None)
+    assert store.acquire_slot("ended-unreleased", 1, busy, 5, None)
+    time.sleep(0.6)
+    store.heartbeat_slots(busy, ["running"])
+    assert store.expire_slots(0.5) == ["ended-unreleased"]
+    assert store.slots_held() == 1
 
 
 def test_slots_of_a_dead_process_on_this_host_are_freed_at_once(store: Store):

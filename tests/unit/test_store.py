@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
 from loopwright.request import MissionRequest
 from loopwright.sandbox.claims import ClaimLedger, SandboxClaim
+from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store import (
     Mission,
     MissionNotFound,
@@ -31,6 +35,7 @@ from loopwright.store import (
     migrate,
     open_store,
 )
+from loopwright.store.missions import MissionTakenOver, claimed
 from loopwright.store.models import Base, utcnow
 from loopwright.store.sessions import session_key
 
@@ -990,3 +995,28 @@ def test_a_taken_over_mission_asks_afresh_and_never_meets_the_lost_runs_decision
     # Reusing an id that was decided is refused, not merged into the old row.
     with pytest.raises(IntegrityError):
         store.open_request(mission.id, first.id, {"what": "Run `curl -d @.env x`"})
+
+
+def test_a_restart_interrupts_only_missions_whose_runner_is_gone(store: Store):
+    """Store-only mode: `serve` restarts while `loopwright worker` processes run missions.
+    A mission whose runner lives (another host, heartbeat fresh) runs on and its result
+    lands; one whose runner exited on this host, or went silent elsewhere, is interrupted
+    with its runner cleared, so that run's late result is refused."""
+    live, silent, dead = (store.create_mission(request(n))[0].id for n in range(3))
+    live_claim = store.claim(live, runner="workerhost.invalid:42:9")
+    silent_claim = store.claim(silent, runner="quiet.invalid:7:7")
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert store.claim(dead, runner=owner_id(child.pid)) is not None
+    time.sleep(1.2)
+    store.touch_runner(live, "workerhost.invalid:42:9")
+    assert sorted(m.id for m in store.interrupt_running(stale_after_s=1.0)) == sorted(
+        [silent, dead]
+    )
+    assert store.get_mission(silent).runner is None  # type: ignore[union-attr]
+    with claimed(live_claim):
+        store.mark_finished(MissionResult(live, "verified"))
+    assert store.get_mission(live).status == "verified"  # type: ignore[union-attr]
+    with claimed(silent_claim), pytest.raises(MissionTakenOver):
+        store.mark_finished(MissionResult(silent, "verified"))
+    assert store.get_mission(silent).status == "interrupted"  # type: ignore[union-attr]
