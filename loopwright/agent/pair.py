@@ -81,6 +81,11 @@ class Pair(Protocol):
         """Guidance sent since the last call, oldest first (never blocks)."""
         ...
 
+    def taking_guidance(self, on: bool) -> None:
+        """The loop starts (`on`) or has ended: from here on guidance reaches the model, or
+        would never be read, and whoever sends it is told so."""
+        ...
+
 
 @dataclass
 class PairMode:

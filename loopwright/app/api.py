@@ -21,6 +21,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import File, Response
 
 from loopwright.app.changes import render_changes
+from loopwright.app.pair import takes_guidance
 from loopwright.app.params import (
     check_mission_id,
     check_repo_filter,
@@ -378,12 +379,14 @@ def get_mission(
     `queue_position` is its place in the queue while `queued` (1 runs next), else null;
     `pending_request` is what a `waiting` mission (pair mode) asks a person to decide
     (`id`, `tool`, `rule`, `what`, `why`, `command` or `diff`, `network`, `asked_at`,
-    `expires_at`), else null."""
+    `expires_at`), else null; `takes_guidance` says whether its pair-mode loop runs, so a
+    `redirect` without a pending request reaches the model (else it is refused with 409)."""
     mission = visible_mission(store, viewer, mission_id)
     pending = store.pending_request(mission.id) if mission.status == "waiting" else None
     return {
         **mission_json(mission, queue_positions_of(store, [mission])),
         "pending_request": pending,
+        "takes_guidance": takes_guidance(mission),
     }
 
 

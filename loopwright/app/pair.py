@@ -87,6 +87,9 @@ class StorePair:
             return []
         return [_decision(stored) for stored in taken]
 
+    def taking_guidance(self, on: bool) -> None:
+        self.store.set_pair_loop(self.mission_id, "running" if on else "ended")
+
     def _poll(self, request_id: str) -> Decision | None:
         try:
             stored = self.store.decision_for(self.mission_id, request_id)
@@ -160,4 +163,31 @@ def decide(
             f"mission {mission.id} is {mission.status} and {ended}; decisions and guidance "
             "are taken only while it runs or waits"
         )
+    # Guidance with no request to decide is read by the pair-mode loop alone.
+    if (
+        kind == "redirect"
+        and request_id is None
+        and mission.pair_loop != "running"
+        and store.pending_request(mission.id) is None
+    ):
+        raise DecisionRefused(guidance_refusal(mission))
     return store.record_decision(mission.id, kind, by, text, request_id=request_id)
+
+
+def takes_guidance(mission: Mission) -> bool:
+    """Whether guidance sent now reaches the mission's model: its pair-mode loop runs."""
+    return mission.status in RUNNING_STATUSES and mission.pair_loop == "running"
+
+
+def guidance_refusal(mission: Mission) -> str:
+    if mission.pair_loop == "ended":
+        return (
+            f"mission {mission.id} no longer takes guidance: its loop has ended and the fix "
+            "is being verified or delivered; cancel it, or send guidance with "
+            "`/loopwright retry` or `/loopwright fix <guidance>` once it ends"
+        )
+    return (
+        f"mission {mission.id} does not take guidance: pair mode is not on for it (set "
+        "`pair: true` in .github/loopwright.yml on the default branch), or its loop has not "
+        "started yet"
+    )

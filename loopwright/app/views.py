@@ -28,6 +28,7 @@ from loopwright.app.api import (
     visible_missions,
 )
 from loopwright.app.cancel import csrf_token
+from loopwright.app.pair import takes_guidance
 from loopwright.app.params import valid_repo
 from loopwright.app.stream import StreamTiming, mission_summary
 from loopwright.config import Settings
@@ -117,6 +118,8 @@ def mission_page(
             "tiers": settings.tier_names,
             "csrf": csrf_token(settings, request) if cancellable else "",
             "active": mission.status in ACTIVE_STATUSES,
+            # Send guidance is offered only while the pair-mode loop reads it.
+            "takes_guidance": takes_guidance(mission),
             # A queued mission's page reads its place in the queue this often.
             "queue_poll_ms": max(int(timing.poll_s * 1000), 250),
         },

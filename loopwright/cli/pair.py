@@ -133,6 +133,9 @@ class TerminalPair:
             taken, self._guidance = self._guidance, []
         return taken
 
+    def taking_guidance(self, on: bool) -> None:
+        """Nothing to record: `g` is read only while this process runs the loop."""
+
     # What the mission's thread shows and waits on.
 
     def _poll(self, number: int) -> Decision | None:

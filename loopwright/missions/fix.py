@@ -284,7 +284,14 @@ class FixMission(Mission[MissionResult]):
             ask_rules=ask_rules(repo, network=network) if self.pair_on is not None else None,
             network_on=network_on,
         )
-        return self._adopt(attempts.run())
+        if self.pair_on is None:
+            return self._adopt(attempts.run())
+        self.pair_on.channel.taking_guidance(True)
+        try:
+            end = attempts.run()
+        finally:
+            self.pair_on.channel.taking_guidance(False)
+        return self._adopt(end)
 
     def _adopt(self, end: LoopEnd) -> tuple[str, str]:
         self.result.final_tier = end.loop.escalation.current

@@ -171,6 +171,9 @@ class Mission(Base):
     pr_url: Mapped[str | None] = mapped_column(String(1024))
     tracking_comment_id: Mapped[int | None] = mapped_column(BigInteger)
     """The comment on the pull request that follows the mission (edited in place)."""
+    pair_loop: Mapped[str | None] = mapped_column(String(8))
+    """Pair mode: `running` while the mission's loop takes guidance, `ended` once it has
+    ended; None when its loop never ran with pair mode on."""
     created_at: Mapped[datetime.datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime.datetime | None]
     finished_at: Mapped[datetime.datetime | None]

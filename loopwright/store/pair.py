@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from loopwright.store.models import PairDecisionRecord, PairRequestRecord, utcnow
+from loopwright.store.models import Mission, PairDecisionRecord, PairRequestRecord, utcnow
 
 
 class DecisionRefused(ValueError):
@@ -78,6 +78,12 @@ class PairRecords:
                     closed_at=None,
                 )
             )
+
+    def set_pair_loop(self, mission_id: str, state: str) -> None:
+        """Record that the mission's pair-mode loop is `running` (it takes guidance) or has
+        `ended`, for whichever server process is sent guidance."""
+        with self._session.begin() as session:
+            session.execute(update(Mission).where(Mission.id == mission_id).values(pair_loop=state))
 
     def close_request(self, mission_id: str, request_id: str) -> None:
         """The mission no longer waits on the request (decided, expired or cancelled)."""

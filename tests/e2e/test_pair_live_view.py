@@ -108,10 +108,12 @@ class PairView:
 
 
 @contextmanager
-def pair_view(tmp_path: Any, steps: list[dict[str, Any]]) -> Iterator[PairView]:
+def pair_view(
+    tmp_path: Any, steps: list[dict[str, Any]], config: str = PAIR_CONFIG
+) -> Iterator[PairView]:
     env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN, "LOOPWRIGHT_PAIR_EXPIRY_S": "300"}
     with (
-        app_world(tmp_path, steps, config=PAIR_CONFIG, env=env, serve=False) as world,
+        app_world(tmp_path, steps, config=config, env=env, serve=False) as world,
         uvicorn_in_thread(create_app(world.settings, timing=FAST)) as url,
         httpx.Client(base_url=url, headers=BEARER, timeout=10) as api,
     ):
@@ -185,7 +187,7 @@ def test_guidance_sent_from_the_page_mid_loop_reaches_the_next_model_request(pag
     with pair_view(tmp_path, steps) as view:
         view.open(page)
         page.wait_for_selector("#timeline li[data-tool='run_command']", timeout=WAIT_MS)
-        assert page.locator("#guidance").is_visible()
+        page.wait_for_selector("#guidance", state="visible", timeout=10_000)
         assert page.locator("#approval").is_hidden()
         page.fill("#guidance-text", guidance)
         page.click("#send-guidance")
@@ -201,6 +203,23 @@ def test_guidance_sent_from_the_page_mid_loop_reaches_the_next_model_request(pag
         page.wait_for_selector("#guidance", state="hidden", timeout=10_000)
         assert guidance in request_after_steps(view.world, 2)
         assert guidance not in request_after_steps(view.world, 1)
+        assert page.js_errors == []
+
+
+def test_a_mission_without_pair_mode_offers_no_guidance(page, tmp_path):
+    """Nothing would read guidance sent to it, so the page does not offer to send any."""
+    slow = step(tool("run_command", command="sleep 3"))
+    steps = [step(PLAN), slow, step(EDIT), step(tool("run_command", command="python -m pytest -q")),
+             step(FINISH)]  # fmt: skip
+    config = PAIR_CONFIG.replace("pair: true\n", "")
+    with pair_view(tmp_path, steps, config=config) as view:
+        view.open(page)
+        page.wait_for_selector("#timeline li[data-tool='run_command']", timeout=WAIT_MS)
+        assert view.mission()["status"] == "running"
+        page.wait_for_timeout(1_000)  # the page has asked the server after each stage
+        assert page.locator("#guidance").is_hidden()
+        assert view.wait_for_end(page) == "verified"
+        assert page.locator("#guidance").is_hidden()
         assert page.js_errors == []
 
 

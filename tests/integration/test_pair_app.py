@@ -292,6 +292,9 @@ def test_guidance_while_running_reaches_the_next_model_request(tmp_path, package
             ),
             "the slow command",
         )
+        assert world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()[
+            "takes_guidance"
+        ]
         not_waiting = post(world, mission_id, {"decision": "approve"})
         assert not_waiting.status_code == 409
         assert "not waiting for a decision" in not_waiting.json()["detail"]
@@ -319,6 +322,35 @@ def test_without_pair_in_the_config_the_command_runs_unasked(tmp_path, package_u
         log = events(world, mission_id)
         assert not [e for e in log if e["type"] in ("approval_requested", "decision")]
         assert [r["exit_code"] for r in results_of(log, command)] == [0]
+
+
+def test_guidance_to_a_mission_without_pair_mode_is_refused(tmp_path):
+    """Only the pair-mode loop reads guidance: sent to any other mission it would be
+    accepted and never delivered, so it is refused, in the API and in a comment."""
+    slow = step(tool("run_command", command="sleep 3"))
+    env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
+    steps = [step(PLAN), slow, step(EDIT), step(tool("run_command", command="python -m pytest -q")),
+             step(FINISH)]  # fmt: skip
+    with app_world(tmp_path, steps, env=env) as world:
+        mission_id = start(world)
+        until(
+            lambda: any(
+                e["type"] == "tool_call" and e["args"].get("command") == "sleep 3"
+                for e in events(world, mission_id)
+            ),
+            "the slow command",
+        )
+        mission = world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()
+        assert mission["status"] == "running" and mission["takes_guidance"] is False
+        answer = post(world, mission_id, {"decision": "redirect", "text": "look at totals.py"})
+        assert answer.status_code == 409, answer.text
+        assert "pair mode is not on" in answer.json()["detail"]
+        comment(world, "/loopwright redirect look at totals.py")
+        reply = until(lambda: replies(world), "the reply")[0]
+        assert "nothing was decided" in reply and "pair mode is not on" in reply
+        assert finished(world, mission_id)["status"] == "verified"
+        assert "look at totals.py" not in json.dumps(world.model.requests)
+        assert not [e for e in events(world, mission_id) if e["type"] == "decision"]
 
 
 def test_a_decision_on_a_server_reaches_the_mission_in_a_worker_process(

@@ -1020,3 +1020,30 @@ def test_a_restart_interrupts_only_missions_whose_runner_is_gone(store: Store):
     with claimed(silent_claim), pytest.raises(MissionTakenOver):
         store.mark_finished(MissionResult(silent, "verified"))
     assert store.get_mission(silent).status == "interrupted"  # type: ignore[union-attr]
+
+
+def test_guidance_is_taken_only_while_the_pair_mode_loop_runs(store: Store):
+    from loopwright.app.pair import StorePair, decide, takes_guidance
+    from loopwright.store.pair import DecisionRefused
+
+    mission, _ = store.create_mission(request())
+    store.mark_running(mission.id)
+
+    def send() -> object:
+        return decide(store, store.get_mission(mission.id), "redirect", "dashboard", "see tax.py")  # type: ignore[arg-type]
+
+    # Pair mode off (or its loop not started): nothing would read the guidance.
+    assert not takes_guidance(store.get_mission(mission.id))  # type: ignore[arg-type]
+    with pytest.raises(DecisionRefused, match="pair mode is not on"):
+        send()
+    pair = StorePair(store, mission.id, 900)
+    pair.taking_guidance(True)
+    assert takes_guidance(store.get_mission(mission.id))  # type: ignore[arg-type]
+    send()
+    assert [g.text for g in pair.guidance()] == ["see tax.py"]
+    # Verification and delivery read no guidance.
+    pair.taking_guidance(False)
+    assert not takes_guidance(store.get_mission(mission.id))  # type: ignore[arg-type]
+    with pytest.raises(DecisionRefused, match="its loop has ended"):
+        send()
+    assert store.take_guidance(mission.id) == []

@@ -17,6 +17,8 @@
   var firstTs = null;
   var source = null;
   var ended = false;
+  // Guidance reaches the model only while its pair-mode loop runs; the server says when.
+  var takesGuidance = root.dataset.takesGuidance === "true";
   var live = document.getElementById("live");
 
   var FAILED = { error: 1, failed: 1, unverified: 1, budget_exceeded: 1 };
@@ -138,6 +140,7 @@
 
   // -- per event type ------------------------------------------------------------------
   function onStage(e) {
+    refreshGuidance();
     var li = stages[e.stage];
     var status = e.status || "";
     if (status === "started") {
@@ -559,8 +562,21 @@
     var note = document.getElementById("pair-note");
     pairBox.hidden = approvalBox.hidden && (!guidanceForm || guidanceForm.hidden) && !note.textContent;
   }
+  // A stage starting or ending is when the loop may have started or ended: ask the server
+  // whether the mission takes guidance now.
+  function refreshGuidance() {
+    if (!guidanceForm || ended) return;
+    fetch("/api/missions/" + encodeURIComponent(missionId), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (m) {
+        if (!m) return;
+        takesGuidance = m.takes_guidance === true;
+        updateGuidance(document.getElementById("status").textContent);
+      })
+      .catch(function () { /* the next stage asks again */ });
+  }
   function updateGuidance(status) {
-    if (guidanceForm) guidanceForm.hidden = !(RUNNING[status] && !ended);
+    if (guidanceForm) guidanceForm.hidden = !(RUNNING[status] && !ended && takesGuidance);
     if (!RUNNING[status] && status !== "queued") closeRequest();
     updatePairBox();
   }
