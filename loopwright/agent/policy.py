@@ -458,6 +458,10 @@ class AskRules:
     whose count the text does not show, asks too."""
     ask_paths: tuple[str, ...] = ()
     """Globs (the repository config's `ask_paths`) whose files are only changed on approval."""
+    network_isolated: bool = True
+    """Whether the sandbox can attach the network for one approved command (Docker). The
+    local sandbox runs every command on the host's network: a network command still asks,
+    but approving it attaches nothing, and the request says so."""
     outside_scope: bool = True
     """Changing a file outside the fix's scope (the failing tests' files, the files their
     tracebacks name, and what those import) asks, at the latest when the model finishes."""
@@ -484,10 +488,17 @@ def check_ask(command: str, rules: AskRules, *, network_on: bool = False) -> Ask
     if rules.network and not network_on:
         for words in simple:
             if uses_network(words):
+                shown = shorten_command(shlex.join(words))
+                if not rules.network_isolated:
+                    return Ask(
+                        "network",
+                        f"`{shown}` reaches the network; the local sandbox has no network "
+                        "isolation, so it runs on the host's network",
+                    )
                 return Ask(
                     "network",
-                    f"`{shorten_command(shlex.join(words))}` needs the network, which the "
-                    "sandbox does not have while the model works",
+                    f"`{shown}` needs the network, which the sandbox does not have while the "
+                    "model works",
                     network=True,
                 )
     removed = _removal_count(simple)

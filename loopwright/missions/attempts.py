@@ -271,18 +271,20 @@ def _scope_of(before: SuiteRun, base: Path) -> frozenset[str] | None:
     )
 
 
-def ask_rules(repo: RepoConfig, *, network: NetworkMode) -> AskRules:
+def ask_rules(repo: RepoConfig, *, network: NetworkMode, isolated: bool = True) -> AskRules:
     """Pair mode's classes of actions that ask first, as the repository config sets them.
 
     `network` is the mission's sandbox network (`effective_network`). With `none` a
     command that needs the network is not asked about: an approval would attach a network
     the operator's or the repository's setting forbids, so the command runs without one, as
-    it does without pair mode.
+    it does without pair mode. `isolated` is False for the local sandbox, which cannot
+    attach a network to one command.
     """
     return AskRules(
         network=repo.ask_network and network != "none",
         max_removals=repo.ask_removals,
         ask_paths=repo.ask_paths,
+        network_isolated=isolated,
         outside_scope=repo.ask_outside_scope,
     )
 

@@ -281,7 +281,11 @@ class FixMission(Mission[MissionResult]):
             events=self.events,
             agent_loop=self.agent_loop,
             records=self.result.attempts,
-            ask_rules=ask_rules(repo, network=network) if self.pair_on is not None else None,
+            ask_rules=(
+                ask_rules(repo, network=network, isolated=self.settings.sandbox != "local")
+                if self.pair_on is not None
+                else None
+            ),
             network_on=network_on,
         )
         if self.pair_on is None:

@@ -130,8 +130,10 @@ def test_approve_in_the_page_runs_the_command_and_the_mission_verifies(page, tmp
         view.open(page)
         pending = view.wait_until_waiting(page)
         assert page.locator("#approval-action").inner_text() == command
-        assert "needs the network" in page.locator("#approval-why").inner_text()
-        assert "attaches the network" in page.locator("#approval-network").inner_text()
+        assert "no network isolation" in page.locator("#approval-why").inner_text()
+        assert page.locator("#approval-network").inner_text() == (
+            "Approving does not attach the network."
+        )
         assert "expires at" in page.locator("#approval-expires").inner_text()
         assert page.locator("#status").inner_text() == "waiting"
         # The log says it too, the command escaped as text.

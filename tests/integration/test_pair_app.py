@@ -164,8 +164,10 @@ def test_an_approved_network_command_runs_and_the_mission_verifies(tmp_path, pac
         mission = waiting(world, mission_id)
         pending = mission["pending_request"]
         assert pending["command"] == command and pending["rule"] == "network"
-        assert pending["network"] is True and pending["tool"] == "run_command"
-        assert "needs the network" in pending["why"]
+        # The local sandbox runs on the host's network: approving attaches nothing, and the
+        # request says so rather than promise a network for this command alone.
+        assert pending["network"] is False and pending["tool"] == "run_command"
+        assert "the local sandbox has no network isolation" in pending["why"]
         assert pending["expires_at"] > pending["asked_at"]
         calls = len(world.model.requests)
 
@@ -429,7 +431,7 @@ def test_comments_decide_for_writers_only_and_the_tracking_comment_shows_the_req
             lambda: "Waiting for a decision" in tracking(world) and tracking(world),
             "the tracking comment to show the request",
         )
-        assert command in shown and "needs the network" in shown
+        assert command in shown and "reaches the network" in shown
         rid = pending["id"]
         assert f"`/loopwright approve {rid}`" in shown
         assert f"`/loopwright reject {rid} <why>`" in shown

@@ -174,7 +174,9 @@ def test_approved_install_runs_and_the_mission_verifies(pair_fix):
     assert "■ verified" in terminal.text
     events = read_events(events_path)
     (asked,) = [e for e in events if e["type"] == "approval_requested"]
-    assert asked["command"] == "pip install httpx" and asked["network"] is True
+    assert asked["command"] == "pip install httpx" and asked["network"] is False
+    assert "runs on the host's network" in asked["why"]
+    assert "network attached" not in terminal.text
     (decided,) = [e for e in events if e["type"] == "decision"]
     assert decided["decision"] == "approve" and decided["by"] == "terminal"
     assert decided["id"] == asked["id"]

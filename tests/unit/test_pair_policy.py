@@ -72,6 +72,15 @@ def test_network_commands_do_not_ask_when_the_sandbox_keeps_its_network():
     assert check_ask("pip install requests", RULES, network_on=True) is None
 
 
+def test_without_network_isolation_a_network_command_asks_but_attaches_nothing():
+    ask = check_ask("pip install requests", AskRules(network_isolated=False))
+    assert ask is not None and (ask.rule, ask.network) == ("network", False)
+    assert ask.reason == (
+        "`pip install requests` reaches the network; the local sandbox has no network "
+        "isolation, so it runs on the host's network"
+    )
+
+
 def test_each_class_can_be_turned_off():
     assert check_ask("pip install x", AskRules(network=False)) is None
     assert check_ask("rm a b c d e", AskRules(max_removals=10)) is None
