@@ -1,13 +1,11 @@
 """How far this host's clock is from the clocks other hosts' timestamps are read against.
 
-A queue's worker takes a mission as lost when its runner's heartbeat in the store
-(`Mission.runner_seen_at`, written by the runner's host) is older than the heartbeat by
-this host's clock, and frees slots the same way; SAQ's sweep compares a job's `touched`
-(the worker's clock) with the sweeper's. Hosts whose clocks are apart by a good part of
-`LOOPWRIGHT_QUEUE_HEARTBEAT_S` take live workers for dead ones and run their missions a
-second time. There is no shared clock to read every timestamp from without a redesign, so
-a worker measures its clock against the database's and the queue's at start (and now and
-then after) and refuses to run beside them when they are too far apart.
+The store's heartbeats (`Mission.runner_seen_at`, the slots' `heartbeat_at`) are stamped
+and judged by the database's clock (`models.database_now`), but SAQ's sweep compares a
+job's `touched` (the worker's clock) with the sweeper's: hosts whose clocks are apart by a
+good part of `LOOPWRIGHT_QUEUE_HEARTBEAT_S` have live jobs swept. So a worker measures its
+clock against the database's and the queue's at start (and now and then after) and
+refuses to run beside them when they are too far apart.
 
 The verdict (`judge_clocks`) is a pure function of the readings, so it is tested with
 readings of any skew; `read_*` take the readings.

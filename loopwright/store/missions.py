@@ -321,7 +321,7 @@ class MissionRecords:
             "attempts": Mission.attempts + 1,
             "message": None,
             "runner": runner,
-            "runner_seen_at": utcnow(),
+            "runner_seen_at": database_now(),
         }
         query = (
             update(Mission)
@@ -347,7 +347,8 @@ class MissionRecords:
             raise MissionTakenOver(claim)
 
     def touch_runner(self, mission_id: str, runner: str) -> None:
-        """The runner's heartbeat: it still runs the mission."""
+        """The runner's heartbeat: it still runs the mission. Stamped with the database's
+        clock, which `runner_silent` judges it by, so hosts' clocks do not matter."""
         with self._session.begin() as session:
             session.execute(
                 update(Mission)
@@ -356,8 +357,22 @@ class MissionRecords:
                     Mission.status.in_(RUNNING_STATUSES),
                     Mission.runner == runner,
                 )
-                .values(runner_seen_at=utcnow())
+                .values(runner_seen_at=database_now())
             )
+
+    def runner_silent(self, mission_id: str, runner: str | None, stale_after_s: float) -> bool:
+        """Whether `runner` still runs the mission (`running` or `waiting`) without a
+        heartbeat (or a start) for `stale_after_s` seconds by the database's clock. False
+        when the mission is no longer that runner's."""
+        seen = func.coalesce(Mission.runner_seen_at, Mission.started_at)
+        runs = Mission.runner.is_(None) if runner is None else Mission.runner == runner
+        with self._session() as session:
+            silent = session.scalar(
+                select(or_(seen.is_(None), seen < database_now(-stale_after_s))).where(
+                    Mission.id == mission_id, Mission.status.in_(RUNNING_STATUSES), runs
+                )
+            )
+        return bool(silent)
 
     def take_over_lost(
         self, mission_id: str, runner: str | None, status: MissionStatus, message: str

@@ -64,7 +64,7 @@ from loopwright.store.clocks import (
     read_clock,
     read_database_clock,
 )
-from loopwright.store.models import RUNNING_STATUSES, Mission, MissionStatus, utcnow
+from loopwright.store.models import RUNNING_STATUSES, Mission, MissionStatus
 from loopwright.store.queue import LostMission, run_claimed
 from loopwright.store.repository import Store
 from loopwright.store.slots import SlotGrant
@@ -439,15 +439,15 @@ class SaqQueue:
 
     def _lost(self, mission: Mission) -> bool:
         """Whether the process running `mission` is gone: on this host the process table
-        says; elsewhere, its heartbeat in the store stopped for `heartbeat_s`. (Not SAQ's
-        own view alone: its sweep can put back the job of a live worker.)"""
+        says; elsewhere, its heartbeat in the store stopped for `heartbeat_s` by the
+        database's clock, which also stamped it, so no two hosts' clocks are compared.
+        (Not SAQ's own view alone: its sweep can put back the job of a live worker.)"""
         runner = mission.runner
         if runner == self._runner:
             return False
         if runner is not None and runner.split(":", 1)[0] == socket.gethostname():
             return not owner_alive(runner)
-        seen = mission.runner_seen_at or mission.started_at
-        return seen is None or (utcnow() - seen).total_seconds() > self._heartbeat_s
+        return self._store.runner_silent(mission.id, runner, self._heartbeat_s)
 
     def _take_over(self, mission: Mission) -> bool:
         """Move a lost mission back to `queued` (True: run it now) or, lost before, to
@@ -543,7 +543,7 @@ class SaqQueue:
                 checked = time.monotonic()
                 self._check_clocks(at_start=False)
 
-    # -- clocks: `_lost` and the slots compare this host's clock with other hosts' -------
+    # -- clocks: SAQ's sweep compares this host's clock with other hosts' ---------------
 
     def _check_clocks(self, *, at_start: bool) -> None:
         """Measure the skew against the database and the queue: too large refuses the

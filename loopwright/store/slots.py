@@ -11,7 +11,6 @@ gone, else once its heartbeat is older than `stale_after_s`.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -20,7 +19,7 @@ from sqlalchemy import delete, func, or_, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.sandbox.docker.reaper import owner_alive
-from loopwright.store.models import Mission, MissionSlot, utcnow
+from loopwright.store.models import Mission, MissionSlot, database_now
 
 SLOT_LOCK_KEY = 0x6C77_736C_6F74  # "lwslot": the PostgreSQL advisory lock of the slots
 """Every transaction that takes a slot holds this lock, and nothing else takes it."""
@@ -65,7 +64,7 @@ class MissionSlots:
         if installation_cap is not None and installation_cap < 1:
             raise ValueError(f"installation_cap must be at least 1 or None, not {installation_cap}")
         with self._slot_lock() as session:
-            now = utcnow()
+            now = database_now()  # heartbeats are judged by the database's clock too
             mine = session.get(MissionSlot, mission_id)
             if mine is not None:
                 if mine.holder != holder:
@@ -104,7 +103,7 @@ class MissionSlots:
             session.execute(
                 update(MissionSlot)
                 .where(MissionSlot.holder == holder, MissionSlot.mission_id.in_(mission_ids))
-                .values(heartbeat_at=utcnow())
+                .values(heartbeat_at=database_now())
             )
 
     def release_slot(self, mission_id: str, holder: str) -> None:
@@ -123,9 +122,10 @@ class MissionSlots:
 
         A holder is dead when it named a process on this host that is gone (or whose pid now
         belongs to another process), or when it has not renewed its slots for
-        `stale_after_s` seconds (a holder on another host, or one that hangs).
+        `stale_after_s` seconds by the database's clock (a holder on another host, or one
+        that hangs).
         """
-        cutoff = utcnow() - datetime.timedelta(seconds=stale_after_s)
+        cutoff = database_now(-stale_after_s)
         with self._session.begin() as session:
             holders = session.scalars(select(MissionSlot.holder).distinct()).all()
             dead = [h for h in holders if not owner_alive(h)]

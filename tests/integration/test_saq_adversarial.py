@@ -542,3 +542,48 @@ def _mission_of(store: Store, digit: str) -> str:
     mission, created = store.create_mission(request)
     assert created
     return mission.id
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_hosts_whose_clocks_pass_the_start_check_do_not_take_each_others_live_work_for_lost(
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """Host A's clock runs 1.4 s behind, B's 1.4 s ahead: each passes the start-up check
+    (under half of a 3 s heartbeat), yet by host clocks A's fresh heartbeat (of its
+    mission and of its slot) looks 2.8 s old to B at once. Heartbeats are stamped and
+    judged by the database's clock, so half a second later B still sees A alive."""
+    if database == "sqlite":
+        store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    else:
+        store_url = request.getfixturevalue("postgres_url")
+    migrate(store_url)
+    store = Store(store_url)
+    modules = ("loopwright.store.missions", "loopwright.store.slots", "loopwright.store.saq_queue")
+
+    def host_clock(skew_s: float) -> None:
+        for module in modules:
+            monkeypatch.setattr(
+                f"{module}.utcnow", lambda: utcnow() + datetime.timedelta(seconds=skew_s),
+                raising=False,
+            )  # fmt: skip
+
+    try:
+        mission_id = _mission(store)
+        host_clock(-1.4)  # host A claims, takes its slot and beats
+        assert store.acquire_slot(mission_id, None, OTHER_HOST, 1, None) == "taken"
+        assert store.claim(mission_id, runner=OTHER_HOST) is not None
+        store.touch_runner(mission_id, OTHER_HOST)
+        store.heartbeat_slots(OTHER_HOST, [mission_id])
+        time.sleep(0.5)
+        host_clock(+1.4)  # host B judges
+        judge = SaqQueue(store, lambda m: None, 1, url="redis://unused.invalid:1/0",
+                         heartbeat_s=3)  # fmt: skip
+        mission = store.get_mission(mission_id)
+        assert mission is not None
+        assert not judge._lost(mission), "B took A's live mission for lost"
+        assert store.expire_slots(3) == [], "B freed A's live slot"
+        time.sleep(3)  # A really stops beating
+        assert judge._lost(mission)
+        assert store.expire_slots(3) == [mission_id]
+    finally:
+        store.close()

@@ -353,3 +353,31 @@ def test_the_global_cap_holds_across_two_processes_on_one_sqlite_file(url: str, 
     assert set(statuses(store).values()) == {"verified"}
     assert all(m.attempts == 1 for m in store.list_missions())
     assert store.slots_held() == 0
+
+
+def test_a_live_workers_mission_survives_a_restarted_servers_recover(store: Store):
+    """Store-only mode: a `loopwright worker` runs a mission past the stale limit; its
+    queue renews the mission's heartbeat, so a server's `recover` leaves it running."""
+    (mission_id,) = create(store, 1)
+    release = threading.Event()
+
+    def run(mid: str) -> None:
+        release.wait(20)
+        store.set_status(mid, "verified", expect="running")
+
+    worker = InProcessQueue(store, run, concurrency=1, heartbeat_s=0.1, stale_after_s=0.5)
+    worker._runner = "workerhost.invalid:42:9"  # a worker of another host
+    try:
+        worker.start()
+        worker.submit(mission_id)
+        wait_for(lambda: statuses(store)[mission_id] == "running")
+        time.sleep(1.0)
+        server = InProcessQueue(
+            store, finisher(store), concurrency=1, heartbeat_s=0.1, stale_after_s=0.5
+        )
+        assert server.recover() == []
+        release.set()
+        wait_for(lambda: statuses(store)[mission_id] == "verified")
+    finally:
+        release.set()
+        assert worker.stop(timeout=10)
