@@ -155,6 +155,23 @@ def cli_env(root: Path, server: Any, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def pair_lines(
+    repo: Path, server: Any, root: Path, answers: str, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`loopwright fix --pair --pair-lines` with `answers` on stdin; the run and its events."""
+    events_path = root / "events.ndjson"
+    run = subprocess.run(
+        fix_argv(repo, events_path, "--pair-lines"),
+        input=answers,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cli_env(root, server, {}),
+        timeout=timeout,
+    )
+    return run, events_path
+
+
 def user_messages(request: dict[str, Any]) -> str:
     return "\n".join(str(m.get("content")) for m in request["messages"] if m["role"] == "user")
 
@@ -275,16 +292,7 @@ def test_pair_lines_answer_from_a_pipe_and_its_end_rejects_the_rest(
 ):
     repo = example_repo("python-invoice")
     server = scripted([step(PLAN), step(INSTALL), step(INSTALL), step(EDIT), step(FINISH)])
-    events_path = tmp_path / "events.ndjson"
-    run = subprocess.run(
-        fix_argv(repo, events_path, "--pair-lines"),
-        input="n we vendor our dependencies\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=cli_env(tmp_path, server, {}),
-        timeout=120,
-    )
+    run, events_path = pair_lines(repo, server, tmp_path, "n we vendor our dependencies\n")
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
     assert "Stdin is closed, so nobody can approve it: rejected." in run.stderr
@@ -304,15 +312,8 @@ def test_a_file_a_command_wrote_outside_the_scope_waits_at_finish(example_repo, 
     )
     undo = tool("run_command", command="rm CHANGELOG.md")
     server = scripted([step(PLAN), step(EDIT), step(note), step(FINISH), step(undo), step(FINISH)])
-    events_path = tmp_path / "events.ndjson"
-    run = subprocess.run(
-        fix_argv(repo, events_path, "--pair-lines"),
-        input="n keep the change to the fix\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=cli_env(tmp_path, server, {}),
-        timeout=180,
+    run, events_path = pair_lines(
+        repo, server, tmp_path, "n keep the change to the fix\n", timeout=180
     )
     assert run.returncode == 0, run.stderr
     events = read_events(events_path)

@@ -13,18 +13,14 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
-from loopwright.agent.budget import Budget
 from loopwright.agent.change_review import ChangeReview, sections
-from loopwright.agent.context import Conversation
 from loopwright.agent.loop import AgentLoop
-from loopwright.agent.pair import Decision, PairMode
+from loopwright.agent.pair import Decision
 from loopwright.agent.policy import AskRules
-from loopwright.agent.tools import Toolbox
-from loopwright.config import Settings
-from loopwright.events import EventBus, EventList
-from loopwright.redaction import Redactor
-from tests.unit.test_agent_loop import TIERS, ScriptedModel, finish, run
+from loopwright.events import EventList
+from tests.unit.test_agent_loop import ScriptedModel, finish, run
 from tests.unit.test_pair_loop import NetworkSandbox, QueuePair
+from tests.unit.test_pair_loop import make as make_loop
 
 BASE = {
     "invoice/totals.py": b"def total():\n    return 1\n",
@@ -69,25 +65,11 @@ def make(
     sandbox = NetworkSandbox()
     sandbox.files.update(BASE)
     sandbox.on_exec = lambda command: effects.get(command, lambda _: None)(sandbox.files)
-    config = Settings(model_base_url="http://model.invalid/v1", tiers=TIERS)
-    events = EventList()
     model = ScriptedModel(turns)
     pair = QueuePair(decisions)
     changes = ChangeReview(lambda: git_patch(BASE, sandbox.files), rules, SCOPE)
-    loop = AgentLoop(
-        settings=config,
-        model=model,
-        toolbox=Toolbox(
-            sandbox,
-            command_timeout_s=30,
-            protected_paths=(".github/**",),
-            ask_rules=rules,
-            review=changes if review else None,
-        ),
-        conversation=Conversation(system="sys", task="fix it", context_tokens=64_000),
-        budget=Budget(config),
-        events=EventBus("m-review", [events], Redactor()),
-        pair=PairMode(pair, always=True),
+    loop, events, _ = make_loop(
+        model, pair, rules=rules, sandbox=sandbox, review=changes if review else None
     )
     return loop, events, model, pair
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from loopwright.agent.budget import Budget
+from loopwright.agent.change_review import ChangeReview
 from loopwright.agent.context import Conversation
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.pair import (
@@ -84,6 +85,7 @@ def make(
     *,
     rules: AskRules | None = None,
     sandbox: MemorySandbox | None = None,
+    review: ChangeReview | None = None,
 ) -> tuple[AgentLoop, EventList, MemorySandbox]:
     config = Settings(model_base_url="http://model.invalid/v1", tiers=TIERS)
     sandbox = sandbox or NetworkSandbox()
@@ -96,6 +98,7 @@ def make(
             command_timeout_s=30,
             protected_paths=(".github/**",),
             ask_rules=rules or AskRules(ask_paths=("migrations/**",)),
+            review=review,
         ),
         conversation=Conversation(system="sys", task="fix it", context_tokens=64_000),
         budget=Budget(config),

@@ -19,6 +19,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import event, inspect, text, update
 from sqlalchemy.exc import IntegrityError, StatementError
 
+from loopwright.agent.pair import ApprovalRequest
 from loopwright.config import ConfigError, Settings
 from loopwright.events import EventBus, EventList
 from loopwright.missions.result import MissionResult
@@ -937,8 +938,20 @@ def test_a_postgresql_connect_is_bounded_unless_the_url_says_otherwise(url, time
     engine.dispose()
 
 
+def _network_request(request_id: str, command: str) -> ApprovalRequest:
+    return ApprovalRequest(
+        id=request_id,
+        tool="run_command",
+        rule="network",
+        what=f"Run `{command}`",
+        why="",
+        command=command,
+        network=True,
+    )
+
+
 def test_a_taken_over_mission_asks_afresh_and_never_meets_the_lost_runs_decision(store: Store):
-    from loopwright.agent.pair import ApprovalRequest, PairMode
+    from loopwright.agent.pair import PairMode
     from loopwright.app.pair import StorePair, decide
     from loopwright.cancellation import Cancellation
     from loopwright.store.pair import DecisionRefused
@@ -946,28 +959,12 @@ def test_a_taken_over_mission_asks_afresh_and_never_meets_the_lost_runs_decision
     mission, _ = store.create_mission(request())
     store.mark_running(mission.id, runner="host:1:1")
     lost_run = PairMode(StorePair(store, mission.id, 900))
-    first = ApprovalRequest(
-        id=lost_run.request_id(),
-        tool="run_command",
-        rule="network",
-        what="Run `pip i x`",
-        why="",
-        command="pip install x",
-        network=True,
-    )
+    first = _network_request(lost_run.request_id(), "pip install x")
     lost_run.channel.open(first)
     decide(store, store.get_mission(mission.id), "approve", "@ann", request_id=first.id)  # type: ignore[arg-type]
 
     # A second request of the lost run stays open while its worker is lost.
-    second = ApprovalRequest(
-        id=lost_run.request_id(),
-        tool="run_command",
-        rule="network",
-        what="Run `pip i y`",
-        why="",
-        command="pip install y",
-        network=True,
-    )
+    second = _network_request(lost_run.request_id(), "pip install y")
     store.close_request(mission.id, first.id)
     store.set_status(mission.id, "running", expect="waiting")
     lost_run.channel.open(second)
@@ -982,15 +979,7 @@ def test_a_taken_over_mission_asks_afresh_and_never_meets_the_lost_runs_decision
     ids = {next_run.request_id() for _ in range(50)}
     assert first.id not in ids and second.id not in ids
     assert all(len(i) <= 8 and i.split("-")[1].isalnum() for i in ids)
-    again = ApprovalRequest(
-        id=next_run.request_id(),
-        tool="run_command",
-        rule="network",
-        what="Run `curl x`",
-        why="",
-        command="curl x",
-        network=True,
-    )
+    again = _network_request(next_run.request_id(), "curl x")
     next_run.channel.open(again)
     assert next_run.channel.ask(again, Cancellation()).by == "expiry"
     # Reusing an id that was decided is refused, not merged into the old row.
