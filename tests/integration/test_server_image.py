@@ -29,7 +29,8 @@ docker = pytest.importorskip("docker")
 
 from loopwright.sandbox.docker.engine import OWNER_LABEL  # noqa: E402
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# One worker runs the whole module, so the image is built once, not once per xdist worker.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.xdist_group("server_image")]
 
 SOCKET = "/var/run/docker.sock"
 LABEL_FORMAT = f'{{{{index .Config.Labels "{OWNER_LABEL}"}}}}'
