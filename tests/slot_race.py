@@ -37,7 +37,8 @@ def hold_intervals(
             time.sleep(0.001)
             continue
         start = time.monotonic()
-        time.sleep(0.005)
+        # Long beside a slot query, so racers on a loaded machine still overlap.
+        time.sleep(0.05)
         end = time.monotonic()
         store.release_slot(mission_id, f"race:{name}")
         held.append((start, end, installation))
