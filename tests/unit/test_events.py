@@ -167,7 +167,7 @@ def _lines(make, count):
 )
 def test_a_large_edit_is_summarised_quickly_with_the_right_counts(old, new, counts):
     arguments = json.dumps({"path": "big.py", "old": old, "new": new})
-    started = time.process_time()  # CPU time: a busy machine cannot fail it
+    started = time.thread_time()  # this thread's CPU time: a busy machine cannot fail it
     summary = describe_call("edit_file", arguments).summary
-    assert time.process_time() - started < 1
+    assert time.thread_time() - started < 1
     assert summary == f"Edited big.py ({counts})"
