@@ -279,21 +279,30 @@ def test_a_redirect_refuses_the_command_and_the_model_gets_the_guidance(tmp_path
         assert PACKAGE not in seen
 
 
+def slow_steps() -> list[dict[str, Any]]:
+    """Plan, a 3-second command (the loop is busy: a window to send guidance), the fix."""
+    slow = step(tool("run_command", command="sleep 3"))
+    test = step(tool("run_command", command="python -m pytest -q"))
+    return [step(PLAN), slow, step(EDIT), test, step(FINISH)]
+
+
+def wait_for_slow_command(world: World, mission_id: str) -> None:
+    until(
+        lambda: any(
+            e["type"] == "tool_call" and e["args"].get("command") == "sleep 3"
+            for e in events(world, mission_id)
+        ),
+        "the slow command",
+    )
+
+
 def test_guidance_while_running_reaches_the_next_model_request(tmp_path, package_url):
     """Guidance needs no pending request; approve and reject do."""
-    slow = step(tool("run_command", command="sleep 3"))
     env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN, "LOOPWRIGHT_PAIR_EXPIRY_S": "60"}
-    steps = [step(PLAN), slow, step(EDIT), step(tool("run_command", command="python -m pytest -q")),
-             step(FINISH)]  # fmt: skip
+    steps = slow_steps()
     with app_world(tmp_path, steps, config=PAIR_CONFIG, env=env) as world:
         mission_id = start(world)
-        until(
-            lambda: any(
-                e["type"] == "tool_call" and e["args"].get("command") == "sleep 3"
-                for e in events(world, mission_id)
-            ),
-            "the slow command",
-        )
+        wait_for_slow_command(world, mission_id)
         assert world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()[
             "takes_guidance"
         ]
@@ -329,19 +338,11 @@ def test_without_pair_in_the_config_the_command_runs_unasked(tmp_path, package_u
 def test_guidance_to_a_mission_without_pair_mode_is_refused(tmp_path):
     """Only the pair-mode loop reads guidance: sent to any other mission it would be
     accepted and never delivered, so it is refused, in the API and in a comment."""
-    slow = step(tool("run_command", command="sleep 3"))
     env = {"LOOPWRIGHT_DASHBOARD_TOKEN": TOKEN}
-    steps = [step(PLAN), slow, step(EDIT), step(tool("run_command", command="python -m pytest -q")),
-             step(FINISH)]  # fmt: skip
+    steps = slow_steps()
     with app_world(tmp_path, steps, env=env) as world:
         mission_id = start(world)
-        until(
-            lambda: any(
-                e["type"] == "tool_call" and e["args"].get("command") == "sleep 3"
-                for e in events(world, mission_id)
-            ),
-            "the slow command",
-        )
+        wait_for_slow_command(world, mission_id)
         mission = world.client.get(f"/api/missions/{mission_id}", headers=BEARER).json()
         assert mission["status"] == "running" and mission["takes_guidance"] is False
         answer = post(world, mission_id, {"decision": "redirect", "text": "look at totals.py"})
