@@ -245,7 +245,9 @@ class ServeProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60) -> ServeProcess:
+    def start(self, timeout: float = 180) -> ServeProcess:
+        # Each worker process imports the app afresh; on a busy two-core machine running
+        # the rest of the suite beside it, that has taken over a minute.
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [f"{VENV_BIN}/loopwright", "serve", "--port", str(self.port),

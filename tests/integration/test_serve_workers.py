@@ -61,7 +61,7 @@ def _start_two(world: World, server: ServeProcess) -> ServeProcess:
     """Start the server and wait until both workers took the socket (the first to start
     answers /healthz before the second is up)."""
     server.start()
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 180
     while len(_worker_pids(server)) < 2:
         assert time.monotonic() < deadline, server.log.read_text()[-3000:]
         time.sleep(0.1)
