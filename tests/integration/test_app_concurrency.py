@@ -58,7 +58,13 @@ def on_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.mark.slow
 def test_twenty_triggers_run_at_most_the_configured_sandboxes_and_all_finish(tmp_path, on_path):
-    env = {"LOOPWRIGHT_MAX_CONCURRENT_MISSIONS": str(LIMIT), "LOOPWRIGHT_MAX_ATTEMPTS": "100"}
+    # A few steps a mission: what is measured is how many hold a sandbox at once, not how
+    # long each one tries.
+    env = {
+        "LOOPWRIGHT_MAX_CONCURRENT_MISSIONS": str(LIMIT),
+        "LOOPWRIGHT_MAX_ATTEMPTS": "100",
+        "LOOPWRIGHT_MAX_STEPS": "4",
+    }
     with app_world(tmp_path, GIVES_UP, env=env, serve=False) as world:
         providers: list[CountingProvider] = []
 
