@@ -45,6 +45,25 @@ LIBRARY_LOGGERS = (
 """Libraries whose records Loopwright formats and redacts like its own."""
 
 
+HANDLER_LOGGED = frozenset({("POST", "/webhooks/github")})
+"""Routes whose handler writes one line of its own for every answer it gives (the webhook:
+delivery id, event and what was decided). uvicorn's access line for a 2xx answer there
+says less than that line and would double the log of a burst of deliveries, so it is
+dropped; a 4xx or 5xx answer keeps its access line."""
+
+
+class _HandlerLogged(logging.Filter):
+    """Drops uvicorn's access line of a 2xx answer on a route in `HANDLER_LOGGED`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5:
+            _, method, path, _, status = args
+            if isinstance(status, int) and 200 <= status < 300:
+                return (method, str(path).split("?", 1)[0]) not in HANDLER_LOGGED
+        return True
+
+
 def _access_fields(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """uvicorn's access lines as fields (client, method, path, status) rather than only a
     sentence, like Loopwright's own request lines."""
@@ -129,6 +148,10 @@ def configure_logging(
         library.handlers.clear()
         library.propagate = True
         library.setLevel(logging.NOTSET)
+    access = logging.getLogger("uvicorn.access")
+    for old_filter in [f for f in access.filters if isinstance(f, _HandlerLogged)]:
+        access.removeFilter(old_filter)
+    access.addFilter(_HandlerLogged())
 
 
 @contextmanager
@@ -140,17 +163,20 @@ def logging_configured(
     root = logging.getLogger()
     saved_level, saved_handlers = root.level, list(root.handlers)
     libraries = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
-    saved_libraries = [(lib.level, list(lib.handlers), lib.propagate) for lib in libraries]
+    saved_libraries = [
+        (lib.level, list(lib.handlers), lib.propagate, list(lib.filters)) for lib in libraries
+    ]
     configure_logging(redactor, level=level, renderer=renderer, color=color)
     try:
         yield
     finally:
         root.handlers[:] = saved_handlers
         root.setLevel(saved_level)
-        for lib, (lib_level, lib_handlers, propagate) in zip(
+        for lib, (lib_level, lib_handlers, propagate, lib_filters) in zip(
             libraries, saved_libraries, strict=True
         ):
             lib.handlers[:] = lib_handlers
+            lib.filters[:] = lib_filters
             lib.propagate = propagate
             lib.setLevel(lib_level)
         structlog.reset_defaults()

@@ -15,7 +15,7 @@ from loopwright.config import ConfigError, Settings
 from loopwright.github.identity import check_app_credentials
 from tests.conftest import VENV_BIN
 from tests.fakes.github import FakeGitHub, generate_app_key
-from tests.integration.app_harness import APP_ID, ServeProcess, free_port
+from tests.integration.app_harness import APP_ID, ServeProcess, free_port, sign
 
 KEYS = {"event", "level", "logger", "timestamp"}
 
@@ -47,6 +47,19 @@ def test_serve_authenticates_and_every_line_is_one_json_object(tmp_path, app_key
         server = ServeProcess(serve_env(tmp_path, github, key_path), log).start()
         try:
             assert httpx.get(f"{server.url}/no-such-page", timeout=10).status_code == 404
+            ping = json.dumps({"zen": "Design for failure.", "hook_id": 1}).encode()
+            for delivery, secret, status in (
+                ("d-ping-1", "whsec-test", 200),
+                ("d-forged-1", "not-the-secret", 401),
+            ):
+                answered = httpx.post(
+                    f"{server.url}/webhooks/github",
+                    content=ping,
+                    headers={"X-GitHub-Event": "ping", "X-GitHub-Delivery": delivery,
+                             "X-Hub-Signature-256": sign(ping, secret)},
+                    timeout=10,
+                )  # fmt: skip
+                assert answered.status_code == status, answered.text
         finally:
             server.stop()
         assert [r.operation_id for r in github.requests] == ["apps/get-authenticated"]
@@ -63,6 +76,19 @@ def test_serve_authenticates_and_every_line_is_one_json_object(tmp_path, app_key
     access = next(line for line in lines if line.get("path") == "/no-such-page")
     assert (access["logger"], access["method"], access["status"]) == ("uvicorn.access", "GET", 404)
     assert any(line["logger"].startswith("alembic") for line in lines)
+    # An answered delivery is one line, the handler's, with its id and what was decided;
+    # uvicorn's access line would repeat it with less. A refused one keeps its access line.
+    webhook_access = [
+        (line["status"], line["method"])
+        for line in lines
+        if line["logger"] == "uvicorn.access" and line.get("path") == "/webhooks/github"
+    ]
+    assert webhook_access == [(401, "POST")], webhook_access
+    delivered = [line for line in lines if line.get("delivery") == "d-ping-1"]
+    assert [(d["logger"], d["event"], d["github_event"]) for d in delivered] == [
+        ("loopwright.webhooks", "ignored", "ping")
+    ], delivered
+    assert delivered[0]["reason"] == "event ping is not handled"
 
 
 def run_serve(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
