@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from typing import cast
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Table, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -77,15 +78,17 @@ class DeliveryRecords:
         def write(session: Session) -> Accepted:
             # Core statements, not the unit of work: the batch shares one session, and a
             # duplicate id must fail in the database, not in the session's identity map.
+            # Table inserts with the values as parameters: one cached statement each, where
+            # ORM inserts with `.values(...)` are keyed and compiled on every delivery.
             row = {"id": delivery_id, "event": event, "action": action, "decision": decision}
             if request is None:
-                session.execute(insert(Delivery).values(**row))
+                session.execute(_INSERT_DELIVERY, {**row, "mission_id": None})
                 return Accepted(True, None, False)
             mission = mission_row(request, None, "queued", None)
             created = True
             try:
                 with session.begin_nested():
-                    session.execute(insert(Mission).values(**_columns(mission)))
+                    session.execute(_INSERT_MISSION, _columns(mission))
             except IntegrityError:
                 created = False
                 mission = session.scalars(
@@ -94,7 +97,7 @@ class DeliveryRecords:
                 session.expunge(mission)
                 row["decision"] = "duplicate mission"
             # A replayed delivery id fails here and takes the new mission back with it.
-            session.execute(insert(Delivery).values(**row, mission_id=mission.id))
+            session.execute(_INSERT_DELIVERY, {**row, "mission_id": mission.id})
             return Accepted(True, mission, created)
 
         try:
@@ -112,6 +115,10 @@ class DeliveryRecords:
                 .where(Delivery.decision == decision, Delivery.received_at >= since)
             )
         return int(count or 0)
+
+
+_INSERT_DELIVERY = insert(cast(Table, Delivery.__table__))
+_INSERT_MISSION = insert(cast(Table, Mission.__table__))
 
 
 def _columns(mission: Mission) -> dict[str, object]:
