@@ -27,6 +27,32 @@ from loopwright.store.repository import Store, open_store
 log = structlog.get_logger("loopwright.server")
 
 
+class DeliveriesInFlight:
+    """The webhook deliveries this process is answering now. The mission queue waits for
+    them (`wait_answered`) before it starts missions, so a burst is acknowledged first."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        with self._changed:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._count -= 1
+                if self._count == 0:
+                    self._changed.notify_all()
+
+    def wait_answered(self, timeout: float) -> bool:
+        """Block until no delivery is being answered, or `timeout` seconds; True if none is."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._count == 0, timeout)
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -35,6 +61,7 @@ class Runtime:
     github: GitHubApp
     provider: SandboxProvider | None
     """None in a server in front of SAQ workers: it runs no mission, so it has no sandboxes."""
+    deliveries: DeliveriesInFlight = field(default_factory=DeliveriesInFlight)
     _background: list[threading.Thread] = field(default_factory=list)
 
     def in_background(self, name: str, work: Callable[[], None]) -> None:
@@ -128,6 +155,7 @@ def open_runtime(
                 extra_sinks=extra_sinks,
             )
         lost = _LostMissions()
+        deliveries = DeliveriesInFlight()
         # Every process on the store may run up to the cap; the store's slots keep all of
         # them together under it, and each installation under its own cap.
         queue = open_queue(
@@ -137,6 +165,7 @@ def open_runtime(
             concurrency or settings.max_concurrent_missions,
             redactor=Redactor(settings.secrets()),
             on_lost=lost,
+            yield_to=deliveries.wait_answered if webhooks else None,
         )
         interrupted = queue.recover() if recover and start_up else []
         if start_up and provider is not None:
@@ -148,7 +177,7 @@ def open_runtime(
                 queue.submit(mission.id)
         for mission in interrupted:
             log.warning("mission interrupted by a restart", mission=mission.id)
-        runtime = Runtime(settings, store, queue, github, provider)
+        runtime = Runtime(settings, store, queue, github, provider, deliveries)
         lost.runtime = runtime
         _finish_interrupted_checks(runtime, [m.id for m in interrupted])
         queue.start()

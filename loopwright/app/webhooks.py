@@ -85,7 +85,8 @@ def github_webhook(request: Request[Any, Any, Any], body: RawBody) -> Response[d
     state = request.app.state
     runtime: Runtime = state.runtime
     metrics: Metrics = state.metrics
-    answer = _handle_delivery(request, body, runtime)
+    with runtime.deliveries.answering():
+        answer = _handle_delivery(request, body, runtime)
     metrics.count_delivery(answer.status_code, answer.content)
     return answer
 

@@ -86,6 +86,13 @@ class InProcessQueue:
 
     A mission whose `run` raises ends as `error` with the exception's message, redacted by
     `redactor` (token-shaped strings by default; pass one built with `Settings.secrets()`).
+
+    `yield_to(seconds)`, when given, is called by the dispatcher before it claims missions
+    and may block up to `seconds`. A server passes the wait for the webhook deliveries it
+    is answering: a burst of deliveries is acknowledged before the missions it queued take
+    slots and claims (writes on the same store) and start (token requests, sandboxes) on
+    the same CPUs. GitHub waits ten seconds for an answer; a mission loses nothing by
+    starting up to `yield_s` later.
     """
 
     def __init__(
@@ -101,6 +108,8 @@ class InProcessQueue:
         retry_s: float = 1.0,
         heartbeat_s: float = 10.0,
         stale_after_s: float = 60.0,
+        yield_to: Callable[[float], object] | None = None,
+        yield_s: float = 1.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
@@ -123,6 +132,8 @@ class InProcessQueue:
         self._retry_s = retry_s
         self._heartbeat_s = heartbeat_s
         self._stale_after_s = stale_after_s
+        self._yield_to = yield_to
+        self._yield_s = yield_s
         self._submitted: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._admitted: queue.SimpleQueue[MissionClaim | None] = queue.SimpleQueue()
         self._pending: dict[str, None] = {}
@@ -207,6 +218,8 @@ class InProcessQueue:
                 except queue.Empty:
                     break
                 self._pending.setdefault(mission_id, None)
+            if self._pending and self._yield_to is not None:
+                self._yield_to(self._yield_s)
             try:
                 self._admit()
             except SQLAlchemyError as exc:
@@ -370,12 +383,15 @@ def open_queue(
     *,
     redactor: Redactor | None = None,
     on_lost: LostMission | None = None,
+    yield_to: Callable[[float], object] | None = None,
 ) -> MissionQueue:
     """The queue `settings` ask for: SAQ on `queue_url`, else the in-process queue.
 
     `run=None` is a process that only submits (a web server in front of SAQ workers): its
     `start` runs no mission. The in-process queue has no other process to run them, so it
     needs `run`.
+
+    `yield_to`: see `InProcessQueue` (a server's SAQ queue starts no mission in-process).
     """
     if settings.queue_url is None:
         if run is None:
@@ -387,6 +403,7 @@ def open_queue(
             global_cap=settings.max_concurrent_missions,
             installation_cap=settings.max_missions_per_installation,
             redactor=redactor,
+            yield_to=yield_to,
         )
     from loopwright.store.saq_queue import SaqQueue
 

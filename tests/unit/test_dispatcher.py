@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from loopwright.app.runtime import DeliveriesInFlight
 from loopwright.missions.result import MissionResult
 from loopwright.request import MissionRequest
 from loopwright.sandbox.docker.reaper import owner_id
@@ -220,6 +221,43 @@ def test_stop_times_out_on_a_mission_that_will_not_end(store: Store):
     assert queue.stop(timeout=0.1) is False
     release.set()
     wait_for(lambda: queue.running() == [])
+
+
+def test_missions_start_once_the_deliveries_being_answered_are_answered(store: Store):
+    deliveries = DeliveriesInFlight()
+    queue = InProcessQueue(
+        store, finisher(store), concurrency=2, yield_to=deliveries.wait_answered, yield_s=30
+    )
+    queue.start()
+    try:
+        with deliveries.answering(), deliveries.answering():
+            (mission_id,) = create(store, 1)
+            queue.submit(mission_id)
+            time.sleep(0.5)
+            assert statuses(store)[mission_id] == "queued"  # not claimed, holds no slot
+            assert store.slots_held() == 0
+        answered = time.monotonic()
+        wait_for(lambda: statuses(store)[mission_id] == "verified", timeout=5)
+        assert time.monotonic() - answered < 3  # at once, not after the 30 s hold
+    finally:
+        assert queue.stop(timeout=10)
+
+
+def test_deliveries_that_never_end_hold_missions_back_only_yield_s(store: Store):
+    deliveries = DeliveriesInFlight()
+    queue = InProcessQueue(
+        store, finisher(store), concurrency=1, yield_to=deliveries.wait_answered, yield_s=0.4
+    )
+    queue.start()
+    try:
+        with deliveries.answering():
+            (mission_id,) = create(store, 1)
+            submitted = time.monotonic()
+            queue.submit(mission_id)
+            wait_for(lambda: statuses(store)[mission_id] == "verified", timeout=5)
+            assert time.monotonic() - submitted >= 0.4
+    finally:
+        assert queue.stop(timeout=10)
 
 
 def test_concurrency_must_be_positive(store: Store):
