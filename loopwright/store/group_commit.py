@@ -7,6 +7,12 @@ unit waiting at that moment (up to `max_batch`), runs each in its own savepoint 
 transaction, commits once and then wakes each caller with its own result. An idle writer
 starts on the first unit that arrives, so a lone write waits for nobody.
 
+Several processes on one SQLite file (`serve --workers N`) each have a writer. SQLite
+makes a writer that finds the file locked sleep and try again, for up to 100 ms a time,
+so two writers taking turns wait far longer than the other's commit takes. With
+`lock_path`, the writers of every process on the file take an exclusive `flock` on that
+file first: a waiting writer sleeps in the kernel and wakes as soon as the other commits.
+
 On PostgreSQL several processes (servers) write at once, each with its own writer: two
 batches that insert the same keys in opposite orders deadlock, and PostgreSQL aborts one
 statement to break the cycle. That unit is run again in the next transaction, after its
@@ -15,11 +21,15 @@ batch committed and released what the other batch waits for.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy.exc import DBAPIError
@@ -62,10 +72,13 @@ class GroupCommit:
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         name: str = "loopwright-group-commit",
+        lock_path: Path | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self._sessions = sessions
+        self._lock_path = lock_path
+        self._lock_fd: int | None = None
         self._max_batch = max_batch
         self._name = name
         self._units: queue.SimpleQueue[_Unit | object] = queue.SimpleQueue()
@@ -97,6 +110,25 @@ class GroupCommit:
             self._units.put(_STOP)
         if thread is not None:
             thread.join(timeout)
+        if self._lock_fd is not None and (thread is None or not thread.is_alive()):
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    @contextmanager
+    def _writers_lock(self) -> Iterator[None]:
+        """The lock every process's writer on this SQLite file takes (see the module)."""
+        if self._lock_path is None:
+            yield
+            return
+        if self._lock_fd is None:
+            self._lock_fd = os.open(
+                self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+            )
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _write(self) -> None:
         stopping = False
@@ -120,7 +152,7 @@ class GroupCommit:
         results: list[tuple[_Unit, bool, Any]] = []
         again: list[_Unit] = []
         try:
-            with self._sessions.begin() as session:
+            with self._writers_lock(), self._sessions.begin() as session:
                 connection = session.connection()
                 if connection.dialect.name == "sqlite":
                     # pysqlite opens a transaction only before DML; a SAVEPOINT first would be

@@ -10,8 +10,10 @@ read followed by a write, so it holds across threads, processes and dialects.
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import TracebackType
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
 from loopwright.config import Settings
@@ -80,7 +82,7 @@ class Store(
         self.engine = make_engine(url)
         # Objects handed out stay readable after their session closes.
         self._session = sessionmaker(self.engine, expire_on_commit=False)
-        self._writes = GroupCommit(self._session)
+        self._writes = GroupCommit(self._session, lock_path=_writers_lock_path(self.engine))
 
     def close(self) -> None:
         self._writes.close()
@@ -96,3 +98,11 @@ class Store(
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _writers_lock_path(engine: Engine) -> Path | None:
+    """Beside a SQLite file, the lock its processes' group-commit writers take turns on."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return None
+    return Path(f"{database}-writers.lock")

@@ -4,10 +4,13 @@ fails every caller of the batch, and units are applied in the order they arrived
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +18,11 @@ from sqlalchemy import insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from loopwright.store import Store, migrate
 from loopwright.store.engine import make_engine
 from loopwright.store.group_commit import GroupCommit, GroupCommitClosed
 from loopwright.store.models import Delivery
+from loopwright.store.repository import _writers_lock_path
 
 
 @pytest.fixture
@@ -238,3 +243,34 @@ def test_two_writers_deadlocking_on_postgresql_both_finish(postgres_url: str) ->
             writer.close()
         for engine in engines:
             engine.dispose()
+
+
+def test_writers_on_one_sqlite_file_take_turns_on_the_lock_beside_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(url)
+    with Store(url) as store:
+        store.accept_delivery("d-first", "ping", None, decision="ignored: ping")
+        lock = tmp_path / "loopwright.db-writers.lock"
+        assert lock.is_file() and lock.stat().st_mode & 0o777 == 0o600
+        # Another process's writer holds the lock (a lock of its own open file, as flock's
+        # are per open file, so this one excludes the store's writer like a process would).
+        other = os.open(lock, os.O_RDWR)
+        fcntl.flock(other, fcntl.LOCK_EX)
+        try:
+            with ThreadPoolExecutor(1) as pool:
+                waiting = pool.submit(
+                    store.accept_delivery, "d-second", "ping", None, decision="ignored: ping"
+                )
+                time.sleep(0.5)
+                assert not waiting.done()
+                assert store.get_delivery("d-second") is None
+                fcntl.flock(other, fcntl.LOCK_UN)
+                assert waiting.result(timeout=5).new_delivery
+        finally:
+            os.close(other)
+        assert store.get_delivery("d-second") is not None
+
+
+def test_a_postgresql_store_has_no_writers_lock(postgres_url: str) -> None:
+    # Its database name is not a path: no lock file may appear in the working directory.
+    assert _writers_lock_path(make_engine(postgres_url)) is None
