@@ -9,14 +9,16 @@ before the answer and survives a crash right after it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 from githubkit.webhooks import verify
 from litestar import Request, post
+from litestar.concurrency import sync_to_thread
 from litestar.params import RawBody
 from litestar.response import Response
 from litestar.status_codes import (
@@ -33,6 +35,7 @@ from loopwright.app.params import header_token, json_problem
 from loopwright.app.runtime import Runtime
 from loopwright.github.triggers import (
     CommandComment,
+    Decision,
     Ignore,
     NeedsPermission,
     Reply,
@@ -43,6 +46,9 @@ from loopwright.repo_config import RepoConfig
 from loopwright.store.repository import Store
 
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
+CHECK_ON_LOOP_MAX_BYTES = 256 * 1024
+"""A larger body is verified and parsed on a thread: the event loop serves every other
+request (live streams, the dashboard) and must not stop for a large document."""
 # auto_fix is decided by the runner from the default branch's config; here a CI failure
 # is only a candidate.
 CANDIDATE_CONFIG = RepoConfig(auto_fix=True)
@@ -73,29 +79,70 @@ def _answer(code: int, /, **body: Any) -> Response[dict[str, Any]]:
 
 @post(
     "/webhooks/github",
-    sync_to_thread=True,
     request_max_body_size=MAX_WEBHOOK_BYTES,
     summary="GitHub App webhook",
     description="Signed GitHub deliveries (X-Hub-Signature-256). Answers 202 when a mission "
     "was stored, 200 with the reason when the event needs no action, 401 for a bad signature.",
 )
-def github_webhook(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
+async def github_webhook(
+    request: Request[Any, Any, Any], body: RawBody
+) -> Response[dict[str, Any]]:
+    """Checks and the decision on the event loop; the store's write awaited, not waited for
+    on a thread. Only a decision that needs the store to make (a red check's attempt count,
+    a comment's retry) or starts work runs on a thread."""
     # From the app's state, not through dependency injection: resolving two dependencies
     # costs Litestar a task group per request, a quarter of this handler's own time.
     state = request.app.state
     runtime: Runtime = state.runtime
     metrics: Metrics = state.metrics
+    secret = runtime.settings.github.webhook_secret or ""
     with runtime.deliveries.answering():
-        answer = _handle_delivery(request, body, runtime)
+        if len(body) > CHECK_ON_LOOP_MAX_BYTES:
+            checked = await sync_to_thread(_check, request, body, secret)
+        else:
+            checked = _check(request, body, secret)
+        if isinstance(checked, Response):
+            answer = checked
+        else:
+            decision = _decide(checked, runtime, _NoStoreReads())
+            if isinstance(decision, Ignore):
+                answer = await _ignore(checked, decision, runtime)
+            else:
+                answer = await sync_to_thread(_handle_work, checked, runtime)
     metrics.count_delivery(answer.status_code, answer.content)
     return answer
 
 
-def _handle_delivery(
-    request: Request[Any, Any, Any], body: bytes, runtime: Runtime
-) -> Response[dict[str, Any]]:
-    settings = runtime.settings
-    secret = settings.github.webhook_secret or ""
+@dataclass(frozen=True)
+class _Checked:
+    """A delivery whose signature, headers and body passed the checks."""
+
+    delivery: str
+    event: str
+    action: str | None
+    payload: Any
+    bound: FilteringBoundLogger
+
+
+class _NeedsStore(Exception):
+    """The decision needs a count from the store: it is made again on a thread."""
+
+
+class _NoStoreReads(Mapping[str, int]):
+    """Attempts per head for a decision made on the event loop, which must not block on
+    the store: asking for one means the decision is made on a thread instead."""
+
+    def __getitem__(self, sha: str) -> int:
+        raise _NeedsStore(sha)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _check(request: Request[Any, Any, Any], body: bytes, secret: str) -> Response[Any] | _Checked:
     signature = request.headers.get("x-hub-signature-256", "")
     if not signature.startswith("sha256=") or not header_token(signature):
         return _answer(
@@ -126,17 +173,48 @@ def _handle_delivery(
         return _answer(HTTP_400_BAD_REQUEST, error=problem)
     action = payload.get("action") if isinstance(payload, dict) else None
     action = action if isinstance(action, str) else None
-    store = runtime.store
     # `event` is the line's own message key in structlog; the GitHub event is `github_event`.
     bound = log.bind(delivery=delivery, github_event=event, action=action)
-    repo = _repo_name(payload)
+    return _Checked(delivery, event, action, payload, bound)
+
+
+def _decide(
+    checked: _Checked, runtime: Runtime, attempts: Mapping[str, int]
+) -> Decision | _NeedsStore:
+    github = runtime.settings.github
     ctx = TriggerContext(
-        app_slug=settings.github.app_slug,
-        allowed_bots=frozenset(settings.github.allowed_bots),
-        attempts=_HeadAttempts(store, repo) if repo else {},
-        max_attempts=settings.github.max_attempts,
+        app_slug=github.app_slug,
+        allowed_bots=frozenset(github.allowed_bots),
+        attempts=attempts,
+        max_attempts=github.max_attempts,
     )
-    decision = decide(event, payload, CANDIDATE_CONFIG, ctx)
+    try:
+        return decide(checked.event, checked.payload, CANDIDATE_CONFIG, ctx)
+    except _NeedsStore as needs:
+        return needs
+
+
+async def _ignore(checked: _Checked, decision: Ignore, runtime: Runtime) -> Response[Any]:
+    accepted = await asyncio.wrap_future(
+        runtime.store.accept_delivery_later(
+            checked.delivery, checked.event, checked.action, decision=f"ignored: {decision.reason}"
+        )
+    )
+    if not accepted.new_delivery:
+        checked.bound.info("duplicate delivery")
+        return _answer(HTTP_200_OK, status="duplicate", delivery=checked.delivery)
+    checked.bound.info("ignored", reason=decision.reason)
+    return _answer(HTTP_200_OK, status="ignored", reason=decision.reason)
+
+
+def _handle_work(checked: _Checked, runtime: Runtime) -> Response[dict[str, Any]]:
+    """On a thread: a decision that reads the store, then the write, then the work."""
+    store = runtime.store
+    delivery, event, action, bound = checked.delivery, checked.event, checked.action, checked.bound
+    repo = _repo_name(checked.payload)
+    decision = _decide(checked, runtime, _HeadAttempts(store, repo) if repo else {})
+    if isinstance(decision, _NeedsStore):  # the store's own mapping never raises it
+        raise decision
     if isinstance(decision, Ignore):
         accepted = store.accept_delivery(
             delivery, event, action, decision=f"ignored: {decision.reason}"
@@ -150,7 +228,7 @@ def _handle_delivery(
         if not store.accept_delivery(delivery, event, action, decision="reply").new_delivery:
             bound.info("duplicate delivery")
             return _answer(HTTP_200_OK, status="duplicate", delivery=delivery)
-        return _reply(runtime, decision, payload, delivery, bound)
+        return _reply(runtime, decision, checked.payload, delivery, bound)
     if isinstance(decision, CommandComment):
         retry = retry_request(store, decision) if decision.command.name == "retry" else None
         if retry is None:

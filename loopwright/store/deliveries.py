@@ -4,6 +4,7 @@ about it and, for work, the mission it made or joined."""
 from __future__ import annotations
 
 import datetime
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import cast
 
@@ -75,6 +76,21 @@ class DeliveryRecords:
         commit (`GroupCommit`); this returns once the commit holding this one is made.
         """
 
+        return self.accept_delivery_later(
+            delivery_id, event, action, decision=decision, request=request
+        ).result()
+
+    def accept_delivery_later(
+        self,
+        delivery_id: str,
+        event: str,
+        action: str | None,
+        *,
+        decision: str,
+        request: MissionRequest | None = None,
+    ) -> Future[Accepted]:
+        """`accept_delivery` without waiting: the future holds what it did once committed."""
+
         def write(session: Session) -> Accepted:
             # Core statements, not the unit of work: the batch shares one session, and a
             # duplicate id must fail in the database, not in the session's identity map.
@@ -100,10 +116,19 @@ class DeliveryRecords:
             session.execute(_INSERT_DELIVERY, {**row, "mission_id": mission.id})
             return Accepted(True, mission, created)
 
-        try:
-            return self._writes.run(write)
-        except IntegrityError:
-            return Accepted(False, None, False)
+        accepted: Future[Accepted] = Future()
+
+        def settle(written: Future[Accepted]) -> None:
+            error = written.exception()
+            if error is None:
+                accepted.set_result(written.result())
+            elif isinstance(error, IntegrityError):  # the delivery id was seen before
+                accepted.set_result(Accepted(False, None, False))
+            else:
+                accepted.set_exception(error)
+
+        self._writes.submit(write).add_done_callback(settle)
+        return accepted
 
     def recent_deliveries(self, decision: str, seconds: float) -> int:
         """How many deliveries in the last `seconds` were recorded with this decision."""

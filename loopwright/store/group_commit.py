@@ -89,6 +89,12 @@ class GroupCommit:
         """Transactions committed so far (for tests and the benchmark's reading)."""
 
     def run(self, work: Callable[[Session], T]) -> T:
+        result: T = self.submit(work).result()
+        return result
+
+    def submit(self, work: Callable[[Session], T]) -> Future[T]:
+        """`run` without waiting: the future is done once the commit holding `work` is
+        made (an event loop awaits it with `asyncio.wrap_future`)."""
         unit = _Unit(work, Future())
         with self._lock:
             if self._closed:
@@ -97,8 +103,7 @@ class GroupCommit:
                 self._thread = threading.Thread(target=self._write, name=self._name, daemon=True)
                 self._thread.start()
             self._units.put(unit)
-        result: T = unit.done.result()
-        return result
+        return unit.done
 
     def close(self, timeout: float | None = 30) -> None:
         """Finish the units already handed in, then stop the writer."""

@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from loopwright.app.server import create_app
+from loopwright.app.webhooks import CHECK_ON_LOOP_MAX_BYTES
 from loopwright.events import Event
 from loopwright.github.service import MISSION_PERMISSIONS
 from loopwright.github.triggers import CI_EVENTS
@@ -190,6 +191,25 @@ def test_every_published_example_payload_gets_a_2xx(idle, event):
             assert mission_count(idle) == before
     assert answers
     idle.github.assert_no_rejections()
+
+
+def test_a_large_body_is_checked_off_the_event_loop_with_the_same_answers(idle):
+    """Over CHECK_ON_LOOP_MAX_BYTES the signature and the JSON are checked on a thread; the
+    answers are the same as for a small body: ignored and recorded, refused, or 401."""
+    pad = "x" * (CHECK_ON_LOOP_MAX_BYTES + 1024)
+    body = json.dumps({"zen": pad, "hook_id": 7}).encode()
+    answer = idle.deliver("ping", {}, body=body, delivery="large-ping")
+    assert (answer.status_code, answer.json()["status"]) == (200, "ignored"), answer.text
+    row = delivery_row(idle, "large-ping")
+    assert row is not None and row[1].startswith("ignored"), row
+    nul = json.dumps({"zen": pad + "\x00"}).encode()  # the escape \u0000
+    refused = idle.deliver("ping", {}, body=nul, delivery="large-nul")
+    assert refused.status_code == 400 and "NUL" in refused.json()["error"], refused.text
+    forged = idle.deliver(
+        "ping", {}, body=body, delivery="large-forged", signature="sha256=" + "0" * 64
+    )
+    assert forged.status_code == 401
+    assert delivery_row(idle, "large-nul") is None and delivery_row(idle, "large-forged") is None
 
 
 def test_body_over_25_mb_is_413_and_not_recorded(idle):
