@@ -10,15 +10,17 @@ before the answer and survives a crash right after it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from githubkit.webhooks import verify
 from litestar import Request, post
-from litestar.concurrency import sync_to_thread
 from litestar.params import RawBody
 from litestar.response import Response
 from litestar.status_codes import (
@@ -54,6 +56,7 @@ request (live streams, the dashboard) and must not stop for a large document."""
 CANDIDATE_CONFIG = RepoConfig(auto_fix=True)
 
 log = structlog.get_logger("loopwright.webhooks")
+T = TypeVar("T")
 
 
 class _HeadAttempts(Mapping[str, int]):
@@ -98,7 +101,7 @@ async def github_webhook(
     secret = runtime.settings.github.webhook_secret or ""
     with runtime.deliveries.answering():
         if len(body) > CHECK_ON_LOOP_MAX_BYTES:
-            checked = await sync_to_thread(_check, request, body, secret)
+            checked = await _on_thread(runtime.webhook_threads, _check, request, body, secret)
         else:
             checked = _check(request, body, secret)
         if isinstance(checked, Response):
@@ -108,9 +111,17 @@ async def github_webhook(
             if isinstance(decision, Ignore):
                 answer = await _ignore(checked, decision, runtime)
             else:
-                answer = await sync_to_thread(_handle_work, checked, runtime)
+                answer = await _on_thread(runtime.webhook_threads, _handle_work, checked, runtime)
     metrics.count_delivery(answer.status_code, answer.content)
     return answer
+
+
+async def _on_thread(threads: ThreadPoolExecutor, work: Callable[..., T], *args: object) -> T:
+    """`work(*args)` on one of the webhook's threads, in this request's context."""
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(
+        threads, functools.partial(context.run, work, *args)
+    )
 
 
 @dataclass(frozen=True)
