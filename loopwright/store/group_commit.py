@@ -11,7 +11,8 @@ Several processes on one SQLite file (`serve --workers N`) each have a writer. S
 makes a writer that finds the file locked sleep and try again, for up to 100 ms a time,
 so two writers taking turns wait far longer than the other's commit takes. With
 `lock_path`, the writers of every process on the file take an exclusive `flock` on that
-file first: a waiting writer sleeps in the kernel and wakes as soon as the other commits.
+file first, trying again every half millisecond: a waiting writer goes on within a
+millisecond of the other's commit.
 
 On PostgreSQL several processes (servers) write at once, each with its own writer: two
 batches that insert the same keys in opposite orders deadlock, and PostgreSQL aborts one
@@ -25,6 +26,7 @@ import fcntl
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -32,10 +34,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import structlog
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from loopwright.store.engine import BUSY_TIMEOUT_S
+
 T = TypeVar("T")
+log = structlog.get_logger("loopwright.store")
 DEFAULT_MAX_BATCH = 64
 """Units per transaction at most: a bound on how long the last unit of a batch waits."""
 RETRIES = 3
@@ -121,19 +127,40 @@ class GroupCommit:
 
     @contextmanager
     def _writers_lock(self) -> Iterator[None]:
-        """The lock every process's writer on this SQLite file takes (see the module)."""
-        if self._lock_path is None:
-            yield
-            return
-        if self._lock_fd is None:
-            self._lock_fd = os.open(
-                self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+        """The lock every process's writer on this SQLite file takes (see the module).
+
+        It only spares writers SQLite's sleeps; SQLite keeps the writes correct without
+        it. So a lock that cannot be opened, or that another process holds for as long as
+        SQLite's own busy timeout (a process stopped with the lock), is done without: the
+        writes go on under SQLite's locking alone, with a warning."""
+        fd = self._lock_file()
+        held = fd is not None and _flock_within(fd, BUSY_TIMEOUT_S)
+        if fd is not None and not held:
+            log.warning(
+                f"another process on the store held {self._lock_path} for "
+                f"{BUSY_TIMEOUT_S:.0f} s; this write goes on without it"
             )
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            if held and fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _lock_file(self) -> int | None:
+        if self._lock_path is None or self._lock_fd is not None:
+            return self._lock_fd
+        try:
+            self._lock_fd = os.open(
+                self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+            )
+        except OSError as exc:
+            log.warning(
+                "cannot open the store's writers' lock; writes go on under SQLite's locking alone",
+                path=str(self._lock_path),
+                error=str(exc),
+            )
+            self._lock_path = None
+        return self._lock_fd
 
     def _write(self) -> None:
         stopping = False
@@ -151,7 +178,18 @@ class GroupCommit:
                     stopping = True
                     break
                 batch.append(more)
-            self._commit([u for u in batch if isinstance(u, _Unit)])
+            # A unit whose caller cancelled its future is not run; the others can no longer
+            # be cancelled, so only this thread settles them.
+            units = [
+                u for u in batch if isinstance(u, _Unit) and u.done.set_running_or_notify_cancel()
+            ]
+            try:
+                self._commit(units)
+            except Exception as exc:  # noqa: BLE001 - the writer must outlive any batch
+                log.error("a group commit failed", error=str(exc))
+                for unit in units:
+                    if not unit.done.done():
+                        unit.done.set_exception(exc)
 
     def _commit(self, batch: list[_Unit]) -> None:
         results: list[tuple[_Unit, bool, Any]] = []
@@ -178,8 +216,10 @@ class GroupCommit:
                     else:
                         results.append((unit, True, value))
         except BaseException as exc:  # the commit failed: every caller of the batch hears it
-            for unit in [*batch, *again]:
-                unit.done.set_exception(exc)
+            # `again` holds retries of units of `batch`: the same futures.
+            for unit in batch:
+                if not unit.done.done():
+                    unit.done.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
@@ -191,6 +231,24 @@ class GroupCommit:
                 unit.done.set_exception(value)
         if again:
             self._commit(again)
+
+
+LOCK_POLL_S = 0.0005
+"""How often a writer waiting for the writers' lock tries again (SQLite's sleeps grow to
+100 ms; a blocking flock would wait without end for a stopped process)."""
+
+
+def _flock_within(fd: int, timeout: float) -> bool:
+    """Take an exclusive flock on `fd`; False if another holder kept it `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(LOCK_POLL_S)
 
 
 def _transient(exc: Exception) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import insert, select, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.store import Store, migrate
@@ -164,6 +164,75 @@ def test_a_failed_commit_fails_every_caller_of_the_batch(sessions: sessionmaker[
     writer.close()
 
 
+class _Deadlocked(Exception):
+    sqlstate = "40P01"  # what psycopg raises when PostgreSQL breaks a deadlock
+
+
+def test_a_failed_commit_after_a_retry_fails_each_caller_once_and_the_writer_goes_on(
+    sessions: sessionmaker[Session],
+) -> None:
+    """A unit aborted by a deadlock is retried after its batch; when that batch's commit
+    fails, its caller hears the failure once and the writer is still there for the next."""
+    writer = GroupCommit(sessions)
+    defer = (
+        "SET CONSTRAINTS ALL DEFERRED"
+        if sessions.kw["bind"].dialect.name == "postgresql"
+        else "PRAGMA defer_foreign_keys=ON"
+    )
+    if defer.startswith("SET"):
+        with sessions.begin() as session:
+            session.execute(
+                text(
+                    "ALTER TABLE deliveries ALTER CONSTRAINT fk_deliveries_mission_id_missions"
+                    " DEFERRABLE"
+                )
+            )
+    tries: list[int] = []
+
+    def deadlocked_once(session: Session) -> str:
+        tries.append(1)
+        if len(tries) == 1:
+            raise DBAPIError("INSERT ...", {}, _Deadlocked())
+        return _add("retried")(session)
+
+    def dangling(session: Session) -> str:
+        session.execute(text(defer))
+        session.execute(
+            insert(Delivery).values(id="dangling", event="ping", mission_id="no-such-mission")
+        )
+        return "dangling"
+
+    with ThreadPoolExecutor(4) as pool:
+        release, first = _blocked_writer(writer, pool)
+        futures = [pool.submit(writer.run, deadlocked_once)]
+        _wait_queued(writer, 1)
+        futures.append(pool.submit(writer.run, dangling))
+        _wait_queued(writer, 2)
+        release.set()
+        first.result(10)
+        for future in futures:
+            with pytest.raises(IntegrityError):
+                future.result(10)
+    assert writer.submit(_add("later")).result(10) == "later"  # the writer is still there
+    assert _stored(sessions) == ["later"]
+    writer.close()
+
+
+def test_a_unit_whose_caller_cancelled_it_is_not_written(sessions: sessionmaker[Session]) -> None:
+    writer = GroupCommit(sessions)
+    with ThreadPoolExecutor(2) as pool:
+        release, first = _blocked_writer(writer, pool)
+        cancelled = writer.submit(_add("cancelled"))
+        kept = writer.submit(_add("kept"))
+        assert cancelled.cancel()
+        release.set()
+        first.result(10)
+        assert kept.result(10) == "kept"
+    assert writer.run(_add("later")) == "later"
+    assert _stored(sessions) == ["kept", "later"]
+    writer.close()
+
+
 def test_units_are_applied_in_arrival_order(sessions: sessionmaker[Session]) -> None:
     writer = GroupCommit(sessions)
     seen: list[str] = []
@@ -256,18 +325,18 @@ def test_writers_on_one_sqlite_file_take_turns_on_the_lock_beside_it(tmp_path: P
         # are per open file, so this one excludes the store's writer like a process would).
         other = os.open(lock, os.O_RDWR)
         fcntl.flock(other, fcntl.LOCK_EX)
-        try:
-            with ThreadPoolExecutor(1) as pool:
+        with ThreadPoolExecutor(1) as pool:
+            try:
                 waiting = pool.submit(
                     store.accept_delivery, "d-second", "ping", None, decision="ignored: ping"
                 )
                 time.sleep(0.5)
                 assert not waiting.done()
                 assert store.get_delivery("d-second") is None
+            finally:  # the writer must not wait out its timeout if an assertion failed
                 fcntl.flock(other, fcntl.LOCK_UN)
-                assert waiting.result(timeout=5).new_delivery
-        finally:
-            os.close(other)
+                os.close(other)
+            assert waiting.result(timeout=5).new_delivery
         assert store.get_delivery("d-second") is not None
 
 
