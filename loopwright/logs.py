@@ -47,9 +47,9 @@ LIBRARY_LOGGERS = (
 
 HANDLER_LOGGED = frozenset({("POST", "/webhooks/github")})
 """Routes whose handler writes one line of its own for every answer it gives (the webhook:
-delivery id, event and what was decided). uvicorn's access line for a 2xx answer there
-says less than that line and would double the log of a burst of deliveries, so it is
-dropped; a 4xx or 5xx answer keeps its access line."""
+delivery id, event, the sender's address and what was decided). uvicorn's access line for
+a 2xx answer there says less than that line and would double the log of a burst of
+deliveries, so it is dropped; a 4xx or 5xx answer keeps its access line."""
 
 
 class _HandlerLogged(logging.Filter):

@@ -99,14 +99,15 @@ async def github_webhook(
     runtime: Runtime = state.runtime
     metrics: Metrics = state.metrics
     secret = runtime.settings.github.webhook_secret or ""
-    with runtime.deliveries.answering():
-        if len(body) > CHECK_ON_LOOP_MAX_BYTES:
-            checked = await _on_thread(runtime.webhook_threads, _check, request, body, secret)
-        else:
-            checked = _check(request, body, secret)
-        if isinstance(checked, Response):
-            answer = checked
-        else:
+    if len(body) > CHECK_ON_LOOP_MAX_BYTES:
+        checked = await _on_thread(runtime.webhook_threads, _check, request, body, secret)
+    else:
+        checked = _check(request, body, secret)
+    if isinstance(checked, Response):
+        answer = checked
+    else:
+        # Only signed deliveries hold missions back (see DeliveriesInFlight).
+        with runtime.deliveries.answering():
             decision = _decide(checked, runtime, _NoStoreReads())
             if isinstance(decision, Ignore):
                 answer = await _ignore(checked, decision, runtime)
@@ -185,7 +186,9 @@ def _check(request: Request[Any, Any, Any], body: bytes, secret: str) -> Respons
     action = payload.get("action") if isinstance(payload, dict) else None
     action = action if isinstance(action, str) else None
     # `event` is the line's own message key in structlog; the GitHub event is `github_event`.
-    bound = log.bind(delivery=delivery, github_event=event, action=action)
+    # The sender's address: uvicorn's access line, which had it, is left out for a 2xx.
+    client = request.client.host if request.client else None
+    bound = log.bind(delivery=delivery, github_event=event, action=action, client=client)
     return _Checked(delivery, event, action, payload, bound)
 
 

@@ -119,13 +119,21 @@ class DeliveryRecords:
         accepted: Future[Accepted] = Future()
 
         def settle(written: Future[Accepted]) -> None:
-            error = written.exception()
-            if error is None:
-                accepted.set_result(written.result())
-            elif isinstance(error, IntegrityError):  # the delivery id was seen before
-                accepted.set_result(Accepted(False, None, False))
-            else:
-                accepted.set_exception(error)
+            # Runs on the writer thread once the commit is made or has failed. A caller
+            # that stopped waiting (a cancelled request) has cancelled `accepted`.
+            if not accepted.set_running_or_notify_cancel():
+                return
+            try:
+                error = written.exception()
+                if error is None:
+                    accepted.set_result(written.result())
+                elif isinstance(error, IntegrityError):  # the delivery id was seen before
+                    accepted.set_result(Accepted(False, None, False))
+                else:
+                    accepted.set_exception(error)
+            except BaseException as exc:  # noqa: BLE001 - the caller must hear of it
+                if not accepted.done():
+                    accepted.set_exception(exc)
 
         self._writes.submit(write).add_done_callback(settle)
         return accepted

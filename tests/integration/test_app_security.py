@@ -193,6 +193,18 @@ def test_every_published_example_payload_gets_a_2xx(idle, event):
     idle.github.assert_no_rejections()
 
 
+def test_a_replayed_delivery_of_an_ignored_event_is_a_duplicate_that_changes_nothing(idle):
+    """Ignored events are stored from the event loop: a replayed id is still caught there."""
+    body = json.dumps({"zen": "Half measures are as bad as nothing.", "hook_id": 3}).encode()
+    first = idle.deliver("ping", {}, body=body, delivery="replayed-ping")
+    assert (first.status_code, first.json()["status"]) == (200, "ignored"), first.text
+    again = idle.deliver("ping", {}, body=body, delivery="replayed-ping")
+    assert again.status_code == 200, again.text
+    assert again.json() == {"status": "duplicate", "delivery": "replayed-ping"}
+    rows = idle.db("SELECT decision FROM deliveries WHERE id = ?", "replayed-ping")
+    assert rows == [("ignored: event ping is not handled",)]
+
+
 def test_a_large_body_is_checked_off_the_event_loop_with_the_same_answers(idle):
     """Over CHECK_ON_LOOP_MAX_BYTES the signature and the JSON are checked on a thread; the
     answers are the same as for a small body: ignored and recorded, refused, or 401."""

@@ -89,6 +89,7 @@ def test_serve_authenticates_and_every_line_is_one_json_object(tmp_path, app_key
         ("loopwright.webhooks", "ignored", "ping")
     ], delivered
     assert delivered[0]["reason"] == "event ping is not handled"
+    assert delivered[0]["client"] == "127.0.0.1"  # what the dropped access line carried
 
 
 def run_serve(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
