@@ -218,8 +218,12 @@ class InProcessQueue:
                 except queue.Empty:
                     break
                 self._pending.setdefault(mission_id, None)
-            if self._pending and self._yield_to is not None:
+            with self._lock:
+                idle = self._idle
+            if self._pending and idle and self._yield_to is not None:
                 self._yield_to(self._yield_s)
+                if self._stopping.is_set():
+                    return
             try:
                 self._admit()
             except SQLAlchemyError as exc:
