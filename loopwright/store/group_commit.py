@@ -11,8 +11,8 @@ Several processes on one SQLite file (`serve --workers N`) each have a writer. S
 makes a writer that finds the file locked sleep and try again, for up to 100 ms a time,
 so two writers taking turns wait far longer than the other's commit takes. With
 `lock_path`, the writers of every process on the file take an exclusive `flock` on that
-file first, trying again every half millisecond: a waiting writer goes on within a
-millisecond of the other's commit.
+file first, trying again after half a millisecond and then less often, up to every 5 ms:
+a waiting writer goes on within milliseconds of the other's commit.
 
 On PostgreSQL several processes (servers) write at once, each with its own writer: two
 batches that insert the same keys in opposite orders deadlock, and PostgreSQL aborts one
@@ -183,13 +183,32 @@ class GroupCommit:
             units = [
                 u for u in batch if isinstance(u, _Unit) and u.done.set_running_or_notify_cancel()
             ]
+            if not units:
+                continue
             try:
                 self._commit(units)
-            except Exception as exc:  # noqa: BLE001 - the writer must outlive any batch
-                log.error("a group commit failed", error=str(exc))
+            except BaseException as exc:
                 for unit in units:
                     if not unit.done.done():
                         unit.done.set_exception(exc)
+                if not isinstance(exc, Exception):  # SystemExit and the like end the writer
+                    self._refuse_the_rest(exc)
+                    raise
+                log.error("a group commit failed", error=str(exc))
+
+    def _refuse_the_rest(self, exc: BaseException) -> None:
+        """The writer is ending: no caller may wait for it, now or later."""
+        with self._lock:
+            self._closed = True
+        while True:
+            try:
+                unit = self._units.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(unit, _Unit) and unit.done.set_running_or_notify_cancel():
+                unit.done.set_exception(
+                    GroupCommitClosed(f"the store's writer stopped ({exc!r}); nothing was written")
+                )
 
     def _commit(self, batch: list[_Unit]) -> None:
         results: list[tuple[_Unit, bool, Any]] = []
@@ -234,13 +253,17 @@ class GroupCommit:
 
 
 LOCK_POLL_S = 0.0005
-"""How often a writer waiting for the writers' lock tries again (SQLite's sleeps grow to
-100 ms; a blocking flock would wait without end for a stopped process)."""
+"""How soon a writer waiting for the writers' lock first tries again (SQLite's sleeps grow
+to 100 ms; a blocking flock would wait without end for a stopped process)."""
+LOCK_POLL_MAX_S = 0.005
 
 
 def _flock_within(fd: int, timeout: float) -> bool:
-    """Take an exclusive flock on `fd`; False if another holder kept it `timeout` seconds."""
+    """Take an exclusive flock on `fd`; False if another holder kept it `timeout` seconds.
+    The first tries come every `LOCK_POLL_S` (a commit takes milliseconds), then less often
+    (up to every `LOCK_POLL_MAX_S`), so a long wait does not keep taking the CPU."""
     deadline = time.monotonic() + timeout
+    pause = LOCK_POLL_S
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -248,7 +271,8 @@ def _flock_within(fd: int, timeout: float) -> bool:
         except BlockingIOError:
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(LOCK_POLL_S)
+            time.sleep(pause)
+            pause = min(pause * 1.5, LOCK_POLL_MAX_S)
 
 
 def _transient(exc: Exception) -> bool:

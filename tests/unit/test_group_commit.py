@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.store import Store, migrate
 from loopwright.store.engine import make_engine
-from loopwright.store.group_commit import GroupCommit, GroupCommitClosed
+from loopwright.store.group_commit import GroupCommit, GroupCommitClosed, _flock_within, _transient
 from loopwright.store.models import Delivery
 from loopwright.store.repository import _writers_lock_path
 
@@ -188,6 +188,7 @@ def test_a_failed_commit_after_a_retry_fails_each_caller_once_and_the_writer_goe
                 )
             )
     tries: list[int] = []
+    assert _transient(DBAPIError("INSERT ...", {}, _Deadlocked()))  # so it is retried
 
     def deadlocked_once(session: Session) -> str:
         tries.append(1)
@@ -228,7 +229,7 @@ def test_a_unit_whose_caller_cancelled_it_is_not_written(sessions: sessionmaker[
         release.set()
         first.result(10)
         assert kept.result(10) == "kept"
-    assert writer.run(_add("later")) == "later"
+    assert writer.submit(_add("later")).result(10) == "later"
     assert _stored(sessions) == ["kept", "later"]
     writer.close()
 
@@ -343,3 +344,46 @@ def test_writers_on_one_sqlite_file_take_turns_on_the_lock_beside_it(tmp_path: P
 def test_a_postgresql_store_has_no_writers_lock(postgres_url: str) -> None:
     # Its database name is not a path: no lock file may appear in the working directory.
     assert _writers_lock_path(make_engine(postgres_url)) is None
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_writer_ended_by_systemexit_refuses_new_units_rather_than_hang(
+    sessions: sessionmaker[Session],
+) -> None:
+    writer = GroupCommit(sessions)
+
+    def leave(session: Session) -> str:
+        raise SystemExit(3)
+
+    with pytest.raises(SystemExit):
+        writer.submit(leave).result(10)
+    with pytest.raises(GroupCommitClosed):
+        writer.submit(_add("after")).result(10)
+    assert writer._thread is not None
+    writer._thread.join(10)  # it ended here, so its exception is reported in this test
+    assert not writer._thread.is_alive()
+
+
+def test_the_writers_lock_gives_up_after_its_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "held.lock"
+    holder = os.open(path, os.O_RDWR | os.O_CREAT)
+    waiter = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        started = time.monotonic()
+        assert not _flock_within(waiter, 0.3)
+        assert time.monotonic() - started >= 0.3
+        fcntl.flock(holder, fcntl.LOCK_UN)
+        assert _flock_within(waiter, 0.3)
+    finally:
+        os.close(holder)
+        os.close(waiter)
+
+
+def test_a_lock_file_that_cannot_be_opened_leaves_writes_to_sqlite(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(url)
+    (tmp_path / "loopwright.db-writers.lock").mkdir()  # opening it for writing fails
+    with Store(url) as store:
+        assert store.accept_delivery("d-1", "ping", None, decision="ignored: ping").new_delivery
+        assert store.get_delivery("d-1") is not None
