@@ -125,9 +125,9 @@ def test_a_failing_unit_fails_only_its_caller(sessions: sessionmaker[Session]) -
     writer.close()
 
 
-def test_a_failed_commit_fails_every_caller_of_the_batch(sessions: sessionmaker[Session]) -> None:
-    writer = GroupCommit(sessions)
-
+def _failing_at_commit(sessions: sessionmaker[Session]) -> Callable[[Session], str]:
+    """A unit whose own statements succeed and whose batch's COMMIT then fails: a deferred
+    foreign key to a mission that does not exist is checked only at COMMIT."""
     if sessions.kw["bind"].dialect.name == "postgresql":
         with sessions.begin() as session:
             session.execute(
@@ -141,12 +141,18 @@ def test_a_failed_commit_fails_every_caller_of_the_batch(sessions: sessionmaker[
         defer = "PRAGMA defer_foreign_keys=ON"
 
     def dangling(session: Session) -> str:
-        # A deferred foreign key is checked at COMMIT: the commit itself fails.
         session.execute(text(defer))
         session.execute(
             insert(Delivery).values(id="dangling", event="ping", mission_id="no-such-mission")
         )
         return "dangling"
+
+    return dangling
+
+
+def test_a_failed_commit_fails_every_caller_of_the_batch(sessions: sessionmaker[Session]) -> None:
+    writer = GroupCommit(sessions)
+    dangling = _failing_at_commit(sessions)
 
     with ThreadPoolExecutor(10) as pool:
         release, first = _blocked_writer(writer, pool)
@@ -174,19 +180,7 @@ def test_a_failed_commit_after_a_retry_fails_each_caller_once_and_the_writer_goe
     """A unit aborted by a deadlock is retried after its batch; when that batch's commit
     fails, its caller hears the failure once and the writer is still there for the next."""
     writer = GroupCommit(sessions)
-    defer = (
-        "SET CONSTRAINTS ALL DEFERRED"
-        if sessions.kw["bind"].dialect.name == "postgresql"
-        else "PRAGMA defer_foreign_keys=ON"
-    )
-    if defer.startswith("SET"):
-        with sessions.begin() as session:
-            session.execute(
-                text(
-                    "ALTER TABLE deliveries ALTER CONSTRAINT fk_deliveries_mission_id_missions"
-                    " DEFERRABLE"
-                )
-            )
+    dangling = _failing_at_commit(sessions)
     tries: list[int] = []
     assert _transient(DBAPIError("INSERT ...", {}, _Deadlocked()))  # so it is retried
 
@@ -195,13 +189,6 @@ def test_a_failed_commit_after_a_retry_fails_each_caller_once_and_the_writer_goe
         if len(tries) == 1:
             raise DBAPIError("INSERT ...", {}, _Deadlocked())
         return _add("retried")(session)
-
-    def dangling(session: Session) -> str:
-        session.execute(text(defer))
-        session.execute(
-            insert(Delivery).values(id="dangling", event="ping", mission_id="no-such-mission")
-        )
-        return "dangling"
 
     with ThreadPoolExecutor(4) as pool:
         release, first = _blocked_writer(writer, pool)
