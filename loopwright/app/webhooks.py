@@ -20,14 +20,21 @@ from typing import Any, TypeVar
 
 import structlog
 from githubkit.webhooks import verify
-from litestar import Request, post
-from litestar.params import RawBody
-from litestar.response import Response
+from litestar import Litestar, asgi
 from litestar.status_codes import (
     HTTP_200_OK,
     HTTP_202_ACCEPTED,
     HTTP_400_BAD_REQUEST,
     HTTP_401_UNAUTHORIZED,
+    HTTP_405_METHOD_NOT_ALLOWED,
+    HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+)
+from litestar.types import (
+    HTTPResponseBodyEvent,
+    HTTPResponseStartEvent,
+    HTTPScope,
+    Receive,
+    Send,
 )
 from structlog.typing import FilteringBoundLogger
 
@@ -35,6 +42,7 @@ from loopwright.app.commands import CommentCommands, retry_request
 from loopwright.app.metrics import Metrics
 from loopwright.app.params import header_token, json_problem
 from loopwright.app.runtime import Runtime
+from loopwright.app.views import SECURITY_HEADERS
 from loopwright.github.triggers import (
     CommandComment,
     Decision,
@@ -57,6 +65,19 @@ CANDIDATE_CONFIG = RepoConfig(auto_fix=True)
 
 log = structlog.get_logger("loopwright.webhooks")
 T = TypeVar("T")
+Answer = tuple[int, dict[str, Any]]
+"""A status code and the JSON body that goes with it."""
+
+_HEADERS = frozenset(
+    {b"x-hub-signature-256", b"x-github-event", b"x-github-delivery", b"content-length"}
+)
+_ANSWER_HEADERS = [
+    (b"content-type", b"application/json"),
+    *(
+        (h.name.lower().encode("latin-1"), (h.value or "").encode("latin-1"))
+        for h in SECURITY_HEADERS
+    ),
+]
 
 
 class _HeadAttempts(Mapping[str, int]):
@@ -76,34 +97,95 @@ class _HeadAttempts(Mapping[str, int]):
         return 0
 
 
-def _answer(code: int, /, **body: Any) -> Response[dict[str, Any]]:
-    return Response(body, status_code=code)
+def _answer(code: int, /, **body: Any) -> Answer:
+    return code, body
 
 
-@post(
-    "/webhooks/github",
-    request_max_body_size=MAX_WEBHOOK_BYTES,
-    summary="GitHub App webhook",
-    description="Signed GitHub deliveries (X-Hub-Signature-256). Answers 202 when a mission "
-    "was stored, 200 with the reason when the event needs no action, 401 for a bad signature.",
-)
-async def github_webhook(
-    request: Request[Any, Any, Any], body: RawBody
-) -> Response[dict[str, Any]]:
+@asgi("/webhooks/github", copy_scope=False)
+async def github_webhook(scope: HTTPScope, receive: Receive, send: Send) -> None:
+    """`POST /webhooks/github`, as a plain ASGI route: Litestar's request, parameter and
+    response machinery cost more than the checks and the decision together, and a burst of
+    deliveries pays them for every one. The route keeps Litestar's routing, its exception
+    handling (an error is a 500) and the app's middleware."""
+    if scope["method"] != "POST":
+        refused = _answer(HTTP_405_METHOD_NOT_ALLOWED, error="GitHub deliveries are POSTed")
+        await _send(send, refused, ((b"allow", b"POST"),))
+        return
+    headers: dict[bytes, str] = {}
+    for name, value in scope["headers"]:
+        name = name.lower()
+        if name in _HEADERS and name not in headers:
+            headers[name] = value.decode("latin-1")
+    try:
+        body = await _read_body(receive, headers.get(b"content-length"))
+    except _Disconnected:
+        return  # the sender hung up before the body was whole: nothing to answer
+    if body is None:
+        answer = _answer(
+            HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            error=f"the body is over {MAX_WEBHOOK_BYTES // (1024 * 1024)} MiB; GitHub caps "
+            "webhook payloads at 25 MB",
+        )
+    else:
+        client = scope.get("client")
+        answer = await _answer_delivery(
+            Litestar.from_scope(scope).state, headers, body, client[0] if client else None
+        )
+    await _send(send, answer)
+
+
+class _Disconnected(Exception):
+    """The sender went away before its body was whole."""
+
+
+async def _read_body(receive: Receive, length: str | None) -> bytes | None:
+    """The whole body, or None when it is (or says it is) over MAX_WEBHOOK_BYTES. A
+    Content-Length that is not a number is left to the count of what arrives."""
+    if length is not None and length.strip().isdigit() and int(length) > MAX_WEBHOOK_BYTES:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise _Disconnected
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_WEBHOOK_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def _send(send: Send, answer: Answer, extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    code, body = answer
+    data = json.dumps(body, separators=(",", ":")).encode()
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": code,
+        "headers": [*_ANSWER_HEADERS, (b"content-length", str(len(data)).encode()), *extra],
+    }
+    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": data, "more_body": False}
+    await send(start)
+    await send(end)
+
+
+async def _answer_delivery(
+    state: Any, headers: Mapping[bytes, str], body: bytes, client: str | None
+) -> Answer:
     """Checks and the decision on the event loop; the store's write awaited, not waited for
     on a thread. Only a decision that needs the store to make (a red check's attempt count,
     a comment's retry) or starts work runs on a thread."""
-    # From the app's state, not through dependency injection: resolving two dependencies
-    # costs Litestar a task group per request, a quarter of this handler's own time.
-    state = request.app.state
     runtime: Runtime = state.runtime
     metrics: Metrics = state.metrics
     secret = runtime.settings.github.webhook_secret or ""
     if len(body) > CHECK_ON_LOOP_MAX_BYTES:
-        checked = await _on_thread(runtime.webhook_threads, _check, request, body, secret)
+        checked = await _on_thread(runtime.webhook_threads, _check, headers, client, body, secret)
     else:
-        checked = _check(request, body, secret)
-    if isinstance(checked, Response):
+        checked = _check(headers, client, body, secret)
+    if not isinstance(checked, _Checked):
         answer = checked
     else:
         # Only signed deliveries hold missions back (see DeliveriesInFlight).
@@ -113,7 +195,7 @@ async def github_webhook(
                 answer = await _ignore(checked, decision, runtime)
             else:
                 answer = await _on_thread(runtime.webhook_threads, _handle_work, checked, runtime)
-    metrics.count_delivery(answer.status_code, answer.content)
+    metrics.count_delivery(*answer)
     return answer
 
 
@@ -154,8 +236,10 @@ class _NoStoreReads(Mapping[str, int]):
         return 0
 
 
-def _check(request: Request[Any, Any, Any], body: bytes, secret: str) -> Response[Any] | _Checked:
-    signature = request.headers.get("x-hub-signature-256", "")
+def _check(
+    headers: Mapping[bytes, str], client: str | None, body: bytes, secret: str
+) -> Answer | _Checked:
+    signature = headers.get(b"x-hub-signature-256", "")
     if not signature.startswith("sha256=") or not header_token(signature):
         return _answer(
             HTTP_401_UNAUTHORIZED,
@@ -168,8 +252,8 @@ def _check(request: Request[Any, Any, Any], body: bytes, secret: str) -> Respons
             error="signature does not match; LOOPWRIGHT_WEBHOOK_SECRET must equal the webhook "
             "secret in the GitHub App's settings (Settings → Developer settings → GitHub Apps)",
         )
-    event = request.headers.get("x-github-event", "")
-    delivery = request.headers.get("x-github-delivery", "")
+    event = headers.get(b"x-github-event", "")
+    delivery = headers.get(b"x-github-delivery", "")
     if not event or not delivery:
         return _answer(HTTP_400_BAD_REQUEST, error="missing X-GitHub-Event or X-GitHub-Delivery")
     # Headers arrive as latin-1; GitHub's event names and delivery GUIDs are plain ASCII.
@@ -187,7 +271,6 @@ def _check(request: Request[Any, Any, Any], body: bytes, secret: str) -> Respons
     action = action if isinstance(action, str) else None
     # `event` is the line's own message key in structlog; the GitHub event is `github_event`.
     # The sender's address: uvicorn's access line, which had it, is left out for a 2xx.
-    client = request.client.host if request.client else None
     bound = log.bind(delivery=delivery, github_event=event, action=action, client=client)
     return _Checked(delivery, event, action, payload, bound)
 
@@ -208,7 +291,7 @@ def _decide(
         return needs
 
 
-async def _ignore(checked: _Checked, decision: Ignore, runtime: Runtime) -> Response[Any]:
+async def _ignore(checked: _Checked, decision: Ignore, runtime: Runtime) -> Answer:
     accepted = await asyncio.wrap_future(
         runtime.store.accept_delivery_later(
             checked.delivery, checked.event, checked.action, decision=f"ignored: {decision.reason}"
@@ -221,7 +304,7 @@ async def _ignore(checked: _Checked, decision: Ignore, runtime: Runtime) -> Resp
     return _answer(HTTP_200_OK, status="ignored", reason=decision.reason)
 
 
-def _handle_work(checked: _Checked, runtime: Runtime) -> Response[dict[str, Any]]:
+def _handle_work(checked: _Checked, runtime: Runtime) -> Answer:
     """On a thread: a decision that reads the store, then the write, then the work."""
     store = runtime.store
     delivery, event, action, bound = checked.delivery, checked.event, checked.action, checked.bound
@@ -288,7 +371,7 @@ def _reply(
     payload: Mapping[str, Any],
     delivery: str,
     bound: FilteringBoundLogger,
-) -> Response[dict[str, Any]]:
+) -> Answer:
     repo = _repo_name(payload)
     installation = (payload.get("installation") or {}).get("id")
     if not repo or not isinstance(installation, int):
@@ -311,7 +394,7 @@ def _command(
     action: str | None,
     delivery: str,
     bound: FilteringBoundLogger,
-) -> Response[dict[str, Any]]:
+) -> Answer:
     """Answer a command that starts no mission, after the permission check, off this path."""
     name = comment.command.name
     accepted = runtime.store.accept_delivery(delivery, event, action, decision=f"command {name}")

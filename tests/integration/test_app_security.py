@@ -224,6 +224,17 @@ def test_a_large_body_is_checked_off_the_event_loop_with_the_same_answers(idle):
     assert delivery_row(idle, "large-nul") is None and delivery_row(idle, "large-forged") is None
 
 
+def test_webhook_answers_are_json_with_the_apps_security_headers(idle):
+    """The route writes its own answers: they carry the same headers as every other page."""
+    answer = idle.deliver("ping", {"zen": "Design for failure.", "hook_id": 3})
+    assert answer.status_code == 200 and answer.json()["status"] == "ignored", answer.text
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+    refused = idle.deliver("ping", {}, signature="sha256=" + "0" * 64)
+    assert refused.status_code == 401 and refused.headers["referrer-policy"] == "same-origin"
+
+
 def test_body_over_25_mb_is_413_and_not_recorded(idle):
     body = b'{"action": "completed", "pad": "' + b"x" * (26 * 1024 * 1024) + b'"}'
     answer = idle.deliver("check_run", {}, body=body, delivery="too-big")
