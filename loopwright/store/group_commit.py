@@ -66,8 +66,9 @@ class GroupCommit:
     """The one writer thread of a store for writes that may share a commit.
 
     `run(work)` returns what `work(session)` returned once the transaction holding it is
-    committed. An exception raised by `work` rolls back only that unit's savepoint and is
-    raised to its caller; the other units of the batch still commit. An exception from the
+    committed. An exception raised by `work` undoes only that unit's writes and is raised
+    to its caller; the other units of the batch still commit (their batch is run again, so
+    `work` may run twice). An exception from the
     commit itself (the database is gone, the disk is full) is raised to every caller of the
     batch: none of their writes was made. Units run in the order they arrived.
     """
@@ -211,6 +212,34 @@ class GroupCommit:
                 )
 
     def _commit(self, batch: list[_Unit]) -> None:
+        """The batch in one transaction; when a unit raises, the transaction is rolled back
+        and the batch is run again with each unit in a savepoint of its own.
+
+        A savepoint costs more than the insert it guards (two statements, and SQLAlchemy's
+        nested-transaction bookkeeping), and a unit almost never raises: so the batch is
+        first run without any, which leaves every unit's writes or none."""
+        try:
+            results = self._run_batch(batch, savepoints=False)
+        except _UnitRaised:
+            results = self._run_batch(batch, savepoints=True)
+        if results is None:  # the commit failed: every caller of the batch has heard
+            return
+        done, again = results
+        self.batches += 1
+        for unit, ok, value in done:
+            if ok:
+                unit.done.set_result(value)
+            else:
+                unit.done.set_exception(value)
+        if again:
+            self._commit(again)
+
+    def _run_batch(
+        self, batch: list[_Unit], *, savepoints: bool
+    ) -> tuple[list[tuple[_Unit, bool, Any]], list[_Unit]] | None:
+        """Each unit's outcome and the units to try again, once committed; None when the
+        commit failed (each caller is told). Without `savepoints`, a unit that raises rolls
+        the transaction back and `_UnitRaised` is raised."""
         results: list[tuple[_Unit, bool, Any]] = []
         again: list[_Unit] = []
         try:
@@ -221,6 +250,12 @@ class GroupCommit:
                     # its own transaction and each RELEASE a commit of its own.
                     connection.exec_driver_sql("BEGIN IMMEDIATE")
                 for unit in batch:
+                    if not savepoints:
+                        try:
+                            results.append((unit, True, unit.work(session)))
+                        except Exception as exc:
+                            raise _UnitRaised from exc
+                        continue
                     savepoint = session.begin_nested()
                     try:
                         value = unit.work(session)
@@ -234,6 +269,8 @@ class GroupCommit:
                             results.append((unit, False, exc))
                     else:
                         results.append((unit, True, value))
+        except _UnitRaised:
+            raise
         except BaseException as exc:  # the commit failed: every caller of the batch hears it
             # `again` holds retries of units of `batch`: the same futures.
             for unit in batch:
@@ -241,15 +278,12 @@ class GroupCommit:
                     unit.done.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
-            return
-        self.batches += 1
-        for unit, ok, value in results:
-            if ok:
-                unit.done.set_result(value)
-            else:
-                unit.done.set_exception(value)
-        if again:
-            self._commit(again)
+            return None
+        return results, again
+
+
+class _UnitRaised(Exception):
+    """A unit raised in a batch run without savepoints; the transaction was rolled back."""
 
 
 LOCK_POLL_S = 0.0005

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select, text
+from sqlalchemy import event, insert, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -150,6 +150,68 @@ def _failing_at_commit(sessions: sessionmaker[Session]) -> Callable[[Session], s
     return dangling
 
 
+def _statements(sessions: sessionmaker[Session]) -> list[str]:
+    """Every statement the writer's engine sends from now on."""
+    sent: list[str] = []
+    event.listen(sessions.kw["bind"], "before_cursor_execute", lambda *args: sent.append(args[2]))
+    return sent
+
+
+def test_a_batch_in_which_no_unit_raises_takes_no_savepoint(
+    sessions: sessionmaker[Session],
+) -> None:
+    writer = GroupCommit(sessions)
+    with ThreadPoolExecutor(20) as pool:
+        release, first = _blocked_writer(writer, pool)
+        sent = _statements(sessions)
+        waiting = [pool.submit(writer.run, _add(f"d{i}")) for i in range(10)]
+        _wait_queued(writer, 10)
+        release.set()
+        first.result(10)
+        assert [f.result(10) for f in waiting] == [f"d{i}" for i in range(10)]
+    assert writer.batches == 2
+    assert [s for s in sent if "SAVEPOINT" in s.upper()] == []
+    assert sum(1 for s in sent if s.lstrip().upper().startswith("INSERT")) == 10
+    writer.close()
+
+
+def test_a_unit_that_raises_after_writing_leaves_none_of_its_writes(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The batch is rolled back and run again unit by unit: the others' writes are made
+    once, the failing unit's first insert is not kept, and its caller gets its error."""
+    writer = GroupCommit(sessions)
+    runs: list[str] = []
+
+    def half_done(session: Session) -> str:
+        runs.append("half")
+        _add("half")(session)
+        raise ValueError("the second write of this unit was refused")
+
+    def counted(delivery_id: str) -> Callable[[Session], str]:
+        def work(session: Session) -> str:
+            runs.append(delivery_id)
+            return _add(delivery_id)(session)
+
+        return work
+
+    with ThreadPoolExecutor(10) as pool:
+        release, first = _blocked_writer(writer, pool)
+        futures = []
+        for work in (counted("a"), half_done, counted("b")):
+            futures.append(pool.submit(writer.run, work))
+            _wait_queued(writer, len(futures))
+        release.set()
+        first.result(10)
+        assert futures[0].result(10) == "a" and futures[2].result(10) == "b"
+        with pytest.raises(ValueError, match="second write"):
+            futures[1].result(10)
+    assert sorted(_stored(sessions)) == ["a", "b"]
+    # The first run stopped at the unit that raised; the second ran every unit.
+    assert runs == ["a", "half", "a", "half", "b"]
+    writer.close()
+
+
 def test_a_failed_commit_fails_every_caller_of_the_batch(sessions: sessionmaker[Session]) -> None:
     writer = GroupCommit(sessions)
     dangling = _failing_at_commit(sessions)
@@ -177,8 +239,9 @@ class _Deadlocked(Exception):
 def test_a_failed_commit_after_a_retry_fails_each_caller_once_and_the_writer_goes_on(
     sessions: sessionmaker[Session],
 ) -> None:
-    """A unit aborted by a deadlock is retried after its batch; when that batch's commit
-    fails, its caller hears the failure once and the writer is still there for the next."""
+    """A unit aborted by a deadlock even in its own savepoint is retried after its batch;
+    when that batch's commit fails, its caller hears the failure once and the writer is
+    still there for the next."""
     writer = GroupCommit(sessions)
     dangling = _failing_at_commit(sessions)
     tries: list[int] = []
@@ -186,7 +249,7 @@ def test_a_failed_commit_after_a_retry_fails_each_caller_once_and_the_writer_goe
 
     def deadlocked_once(session: Session) -> str:
         tries.append(1)
-        if len(tries) == 1:
+        if len(tries) <= 2:  # the batch's first run, then its run with savepoints
             raise DBAPIError("INSERT ...", {}, _Deadlocked())
         return _add("retried")(session)
 
@@ -201,8 +264,36 @@ def test_a_failed_commit_after_a_retry_fails_each_caller_once_and_the_writer_goe
         for future in futures:
             with pytest.raises(IntegrityError):
                 future.result(10)
+    assert len(tries) == 2  # the retry was due after a commit that failed: it never ran
     assert writer.submit(_add("later")).result(10) == "later"  # the writer is still there
     assert _stored(sessions) == ["later"]
+    writer.close()
+
+
+def test_a_unit_deadlocked_in_its_own_savepoint_is_run_again_after_its_batch(
+    sessions: sessionmaker[Session],
+) -> None:
+    writer = GroupCommit(sessions)
+    tries: list[int] = []
+
+    def deadlocked_twice(session: Session) -> str:
+        tries.append(1)
+        if len(tries) <= 2:  # the batch's first run, then its run with savepoints
+            raise DBAPIError("INSERT ...", {}, _Deadlocked())
+        return _add("retried")(session)
+
+    with ThreadPoolExecutor(4) as pool:
+        release, first = _blocked_writer(writer, pool)
+        retried = pool.submit(writer.run, deadlocked_twice)
+        _wait_queued(writer, 1)
+        other = pool.submit(writer.run, _add("other"))
+        _wait_queued(writer, 2)
+        release.set()
+        first.result(10)
+        assert other.result(10) == "other" and retried.result(10) == "retried"
+    assert len(tries) == 3
+    assert writer.batches == 3  # the held unit, the batch, then the retry on its own
+    assert _stored(sessions) == ["other", "retried"]
     writer.close()
 
 
@@ -256,7 +347,8 @@ def test_a_closed_writer_refuses_new_units(sessions: sessionmaker[Session]) -> N
 
 def test_two_writers_deadlocking_on_postgresql_both_finish(postgres_url: str) -> None:
     """Two servers' writers insert the same ids in opposite orders: PostgreSQL aborts one
-    statement; its unit runs again after its batch committed, and sees the other's row."""
+    statement, which rolls back that writer's whole batch (run without savepoints); the
+    other batch commits, and the rolled-back one, run again unit by unit, finds its rows."""
     from loopwright.store.engine import migrate
 
     migrate(postgres_url)
@@ -293,7 +385,7 @@ def test_two_writers_deadlocking_on_postgresql_both_finish(postgres_url: str) ->
                     outcomes.append("duplicate")
         # Each id was inserted once; the unit that lost the deadlock found the other's row.
         assert sorted(outcomes) == ["d1", "d2", "duplicate", "duplicate"]
-        assert sum(w.batches for w in writers) == 2 + 2 + 1  # holds, batches, one retry
+        assert sum(w.batches for w in writers) == 2 + 2  # the holds, then one commit each
         assert sorted(_stored(sessionmaker(engines[0]))) == ["d1", "d2"]
     finally:
         for writer in writers:
