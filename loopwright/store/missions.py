@@ -163,7 +163,10 @@ _ATTEMPTS = (
     .where(
         Mission.repo == bindparam("repo"),
         Mission.head_sha == bindparam("head_sha"),
-        Mission.status.not_in(("refused", "ignored")),
+        # Two comparisons rather than NOT IN: a tuple is an expanding parameter, which
+        # SQLAlchemy renders again on every execution of the cached statement.
+        Mission.status != "refused",
+        Mission.status != "ignored",
     )
 )
 
