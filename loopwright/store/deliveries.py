@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -101,12 +102,13 @@ class DeliveryRecords:
                 session.execute(_INSERT_DELIVERY, {**row, "mission_id": None})
                 return Accepted(True, None, False)
             mission = mission_row(request, None, "queued", None)
-            created = True
-            try:
-                with session.begin_nested():
-                    session.execute(_INSERT_MISSION, _columns(mission))
-            except IntegrityError:
-                created = False
+            # ON CONFLICT DO NOTHING, not a savepoint around a failing insert: a second
+            # delivery about the same failure is common, and a savepoint costs more than
+            # the insert.
+            dialect = session.get_bind().dialect.name
+            inserted = session.execute(_INSERT_MISSION[dialect], _columns(mission))
+            created = inserted.scalar() is not None
+            if not created:
                 mission = session.scalars(
                     select(Mission).where(Mission.dedupe_key == request.dedupe_key)
                 ).one()
@@ -151,7 +153,14 @@ class DeliveryRecords:
 
 
 _INSERT_DELIVERY = insert(cast(Table, Delivery.__table__))
-_INSERT_MISSION = insert(cast(Table, Mission.__table__))
+_INSERT_MISSION = {
+    dialect: insert_(cast(Table, Mission.__table__))
+    .on_conflict_do_nothing(index_elements=["dedupe_key"])
+    .returning(Mission.id)
+    for dialect, insert_ in (("sqlite", sqlite.insert), ("postgresql", postgresql.insert))
+}
+"""A mission unless one with its dedupe key is stored, in each of the store's dialects; it
+returns the id only when the row was inserted."""
 
 
 def _columns(mission: Mission) -> dict[str, object]:

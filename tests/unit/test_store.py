@@ -805,6 +805,24 @@ def test_accept_delivery_is_one_race_safe_write(store: Store):
     assert len(store.list_missions()) == 1
 
 
+def test_a_delivery_joining_a_stored_mission_needs_no_savepoint(store: Store):
+    """The common duplicate (a check suite after its check run) is an INSERT that does
+    nothing, not a failing one: the batch it shares is not rolled back and run again."""
+    sent: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda *args: sent.append(args[2]))
+    first = store.accept_delivery("d-1", "check_run", "completed", decision="mission",
+                                  request=request(4))  # fmt: skip
+    joined = store.accept_delivery("d-2", "check_suite", "completed", decision="mission",
+                                   request=request(4, check="suite"))  # fmt: skip
+    assert first.created and not joined.created
+    assert first.mission is not None and joined.mission is not None
+    assert joined.mission.id == first.mission.id
+    assert [s for s in sent if "SAVEPOINT" in s.upper()] == []
+    assert [s.split()[0] for s in sent if s.split()[0] in ("INSERT", "SELECT")] == [
+        "INSERT", "INSERT", "INSERT", "SELECT", "INSERT"
+    ]  # fmt: skip
+
+
 # -- sandbox claims --------------------------------------------------------------------
 
 
