@@ -325,6 +325,8 @@ def start_up_once(
 class _NoQueue:
     """The queue of a process that runs no missions (the parent of the workers)."""
 
+    submit_blocks = False
+
     def submit(self, mission_id: str) -> None:
         raise RuntimeError(f"mission {mission_id}: this process runs no missions")
 

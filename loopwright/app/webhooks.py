@@ -53,6 +53,8 @@ from loopwright.github.triggers import (
     decide,
 )
 from loopwright.repo_config import RepoConfig
+from loopwright.request import MissionRequest
+from loopwright.store.deliveries import Accepted
 from loopwright.store.repository import Store
 
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024
@@ -176,8 +178,9 @@ async def _answer_delivery(
     state: Any, headers: Mapping[bytes, str], body: bytes, client: str | None
 ) -> Answer:
     """Checks and the decision on the event loop; the store's write awaited, not waited for
-    on a thread. Only a decision that needs the store to make (a red check's attempt count,
-    a comment's retry) or starts work runs on a thread."""
+    on a thread. A red check's attempt count is read in its write (`_count_and_accept`).
+    Only a decision that needs more of the store (a comment's retry) or starts work other
+    than a mission runs on a thread."""
     runtime: Runtime = state.runtime
     metrics: Metrics = state.metrics
     secret = runtime.settings.github.webhook_secret or ""
@@ -193,6 +196,8 @@ async def _answer_delivery(
             decision = _decide(checked, runtime, _NoStoreReads())
             if isinstance(decision, Ignore):
                 answer = await _ignore(checked, decision, runtime)
+            elif isinstance(decision, _NeedsStore):
+                answer = await _count_and_accept(checked, runtime)
             else:
                 answer = await _on_thread(runtime.webhook_threads, _handle_work, checked, runtime)
     metrics.count_delivery(*answer)
@@ -304,6 +309,58 @@ async def _ignore(checked: _Checked, decision: Ignore, runtime: Runtime) -> Answ
     return _answer(HTTP_200_OK, status="ignored", reason=decision.reason)
 
 
+class _NotAMission(Exception):
+    """A decision made with the store's counts that is neither a mission nor an ignore."""
+
+
+async def _count_and_accept(checked: _Checked, runtime: Runtime) -> Answer:
+    """A decision that needs the attempt count (a red check): the count is read, the
+    decision made and the delivery stored in one unit of the store's group commit, which
+    this awaits. Neither a thread of the webhook's nor a read of its own is needed."""
+    repo = _repo_name(checked.payload)
+    decided: list[Decision | _NeedsStore] = []
+
+    def decide(attempts: Mapping[str, int]) -> tuple[str, MissionRequest | None]:
+        decision = _decide(checked, runtime, attempts)
+        decided[:] = [decision]  # the unit may run twice: the last decision is the stored one
+        if isinstance(decision, Ignore):
+            return f"ignored: {decision.reason}", None
+        if isinstance(decision, MissionRequest):
+            extra = {**decision.extra, "delivery": checked.delivery}
+            return "mission", replace(decision, extra=extra)
+        raise _NotAMission(repr(decision))
+
+    try:
+        accepted = await asyncio.wrap_future(
+            runtime.store.accept_delivery_deciding_later(
+                checked.delivery, checked.event, checked.action, repo=repo, decide=decide
+            )
+        )
+    except _NotAMission:  # no trigger decides so today; the general path handles any
+        return await _on_thread(runtime.webhook_threads, _handle_work, checked, runtime)
+    decision = decided[-1]
+    if accepted.new_delivery and isinstance(decision, Ignore):
+        checked.bound.info("ignored", reason=decision.reason)
+        return _answer(HTTP_200_OK, status="ignored", reason=decision.reason)
+    if runtime.queue.submit_blocks:  # a queue on the network: not from the event loop
+        return await _on_thread(runtime.webhook_threads, _queued, accepted, checked, runtime)
+    return _queued(accepted, checked, runtime)
+
+
+def _queued(accepted: Accepted, checked: _Checked, runtime: Runtime) -> Answer:
+    """The answer for a stored mission delivery; a new mission is handed to the queue."""
+    mission = accepted.mission
+    if not accepted.new_delivery or mission is None:
+        checked.bound.info("duplicate delivery")
+        return _answer(HTTP_200_OK, status="duplicate", delivery=checked.delivery)
+    if not accepted.created:
+        checked.bound.info("same failure already has a mission", mission=mission.id)
+        return _answer(HTTP_200_OK, status="duplicate", mission=mission.id)
+    runtime.queue.submit(mission.id)
+    checked.bound.info("mission queued", mission=mission.id)
+    return _answer(HTTP_202_ACCEPTED, status="queued", mission=mission.id)
+
+
 def _handle_work(checked: _Checked, runtime: Runtime) -> Answer:
     """On a thread: a decision that reads the store, then the write, then the work."""
     store = runtime.store
@@ -334,16 +391,7 @@ def _handle_work(checked: _Checked, runtime: Runtime) -> Answer:
     request_ = decision.request if isinstance(decision, NeedsPermission) else decision
     request_ = replace(request_, extra={**request_.extra, "delivery": delivery})
     accepted = store.accept_delivery(delivery, event, action, decision="mission", request=request_)
-    if not accepted.new_delivery or accepted.mission is None:
-        bound.info("duplicate delivery")
-        return _answer(HTTP_200_OK, status="duplicate", delivery=delivery)
-    mission = accepted.mission
-    if not accepted.created:
-        bound.info("same failure already has a mission", mission=mission.id)
-        return _answer(HTTP_200_OK, status="duplicate", mission=mission.id)
-    runtime.queue.submit(mission.id)
-    bound.info("mission queued", mission=mission.id)
-    return _answer(HTTP_202_ACCEPTED, status="queued", mission=mission.id)
+    return _queued(accepted, checked, runtime)
 
 
 def _parse(body: bytes) -> tuple[Any, str | None]:

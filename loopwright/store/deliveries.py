@@ -4,18 +4,20 @@ about it and, for work, the mission it made or joined."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import cast
 
 from sqlalchemy import Table, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.request import MissionRequest
 from loopwright.store.group_commit import GroupCommit
-from loopwright.store.missions import mission_row
+from loopwright.store.missions import attempts_on, mission_row
 from loopwright.store.models import Delivery, Mission, utcnow
 
 
@@ -93,31 +95,35 @@ class DeliveryRecords:
         """`accept_delivery` without waiting: the future holds what it did once committed."""
 
         def write(session: Session) -> Accepted:
-            # Core statements, not the unit of work: the batch shares one session, and a
-            # duplicate id must fail in the database, not in the session's identity map.
-            # Table inserts with the values as parameters: one cached statement each, where
-            # ORM inserts with `.values(...)` are keyed and compiled on every delivery.
-            row = {"id": delivery_id, "event": event, "action": action, "decision": decision}
-            if request is None:
-                session.execute(_INSERT_DELIVERY, {**row, "mission_id": None})
-                return Accepted(True, None, False)
-            mission = mission_row(request, None, "queued", None)
-            # ON CONFLICT DO NOTHING, not a savepoint around a failing insert: a second
-            # delivery about the same failure is common, and a savepoint costs more than
-            # the insert.
-            dialect = session.get_bind().dialect.name
-            inserted = session.execute(_INSERT_MISSION[dialect], _columns(mission))
-            created = inserted.scalar() is not None
-            if not created:
-                mission = session.scalars(
-                    select(Mission).where(Mission.dedupe_key == request.dedupe_key)
-                ).one()
-                session.expunge(mission)
-                row["decision"] = "duplicate mission"
-            # A replayed delivery id fails here and takes the new mission back with it.
-            session.execute(_INSERT_DELIVERY, {**row, "mission_id": mission.id})
-            return Accepted(True, mission, created)
+            return _write(session, delivery_id, event, action, decision, request)
 
+        return self._accept(write)
+
+    def accept_delivery_deciding_later(
+        self,
+        delivery_id: str,
+        event: str,
+        action: str | None,
+        *,
+        repo: str,
+        decide: Callable[[Mapping[str, int]], tuple[str, MissionRequest | None]],
+    ) -> Future[Accepted]:
+        """`accept_delivery_later` for a decision that needs the missions already stored per
+        head of `repo` (the attempt cap): `decide(attempts)` runs in the write's own
+        transaction and returns the decision to store and, for work, the mission's request.
+
+        The count is read where the row is written, so no other delivery's mission can
+        come between them, and the caller needs no thread of its own to read it. `decide`
+        may run more than once (see `GroupCommit`): only its last answer is stored.
+        """
+
+        def write(session: Session) -> Accepted:
+            decision, request = decide(_StoredAttempts(session.connection(), repo))
+            return _write(session, delivery_id, event, action, decision, request)
+
+        return self._accept(write)
+
+    def _accept(self, write: Callable[[Session], Accepted]) -> Future[Accepted]:
         accepted: Future[Accepted] = Future()
 
         def settle(written: Future[Accepted]) -> None:
@@ -150,6 +156,57 @@ class DeliveryRecords:
                 .where(Delivery.decision == decision, Delivery.received_at >= since)
             )
         return int(count or 0)
+
+
+def _write(
+    session: Session,
+    delivery_id: str,
+    event: str,
+    action: str | None,
+    decision: str,
+    request: MissionRequest | None,
+) -> Accepted:
+    # Core statements, not the unit of work: the batch shares one session, and a
+    # duplicate id must fail in the database, not in the session's identity map.
+    # Table inserts with the values as parameters: one cached statement each, where
+    # ORM inserts with `.values(...)` are keyed and compiled on every delivery.
+    row = {"id": delivery_id, "event": event, "action": action, "decision": decision}
+    if request is None:
+        session.execute(_INSERT_DELIVERY, {**row, "mission_id": None})
+        return Accepted(True, None, False)
+    mission = mission_row(request, None, "queued", None)
+    # ON CONFLICT DO NOTHING, not a savepoint around a failing insert: a second
+    # delivery about the same failure is common, and a savepoint costs more than
+    # the insert.
+    dialect = session.get_bind().dialect.name
+    inserted = session.execute(_INSERT_MISSION[dialect], _columns(mission))
+    created = inserted.scalar() is not None
+    if not created:
+        mission = session.scalars(
+            select(Mission).where(Mission.dedupe_key == request.dedupe_key)
+        ).one()
+        session.expunge(mission)
+        row["decision"] = "duplicate mission"
+    # A replayed delivery id fails here and takes the new mission back with it.
+    session.execute(_INSERT_DELIVERY, {**row, "mission_id": mission.id})
+    return Accepted(True, mission, created)
+
+
+class _StoredAttempts(Mapping[str, int]):
+    """Missions stored per head SHA of one repository, read in the writer's transaction."""
+
+    def __init__(self, connection: Connection, repo: str) -> None:
+        self._connection = connection
+        self._repo = repo
+
+    def __getitem__(self, sha: str) -> int:
+        return attempts_on(self._connection, self._repo, sha)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
 _INSERT_DELIVERY = insert(cast(Table, Delivery.__table__))

@@ -34,7 +34,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -171,6 +171,12 @@ _ATTEMPTS = (
 )
 
 
+def attempts_on(connection: Connection, repo: str, head_sha: str) -> int:
+    """`MissionRecords.attempts_for_head` on a connection the caller holds."""
+    count = connection.execute(_ATTEMPTS, {"repo": repo, "head_sha": head_sha}).scalar()
+    return int(count or 0)
+
+
 class MissionRecords:
     """The store's reads and writes of missions."""
 
@@ -300,8 +306,7 @@ class MissionRecords:
         # On a connection, with the statement built once: the webhook asks this for every
         # red check it is sent, and a session costs more than the query.
         with self.engine.connect() as connection:
-            count = connection.execute(_ATTEMPTS, {"repo": repo, "head_sha": head_sha}).scalar()
-        return int(count or 0)
+            return attempts_on(connection, repo, head_sha)
 
     def set_status(
         self,

@@ -40,6 +40,9 @@ _WAKE = None
 
 
 class MissionQueue(Protocol):
+    submit_blocks: bool
+    """Whether `submit` waits on the network (an event loop calls it from a thread then)."""
+
     def submit(self, mission_id: str) -> None:
         """Ask for a stored, `queued` mission to run. Never blocks on the mission itself."""
 
@@ -94,6 +97,8 @@ class InProcessQueue:
     the same CPUs. GitHub waits ten seconds for an answer; a mission loses nothing by
     starting up to `yield_s` later.
     """
+
+    submit_blocks = False
 
     def __init__(
         self,

@@ -119,6 +119,8 @@ class QueueUnavailable(ConfigError):
 class SaqQueue:
     """`MissionQueue` on SAQ. `run=None`: this process only submits."""
 
+    submit_blocks = True
+
     def __init__(
         self,
         store: Store,

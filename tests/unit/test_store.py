@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -803,6 +803,46 @@ def test_accept_delivery_is_one_race_safe_write(store: Store):
     ignored = store.accept_delivery("d-ign", "push", None, decision="ignored: push")
     assert ignored.new_delivery and ignored.mission is None
     assert len(store.list_missions()) == 1
+
+
+def test_a_decision_on_the_attempt_count_reads_it_in_its_own_write(store: Store):
+    head = f"{5:040x}"
+    by_comment = request(5, trigger="comment", comment_id=1)
+    earlier = store.accept_delivery(
+        "d-0", "issue_comment", "created", decision="mission", request=by_comment
+    )
+    assert earlier.created
+    seen: list[tuple[str, int]] = []
+
+    def capped_at_one(repo: str) -> Callable[[Mapping[str, int]], Any]:
+        def decide(attempts: Mapping[str, int]) -> tuple[str, MissionRequest | None]:
+            seen.append((repo, attempts[head]))
+            if attempts[head] >= 1:
+                return "ignored: attempt cap 1 reached", None
+            return "mission", request(5, repo=repo)
+
+        return decide
+
+    capped = store.accept_delivery_deciding_later(
+        "d-1", "check_run", "completed", repo="acme/app", decide=capped_at_one("acme/app")
+    ).result(10)
+    other = store.accept_delivery_deciding_later(
+        "d-2", "check_run", "completed", repo="acme/other", decide=capped_at_one("acme/other")
+    ).result(10)
+    replayed = store.accept_delivery_deciding_later(
+        "d-2", "check_run", "completed", repo="acme/other", decide=capped_at_one("acme/other")
+    ).result(10)
+    # The replay's decision ran twice: its batch was rolled back when its delivery id was
+    # refused, and run again unit by unit (see GroupCommit). Only the count was ever read.
+    assert seen == [("acme/app", 1), ("acme/other", 0), ("acme/other", 1), ("acme/other", 1)]
+    assert (capped.new_delivery, capped.mission) == (True, None)
+    assert other.created and other.mission is not None and other.mission.repo == "acme/other"
+    assert (replayed.new_delivery, replayed.mission) == (False, None)
+    stored = [store.get_delivery(d) for d in ("d-1", "d-2")]
+    assert [(d.decision, d.mission_id) for d in stored if d is not None] == [
+        ("ignored: attempt cap 1 reached", None),
+        ("mission", other.mission.id),
+    ]
 
 
 def test_a_delivery_joining_a_stored_mission_needs_no_savepoint(store: Store):

@@ -1,7 +1,7 @@
 """Which deliveries the webhook decides on the event loop: exactly those whose decision
 needs nothing from the store. Every recorded payload is decided both ways: on the loop
-(where asking the store for a count is refused) and as on a thread (with the store's
-counts); the loop's decision, when it makes one, must be the thread's."""
+(where asking the store for a count is refused) and with the store's counts (as in the
+store's write, or on a thread); the loop's decision, when it makes one, must be the same."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_the_loop_decides_only_what_needs_no_store_and_decides_it_the_same(path:
             assert on_loop == on_thread
 
 
-def test_a_red_check_is_decided_on_a_thread_and_an_ignored_event_on_the_loop() -> None:
+def test_a_red_check_is_decided_with_the_stores_count_and_an_ignored_event_on_the_loop() -> None:
     runtime = _runtime()
     red = _checked(next(p for p in FIXTURES if p.name == "check_run.completed.timed_out.json"))
     assert isinstance(_decide(red, runtime, _NoStoreReads()), _NeedsStore)
