@@ -11,6 +11,7 @@ Two modes share the views, the API and the streams:
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import threading
 import time
@@ -164,6 +165,12 @@ def create_app(
             app.state.github_sessions = GitHubSessions(app.state.store)
             metrics.store = app.state.store
             stack.callback(setattr, metrics, "store", None)
+            # What start-up made (modules, the app, the store's engine) lives as long as the
+            # server: out of the collector's generations, a full collection no longer walks
+            # it. It took 130 ms of a burst of deliveries each time; frozen, about 11 ms.
+            gc.collect()
+            gc.freeze()
+            stack.callback(gc.unfreeze)
             yield
 
     handlers: list[ControllerRouterHandler] = [
