@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import cast
 
-from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy import Table, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
@@ -112,9 +112,13 @@ class DeliveryRecords:
         head of `repo` (the attempt cap): `decide(attempts)` runs in the write's own
         transaction and returns the decision to store and, for work, the mission's request.
 
-        The count is read where the row is written, so no other delivery's mission can
-        come between them, and the caller needs no thread of its own to read it. `decide`
-        may run more than once (see `GroupCommit`): only its last answer is stored.
+        The count is read in the transaction that writes the row, so the caller needs no
+        thread of its own to read it. On SQLite, which has one writer at a time, no other
+        mission can come between the count and the write. On PostgreSQL two servers'
+        writers can each count before the other commits, and both go on: the dedupe key
+        still keeps one mission per failure, while a head at its cap may get one attempt
+        more. `decide` may run more than once (see `GroupCommit`): only its last answer is
+        stored.
         """
 
         def write(session: Session) -> Accepted:
@@ -167,28 +171,27 @@ def _write(
     request: MissionRequest | None,
 ) -> Accepted:
     # Core statements, not the unit of work: the batch shares one session, and a
-    # duplicate id must fail in the database, not in the session's identity map.
+    # duplicate id must be found by the database, not by the session's identity map.
     # Table inserts with the values as parameters: one cached statement each, where
     # ORM inserts with `.values(...)` are keyed and compiled on every delivery.
+    # Both inserts do nothing on a conflict rather than fail: a failing statement would
+    # send the whole batch back to be run again unit by unit (see GroupCommit), and a
+    # replayed delivery id or a second delivery about the same failure are common.
+    dialect = session.get_bind().dialect.name
     row = {"id": delivery_id, "event": event, "action": action, "decision": decision}
+    if session.execute(_INSERT_DELIVERY[dialect], {**row, "mission_id": None}).scalar() is None:
+        return Accepted(False, None, False)  # this X-GitHub-Delivery id was seen before
     if request is None:
-        session.execute(_INSERT_DELIVERY, {**row, "mission_id": None})
         return Accepted(True, None, False)
     mission = mission_row(request, None, "queued", None)
-    # ON CONFLICT DO NOTHING, not a savepoint around a failing insert: a second
-    # delivery about the same failure is common, and a savepoint costs more than
-    # the insert.
-    dialect = session.get_bind().dialect.name
-    inserted = session.execute(_INSERT_MISSION[dialect], _columns(mission))
-    created = inserted.scalar() is not None
+    created = session.execute(_INSERT_MISSION[dialect], _columns(mission)).scalar() is not None
     if not created:
         mission = session.scalars(
             select(Mission).where(Mission.dedupe_key == request.dedupe_key)
         ).one()
         session.expunge(mission)
-        row["decision"] = "duplicate mission"
-    # A replayed delivery id fails here and takes the new mission back with it.
-    session.execute(_INSERT_DELIVERY, {**row, "mission_id": mission.id})
+        decision = "duplicate mission"
+    session.execute(_DECIDED, {"delivery": delivery_id, "decided": decision, "mission": mission.id})
     return Accepted(True, mission, created)
 
 
@@ -209,7 +212,18 @@ class _StoredAttempts(Mapping[str, int]):
         return 0
 
 
-_INSERT_DELIVERY = insert(cast(Table, Delivery.__table__))
+_INSERT_DELIVERY = {
+    dialect: insert_(cast(Table, Delivery.__table__))
+    .on_conflict_do_nothing(index_elements=["id"])
+    .returning(Delivery.id)
+    for dialect, insert_ in (("sqlite", sqlite.insert), ("postgresql", postgresql.insert))
+}
+"""A delivery unless its id is stored; it returns the id only when the row was inserted."""
+_DECIDED = (
+    update(cast(Table, Delivery.__table__))
+    .where(Delivery.id == bindparam("delivery"))
+    .values(decision=bindparam("decided"), mission_id=bindparam("mission"))
+)
 _INSERT_MISSION = {
     dialect: insert_(cast(Table, Mission.__table__))
     .on_conflict_do_nothing(index_elements=["dedupe_key"])

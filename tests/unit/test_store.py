@@ -832,9 +832,7 @@ def test_a_decision_on_the_attempt_count_reads_it_in_its_own_write(store: Store)
     replayed = store.accept_delivery_deciding_later(
         "d-2", "check_run", "completed", repo="acme/other", decide=capped_at_one("acme/other")
     ).result(10)
-    # The replay's decision ran twice: its batch was rolled back when its delivery id was
-    # refused, and run again unit by unit (see GroupCommit). Only the count was ever read.
-    assert seen == [("acme/app", 1), ("acme/other", 0), ("acme/other", 1), ("acme/other", 1)]
+    assert seen == [("acme/app", 1), ("acme/other", 0), ("acme/other", 1)]
     assert (capped.new_delivery, capped.mission) == (True, None)
     assert other.created and other.mission is not None and other.mission.repo == "acme/other"
     assert (replayed.new_delivery, replayed.mission) == (False, None)
@@ -845,22 +843,31 @@ def test_a_decision_on_the_attempt_count_reads_it_in_its_own_write(store: Store)
     ]
 
 
-def test_a_delivery_joining_a_stored_mission_needs_no_savepoint(store: Store):
-    """The common duplicate (a check suite after its check run) is an INSERT that does
-    nothing, not a failing one: the batch it shares is not rolled back and run again."""
+def test_a_joining_or_replayed_delivery_needs_no_savepoint(store: Store):
+    """The common duplicates (a check suite after its check run, GitHub's redelivery of an
+    id) are inserts that do nothing, not failing ones: the batch they share is not rolled
+    back and run again."""
     sent: list[str] = []
     event.listen(store.engine, "before_cursor_execute", lambda *args: sent.append(args[2]))
     first = store.accept_delivery("d-1", "check_run", "completed", decision="mission",
                                   request=request(4))  # fmt: skip
     joined = store.accept_delivery("d-2", "check_suite", "completed", decision="mission",
                                    request=request(4, check="suite"))  # fmt: skip
+    replayed = store.accept_delivery("d-2", "check_suite", "completed", decision="mission",
+                                     request=request(4, check="suite"))  # fmt: skip
     assert first.created and not joined.created
     assert first.mission is not None and joined.mission is not None
     assert joined.mission.id == first.mission.id
+    assert (replayed.new_delivery, replayed.mission) == (False, None)
     assert [s for s in sent if "SAVEPOINT" in s.upper()] == []
-    assert [s.split()[0] for s in sent if s.split()[0] in ("INSERT", "SELECT")] == [
-        "INSERT", "INSERT", "INSERT", "SELECT", "INSERT"
+    assert [s.split()[0] for s in sent if s.split()[0] in ("INSERT", "SELECT", "UPDATE")] == [
+        "INSERT", "INSERT", "UPDATE",  # the delivery, its new mission, the decision
+        "INSERT", "INSERT", "SELECT", "UPDATE",  # the same failure: the stored mission
+        "INSERT",  # the replayed id: nothing more
     ]  # fmt: skip
+    stored = store.get_delivery("d-2")
+    assert stored is not None
+    assert (stored.decision, stored.mission_id) == ("duplicate mission", first.mission.id)
 
 
 # -- sandbox claims --------------------------------------------------------------------
