@@ -118,6 +118,7 @@ def create_app(
     write_spacer: WriteSpacer | None = None,
     start_up: bool = True,
     poll_queued: float | None = None,
+    freeze_heap: bool = False,
 ) -> Litestar:
     """The server. Nothing is opened until the lifespan starts; everything is closed after.
 
@@ -133,6 +134,12 @@ def create_app(
 
     `start_up=False` and `poll_queued` are for one worker process of several
     (`loopwright serve --workers N`; see `open_runtime`).
+
+    `freeze_heap` (`loopwright serve`, a process that runs one server): once started,
+    every object alive is moved out of the garbage collector's generations (`gc.freeze`)
+    until the server stops, so that a full collection, which a burst of deliveries
+    triggers, does not walk the modules, routes and engine again. A process that starts
+    many apps (tests) leaves it off: the freeze is the whole process's.
     """
     if hub is None:
         hub = open_fanout(settings) if mode == "app" and channels is None else LiveHub(channels)
@@ -165,12 +172,12 @@ def create_app(
             app.state.github_sessions = GitHubSessions(app.state.store)
             metrics.store = app.state.store
             stack.callback(setattr, metrics, "store", None)
-            # What start-up made (modules, the app, the store's engine) lives as long as the
-            # server: out of the collector's generations, a full collection no longer walks
-            # it. It took 130 ms of a burst of deliveries each time; frozen, about 11 ms.
-            gc.collect()
-            gc.freeze()
-            stack.callback(gc.unfreeze)
+            if freeze_heap:
+                # A full collection took about 130 ms of a burst of deliveries; with what
+                # start-up left frozen, about 11 ms.
+                gc.collect()
+                gc.freeze()
+                stack.callback(gc.unfreeze)
             yield
 
     handlers: list[ControllerRouterHandler] = [

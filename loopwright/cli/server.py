@@ -95,7 +95,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if workers == 1:
         from loopwright.app.server import create_app
 
-        uvicorn.run(create_app(settings, mode=mode, allowed_hosts=allowed_hosts), **options)
+        served = create_app(settings, mode=mode, allowed_hosts=allowed_hosts, freeze_heap=True)
+        uvicorn.run(served, **options)
         return EXIT_OK
     return _serve_workers(settings, mode, allowed_hosts, workers, options)
 
@@ -162,6 +163,7 @@ def worker_app(
         mode=mode,
         allowed_hosts=allowed_hosts,
         start_up=False,
+        freeze_heap=True,
         # With a queue, missions reach the SAQ workers through it, not by polling.
         poll_queued=WORKER_POLL_S if mode == "app" and settings.queue_url is None else None,
     )
