@@ -109,7 +109,7 @@ async def github_webhook(scope: HTTPScope, receive: Receive, send: Send) -> None
     response machinery cost more than the checks and the decision together, and a burst of
     deliveries pays them for every one. The route keeps Litestar's routing, its exception
     handling (an error is a 500) and the app's middleware."""
-    if scope["method"] != "POST":
+    if scope.get("method") != "POST":  # a WebSocket scope has none
         refused = _answer(HTTP_405_METHOD_NOT_ALLOWED, error="GitHub deliveries are POSTed")
         await _send(send, refused, ((b"allow", b"POST"),))
         return
@@ -143,7 +143,14 @@ class _Disconnected(Exception):
 async def _read_body(receive: Receive, length: str | None) -> bytes | None:
     """The whole body, or None when it is (or says it is) over MAX_WEBHOOK_BYTES. A
     Content-Length that is not a number is left to the count of what arrives."""
-    if length is not None and length.strip().isdigit() and int(length) > MAX_WEBHOOK_BYTES:
+    length = (length or "").strip()
+    # ASCII digits only (`"²".isdigit()` is True) and few enough for int() to take.
+    if (
+        length.isascii()
+        and length.isdigit()
+        and len(length) < 20
+        and int(length) > MAX_WEBHOOK_BYTES
+    ):
         return None
     chunks: list[bytes] = []
     size = 0
@@ -179,8 +186,8 @@ async def _answer_delivery(
 ) -> Answer:
     """Checks and the decision on the event loop; the store's write awaited, not waited for
     on a thread. A red check's attempt count is read in its write (`_count_and_accept`).
-    Only a decision that needs more of the store (a comment's retry) or starts work other
-    than a mission runs on a thread."""
+    A comment (its retry reads the store; a command, a reply or a permission check starts
+    work) is decided and answered on a thread."""
     runtime: Runtime = state.runtime
     metrics: Metrics = state.metrics
     secret = runtime.settings.github.webhook_secret or ""
@@ -224,12 +231,13 @@ class _Checked:
 
 
 class _NeedsStore(Exception):
-    """The decision needs a count from the store: it is made again on a thread."""
+    """The decision needs a count from the store: it is made again with the store's counts
+    (in the delivery's write, `_count_and_accept`)."""
 
 
 class _NoStoreReads(Mapping[str, int]):
     """Attempts per head for a decision made on the event loop, which must not block on
-    the store: asking for one means the decision is made on a thread instead."""
+    the store: asking for one means the decision is made again with the store's counts."""
 
     def __getitem__(self, sha: str) -> int:
         raise _NeedsStore(sha)
@@ -316,7 +324,8 @@ class _NotAMission(Exception):
 async def _count_and_accept(checked: _Checked, runtime: Runtime) -> Answer:
     """A decision that needs the attempt count (a red check): the count is read, the
     decision made and the delivery stored in one unit of the store's group commit, which
-    this awaits. Neither a thread of the webhook's nor a read of its own is needed."""
+    this awaits: no read of its own, and a thread only to hand a new mission to a queue
+    whose submit waits on the network (SAQ)."""
     repo = _repo_name(checked.payload)
     decided: list[Decision | _NeedsStore] = []
 
@@ -342,7 +351,7 @@ async def _count_and_accept(checked: _Checked, runtime: Runtime) -> Answer:
     if accepted.new_delivery and isinstance(decision, Ignore):
         checked.bound.info("ignored", reason=decision.reason)
         return _answer(HTTP_200_OK, status="ignored", reason=decision.reason)
-    if runtime.queue.submit_blocks:  # a queue on the network: not from the event loop
+    if accepted.created and runtime.queue.submit_blocks:  # not from the event loop
         return await _on_thread(runtime.webhook_threads, _queued, accepted, checked, runtime)
     return _queued(accepted, checked, runtime)
 

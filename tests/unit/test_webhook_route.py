@@ -70,3 +70,11 @@ def test_a_sender_that_hangs_up_mid_body_gets_no_answer():
     ]
     sent, asked = _exchange(_scope(headers=[(b"content-length", b"400")]), messages)
     assert sent == [] and asked == 2
+
+
+def test_a_length_of_non_ascii_digits_is_left_to_the_count_not_a_500():
+    """`"²".isdigit()` is True and `int("²")` raises: such a header is not a number."""
+    messages = [{"type": "http.disconnect"}]
+    scope = _scope(headers=[(b"content-length", "²".encode("latin-1"))])
+    sent, asked = _exchange(scope, messages)
+    assert sent == [] and asked == 1
