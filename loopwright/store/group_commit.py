@@ -3,9 +3,13 @@
 SQLite has one writer at a time, so a burst of webhook deliveries, each committing its own
 transaction from its own thread, queues on the database lock. `GroupCommit` owns one
 writer thread instead: a caller hands it a unit of work and blocks; the writer takes every
-unit waiting at that moment (up to `max_batch`), runs each in its own savepoint of one
-transaction, commits once and then wakes each caller with its own result. An idle writer
-starts on the first unit that arrives, so a lone write waits for nobody.
+unit waiting at that moment (up to `max_batch`), runs them in one transaction, commits once
+and then wakes each caller with its own result. A unit that raises sends its batch back:
+the transaction is rolled back and the batch run again with each unit in a savepoint of
+its own, so that only that unit's writes are lost (a savepoint costs more than a webhook's
+insert, and units rarely raise). A unit may therefore run twice, and must do nothing but
+its writes. An idle writer starts on the first unit that arrives, so a lone write waits
+for nobody.
 
 Several processes on one SQLite file (`serve --workers N`) each have a writer. SQLite
 makes a writer that finds the file locked sleep and try again, for up to 100 ms a time,
@@ -16,8 +20,9 @@ a waiting writer goes on within milliseconds of the other's commit.
 
 On PostgreSQL several processes (servers) write at once, each with its own writer: two
 batches that insert the same keys in opposite orders deadlock, and PostgreSQL aborts one
-statement to break the cycle. That unit is run again in the next transaction, after its
-batch committed and released what the other batch waits for.
+statement to break the cycle. The aborted batch is rolled back, which releases what the
+other batch waits for, and run again unit by unit; a unit aborted again in its savepoint
+is run in the next transaction, after its batch committed.
 """
 
 from __future__ import annotations

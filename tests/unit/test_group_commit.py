@@ -40,6 +40,16 @@ def _add(delivery_id: str) -> Callable[[Session], str]:
     return work
 
 
+def _recorded(delivery_id: str, runs: list[str]) -> Callable[[Session], str]:
+    """`_add`, noting each run of the unit in `runs`."""
+
+    def work(session: Session) -> str:
+        runs.append(delivery_id)
+        return _add(delivery_id)(session)
+
+    return work
+
+
 def _stored(sessions: sessionmaker[Session]) -> list[str]:
     with sessions() as session:
         return list(session.scalars(select(Delivery.id).order_by(Delivery.received_at)))
@@ -188,17 +198,10 @@ def test_a_unit_that_raises_after_writing_leaves_none_of_its_writes(
         _add("half")(session)
         raise ValueError("the second write of this unit was refused")
 
-    def counted(delivery_id: str) -> Callable[[Session], str]:
-        def work(session: Session) -> str:
-            runs.append(delivery_id)
-            return _add(delivery_id)(session)
-
-        return work
-
     with ThreadPoolExecutor(10) as pool:
         release, first = _blocked_writer(writer, pool)
         futures = []
-        for work in (counted("a"), half_done, counted("b")):
+        for work in (_recorded("a", runs), half_done, _recorded("b", runs)):
             futures.append(pool.submit(writer.run, work))
             _wait_queued(writer, len(futures))
         release.set()
@@ -236,6 +239,19 @@ class _Deadlocked(Exception):
     sqlstate = "40P01"  # what psycopg raises when PostgreSQL breaks a deadlock
 
 
+def _deadlocked_twice(tries: list[int]) -> Callable[[Session], str]:
+    """A unit aborted by a deadlock in its batch's first run and again in its savepoint;
+    its third run adds "retried"."""
+
+    def work(session: Session) -> str:
+        tries.append(1)
+        if len(tries) <= 2:
+            raise DBAPIError("INSERT ...", {}, _Deadlocked())
+        return _add("retried")(session)
+
+    return work
+
+
 def test_a_failed_commit_after_a_retry_fails_each_caller_once_and_the_writer_goes_on(
     sessions: sessionmaker[Session],
 ) -> None:
@@ -247,15 +263,9 @@ def test_a_failed_commit_after_a_retry_fails_each_caller_once_and_the_writer_goe
     tries: list[int] = []
     assert _transient(DBAPIError("INSERT ...", {}, _Deadlocked()))  # so it is retried
 
-    def deadlocked_once(session: Session) -> str:
-        tries.append(1)
-        if len(tries) <= 2:  # the batch's first run, then its run with savepoints
-            raise DBAPIError("INSERT ...", {}, _Deadlocked())
-        return _add("retried")(session)
-
     with ThreadPoolExecutor(4) as pool:
         release, first = _blocked_writer(writer, pool)
-        futures = [pool.submit(writer.run, deadlocked_once)]
+        futures = [pool.submit(writer.run, _deadlocked_twice(tries))]
         _wait_queued(writer, 1)
         futures.append(pool.submit(writer.run, dangling))
         _wait_queued(writer, 2)
@@ -275,16 +285,9 @@ def test_a_unit_deadlocked_in_its_own_savepoint_is_run_again_after_its_batch(
 ) -> None:
     writer = GroupCommit(sessions)
     tries: list[int] = []
-
-    def deadlocked_twice(session: Session) -> str:
-        tries.append(1)
-        if len(tries) <= 2:  # the batch's first run, then its run with savepoints
-            raise DBAPIError("INSERT ...", {}, _Deadlocked())
-        return _add("retried")(session)
-
     with ThreadPoolExecutor(4) as pool:
         release, first = _blocked_writer(writer, pool)
-        retried = pool.submit(writer.run, deadlocked_twice)
+        retried = pool.submit(writer.run, _deadlocked_twice(tries))
         _wait_queued(writer, 1)
         other = pool.submit(writer.run, _add("other"))
         _wait_queued(writer, 2)
@@ -315,19 +318,11 @@ def test_a_unit_whose_caller_cancelled_it_is_not_written(sessions: sessionmaker[
 def test_units_are_applied_in_arrival_order(sessions: sessionmaker[Session]) -> None:
     writer = GroupCommit(sessions)
     seen: list[str] = []
-
-    def record(name: str) -> Callable[[Session], str]:
-        def work(session: Session) -> str:
-            seen.append(name)
-            return _add(name)(session)
-
-        return work
-
     with ThreadPoolExecutor(30) as pool:
         release, first = _blocked_writer(writer, pool)
         futures = []
         for i in range(25):
-            futures.append(pool.submit(writer.run, record(f"u{i:02d}")))
+            futures.append(pool.submit(writer.run, _recorded(f"u{i:02d}", seen)))
             _wait_queued(writer, i + 1)
         release.set()
         first.result(10)
