@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import structlog
 from githubkit.webhooks import verify
 from litestar import Litestar, asgi
+from litestar.enums import ScopeType
 from litestar.status_codes import (
     HTTP_200_OK,
     HTTP_202_ACCEPTED,
@@ -32,8 +33,8 @@ from litestar.status_codes import (
 from litestar.types import (
     HTTPResponseBodyEvent,
     HTTPResponseStartEvent,
-    HTTPScope,
     Receive,
+    Scope,
     Send,
 )
 from structlog.typing import FilteringBoundLogger
@@ -104,12 +105,14 @@ def _answer(code: int, /, **body: Any) -> Answer:
 
 
 @asgi("/webhooks/github", copy_scope=False)
-async def github_webhook(scope: HTTPScope, receive: Receive, send: Send) -> None:
+async def github_webhook(scope: Scope, receive: Receive, send: Send) -> None:
     """`POST /webhooks/github`, as a plain ASGI route: Litestar's request, parameter and
     response machinery cost more than the checks and the decision together, and a burst of
     deliveries pays them for every one. The route keeps Litestar's routing, its exception
     handling (an error is a 500) and the app's middleware."""
-    if scope.get("method") != "POST":  # a WebSocket scope has none
+    if scope["type"] != ScopeType.HTTP:
+        return  # a WebSocket handshake: the server refuses one the app does not accept
+    if scope["method"] != "POST":
         refused = _answer(HTTP_405_METHOD_NOT_ALLOWED, error="GitHub deliveries are POSTed")
         await _send(send, refused, ((b"allow", b"POST"),))
         return

@@ -78,3 +78,9 @@ def test_a_length_of_non_ascii_digits_is_left_to_the_count_not_a_500():
     scope = _scope(headers=[(b"content-length", "²".encode("latin-1"))])
     sent, asked = _exchange(scope, messages)
     assert sent == [] and asked == 1
+
+
+def test_a_websocket_handshake_is_not_answered_as_http():
+    scope = {"type": "websocket", "path": "/webhooks/github", "headers": []}
+    sent, asked = _exchange(scope, [{"type": "websocket.connect"}])
+    assert sent == [] and asked == 0
