@@ -3,10 +3,10 @@ exchanged here message by message, as a server would exchange them."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from loopwright.app.webhooks import MAX_WEBHOOK_BYTES, github_webhook
+from tests.loops import run_async
 
 HANDLER = github_webhook.fn
 
@@ -34,7 +34,7 @@ def _exchange(scope: Any, messages: list[dict[str, Any]]) -> tuple[list[dict[str
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    asyncio.run(HANDLER(scope, receive, send))
+    run_async(HANDLER(scope, receive, send))
     return sent, asked
 
 
