@@ -233,9 +233,21 @@ class _Checked:
     bound: FilteringBoundLogger
 
 
-class _NeedsStore(Exception):
+class _NeedsStore:
     """The decision needs a count from the store: it is made again with the store's counts
     (in the delivery's write, `_count_and_accept`)."""
+
+    __slots__ = ()
+
+
+_NEEDS_STORE = _NeedsStore()
+
+
+class _CountAsked(Exception):
+    """Raised by `_NoStoreReads` and caught by `_decide`, which returns `_NEEDS_STORE`
+    instead: the exception's traceback holds the deciding frames, and one kept past its
+    handler makes a cycle that holds the whole parsed payload until a full garbage
+    collection."""
 
 
 class _NoStoreReads(Mapping[str, int]):
@@ -243,7 +255,7 @@ class _NoStoreReads(Mapping[str, int]):
     the store: asking for one means the decision is made again with the store's counts."""
 
     def __getitem__(self, sha: str) -> int:
-        raise _NeedsStore(sha)
+        raise _CountAsked(sha)
 
     def __iter__(self) -> Iterator[str]:
         return iter(())
@@ -303,8 +315,8 @@ def _decide(
     )
     try:
         return decide(checked.event, checked.payload, CANDIDATE_CONFIG, ctx)
-    except _NeedsStore as needs:
-        return needs
+    except _CountAsked:
+        return _NEEDS_STORE
 
 
 async def _ignore(checked: _Checked, decision: Ignore, runtime: Runtime) -> Answer:
@@ -379,8 +391,8 @@ def _handle_work(checked: _Checked, runtime: Runtime) -> Answer:
     delivery, event, action, bound = checked.delivery, checked.event, checked.action, checked.bound
     repo = _repo_name(checked.payload)
     decision = _decide(checked, runtime, _HeadAttempts(store, repo) if repo else {})
-    if isinstance(decision, _NeedsStore):  # the store's own mapping never raises it
-        raise decision
+    if isinstance(decision, _NeedsStore):  # the store's own mapping never asks
+        raise RuntimeError("the store's attempt counts were refused to a decision")
     if isinstance(decision, Ignore):
         accepted = store.accept_delivery(
             delivery, event, action, decision=f"ignored: {decision.reason}"

@@ -5,7 +5,9 @@ store's write, or on a thread); the loop's decision, when it makes one, must be 
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -66,3 +68,21 @@ def test_a_red_check_is_decided_with_the_stores_count_and_an_ignored_event_on_th
     assert isinstance(_decide(red, runtime, _NoStoreReads()), _NeedsStore)
     green = _checked(next(p for p in FIXTURES if p.name == "check_run.completed.neutral.json"))
     assert isinstance(_decide(green, runtime, _NoStoreReads()), Ignore)
+
+
+def test_a_decision_left_to_the_store_holds_nothing_of_the_delivery() -> None:
+    """The loop's decision stays alive until the delivery is answered. It must not hold the
+    delivery (and its parsed payload) in a reference cycle: a red check's payload would
+    then wait for the garbage collector, and a burst's payloads pile up into its costliest
+    collections."""
+    runtime = _runtime()
+    red = _checked(next(p for p in FIXTURES if p.name == "check_run.completed.timed_out.json"))
+    alive = weakref.ref(red)
+    gc.disable()
+    try:
+        decision = _decide(red, runtime, _NoStoreReads())
+        del red
+        assert isinstance(decision, _NeedsStore)
+        assert alive() is None, "the decision keeps the delivery alive"
+    finally:
+        gc.enable()
