@@ -433,7 +433,7 @@ def _parse(body: bytes) -> tuple[Any, str | None]:
         return None, "the body is not JSON a server can read: it nests too deeply"
     except ValueError as exc:  # JSONDecodeError, or an integer with too many digits
         return None, f"the body is not JSON ({exc})"
-    problem = json_problem(payload)
+    problem = json_problem(payload, body)
     return payload, (f"the body is not a payload GitHub sends: {problem}" if problem else None)
 
 
