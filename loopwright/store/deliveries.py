@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import cast
 
-from sqlalchemy import Table, bindparam, func, select, update
+from sqlalchemy import Table, bindparam, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
@@ -175,28 +175,34 @@ def _write(
     # identity map. Table statements with the values as parameters: one cached statement
     # each, where ORM inserts with `.values(...)` are keyed and compiled on every delivery.
     # Run through the session, the same statements cost a red check 0.2 ms more (its ORM
-    # execution path, and for the UPDATE a search of the identity map for rows to change).
+    # execution path, and for an UPDATE a search of the identity map for rows to change).
     # Both inserts do nothing on a conflict rather than fail: a failing statement would
     # send the whole batch back to be run again unit by unit (see GroupCommit), and a
     # replayed delivery id or a second delivery about the same failure are common.
+    # The mission first, so the delivery's row is written once, whole: a replayed id is
+    # rarer than a new one, and only its mission, when this unit created it, is taken back.
     connection = session.connection()
     dialect = connection.dialect.name
+    mission: Mission | None = None
+    created = False
+    if request is not None:
+        mission = mission_row(request, None, "queued", None)
+        created = (
+            connection.execute(_INSERT_MISSION[dialect], _columns(mission)).scalar() is not None
+        )
+        if not created:
+            mission = session.scalars(
+                select(Mission).where(Mission.dedupe_key == request.dedupe_key)
+            ).one()
+            session.expunge(mission)
+            decision = "duplicate mission"
     row = {"id": delivery_id, "event": event, "action": action, "decision": decision}
-    if connection.execute(_INSERT_DELIVERY[dialect], {**row, "mission_id": None}).scalar() is None:
-        return Accepted(False, None, False)  # this X-GitHub-Delivery id was seen before
-    if request is None:
-        return Accepted(True, None, False)
-    mission = mission_row(request, None, "queued", None)
-    created = connection.execute(_INSERT_MISSION[dialect], _columns(mission)).scalar() is not None
-    if not created:
-        mission = session.scalars(
-            select(Mission).where(Mission.dedupe_key == request.dedupe_key)
-        ).one()
-        session.expunge(mission)
-        decision = "duplicate mission"
-    connection.execute(
-        _DECIDED, {"delivery": delivery_id, "decided": decision, "mission": mission.id}
-    )
+    row["mission_id"] = mission.id if mission is not None else None
+    if connection.execute(_INSERT_DELIVERY[dialect], row).scalar() is None:
+        # This X-GitHub-Delivery id was seen before: nothing of this delivery is kept.
+        if created and mission is not None:
+            connection.execute(_FORGET_MISSION, {"id": mission.id})
+        return Accepted(False, None, False)
     return Accepted(True, mission, created)
 
 
@@ -224,11 +230,10 @@ _INSERT_DELIVERY = {
     for dialect, insert_ in (("sqlite", sqlite.insert), ("postgresql", postgresql.insert))
 }
 """A delivery unless its id is stored; it returns the id only when the row was inserted."""
-_DECIDED = (
-    update(_DELIVERIES := cast(Table, Delivery.__table__))
-    .where(_DELIVERIES.c.id == bindparam("delivery"))
-    .values(decision=bindparam("decided"), mission_id=bindparam("mission"))
+_FORGET_MISSION = delete(_MISSIONS := cast(Table, Mission.__table__)).where(
+    _MISSIONS.c.id == bindparam("id")
 )
+"""The mission a replayed delivery's unit inserted, taken back in the same transaction."""
 _INSERT_MISSION = {
     dialect: insert_(cast(Table, Mission.__table__))
     .on_conflict_do_nothing(index_elements=["dedupe_key"])

@@ -861,13 +861,32 @@ def test_a_joining_or_replayed_delivery_needs_no_savepoint(store: Store):
     assert (replayed.new_delivery, replayed.mission) == (False, None)
     assert [s for s in sent if "SAVEPOINT" in s.upper()] == []
     assert [s.split()[0] for s in sent if s.split()[0] in ("INSERT", "SELECT", "UPDATE")] == [
-        "INSERT", "INSERT", "UPDATE",  # the delivery, its new mission, the decision
-        "INSERT", "INSERT", "SELECT", "UPDATE",  # the same failure: the stored mission
-        "INSERT",  # the replayed id: nothing more
+        "INSERT", "INSERT",  # a new mission, then the delivery, decided, in one row
+        "INSERT", "SELECT", "INSERT",  # the same failure: the stored mission is read
+        "INSERT", "SELECT", "INSERT",  # the replayed id: the same, and nothing is written
     ]  # fmt: skip
     stored = store.get_delivery("d-2")
     assert stored is not None
     assert (stored.decision, stored.mission_id) == ("duplicate mission", first.mission.id)
+
+
+def test_a_replayed_id_decided_as_new_work_this_time_leaves_no_mission(store: Store):
+    """The mission is written before its delivery: when the delivery turns out to be a
+    replay, a mission its unit created is taken back in the same transaction."""
+    first = store.accept_delivery("d-1", "check_run", "completed", decision="ignored: cap")
+    replayed = store.accept_delivery("d-1", "check_run", "completed", decision="mission",
+                                     request=request(4))  # fmt: skip
+    assert first.new_delivery and first.mission is None
+    assert (replayed.new_delivery, replayed.mission, replayed.created) == (False, None, False)
+    assert store.list_missions() == []
+    stored = store.get_delivery("d-1")
+    assert stored is not None
+    assert (stored.decision, stored.mission_id) == ("ignored: cap", None)
+    # The dedupe key is free: the next delivery about the failure gets its mission.
+    again = store.accept_delivery("d-2", "check_run", "completed", decision="mission",
+                                  request=request(4))  # fmt: skip
+    assert again.created and again.mission is not None
+    assert [m.id for m in store.list_missions()] == [again.mission.id]
 
 
 # -- sandbox claims --------------------------------------------------------------------
