@@ -1,5 +1,6 @@
 """`json_problem` with the raw document, which lets it skip reading the strings when no
-escape in it can make a NUL or a surrogate, finds exactly what the full walk finds."""
+escape in it can make a NUL or a surrogate, refuses what the full walk refuses, and for
+the same reason when a document has one problem."""
 
 from __future__ import annotations
 
@@ -97,3 +98,12 @@ def test_every_recorded_payload_passes_both_ways(path: Path) -> None:
     payload = json.loads(raw)
     assert json_problem(payload, raw) is None
     assert json_problem(payload) is None
+
+
+def test_the_strings_are_not_read_when_the_document_has_no_such_escape() -> None:
+    """What makes the check cheap: given a document without the escapes, the strings are
+    trusted (here the payload is not what the document parses to, which no caller does)."""
+    payload = {"a": "x\x00", "b": ["\ud800"]}
+    assert json_problem(payload, b'{"a": "x", "b": ["y"]}') is None
+    assert json_problem(payload, b'{"a": "x\\u0000"}') is not None
+    assert json_problem(payload) is not None
