@@ -107,3 +107,34 @@ def test_the_strings_are_not_read_when_the_document_has_no_such_escape() -> None
     assert json_problem(payload, b'{"a": "x", "b": ["y"]}') is None
     assert json_problem(payload, b'{"a": "x\\u0000"}') is not None
     assert json_problem(payload) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\u0_00"',
+        '"\\u 000"',
+        '"\\u\u0660\u0660\u0660\u0660"',
+        '"\\U0000"',
+        '"\\uD\u066800"',
+        '{"a\x00": 1}',
+        '"a\x00"',
+    ],
+    ids=[
+        "underscore",
+        "space",
+        "arabic-digits",
+        "upper-u",
+        "mixed-digits",
+        "raw-nul-key",
+        "raw-nul",
+    ],
+)
+def test_the_parser_refuses_every_other_way_to_a_nul_or_a_surrogate(text: str) -> None:
+    """The premise of skipping the strings, attacked: escapes the regex does not match and
+    raw control characters are refused by the parser the webhook uses, and an encoded
+    surrogate by the UTF-8 decoder."""
+    with pytest.raises(ValueError):
+        json.loads(text)
+    with pytest.raises(UnicodeDecodeError):
+        b'"\xed\xa0\x80"'.decode("utf-8")
