@@ -119,7 +119,8 @@ def snapshot(source: Path, dest: Path) -> str:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target)
         # Anything else is deleted in the working tree, or a gitlink: not copied.
-    git(["init", "--quiet"], dest)
+    # No template: its sample hooks and description would be copied into every sandbox.
+    git(["init", "--quiet", "--template="], dest)
     git(["add", "--all"], dest)
     git(["commit", "--quiet", "--allow-empty", "-m", "loopwright: base"], dest)
     return head

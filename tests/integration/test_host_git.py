@@ -176,6 +176,8 @@ def test_snapshot_of_a_hostile_repository_runs_nothing_security_35(
     assert "sub" not in files and not any(f.startswith("vendor/") for f in files)
     assert not (base / "vendor").exists()
     assert (base / ".gitconfig").read_text() == (hostile / ".gitconfig").read_text()
+    # No hook of the source's, nor git's sample ones, which every sandbox would be sent.
+    assert not (base / ".git" / "hooks").exists()
 
 
 def test_clone_of_a_hostile_repository_runs_no_smudge_or_hook_security_35(
