@@ -48,10 +48,10 @@ from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.repo_config import RepoConfig, load_repo_config
 from loopwright.sandbox.base import ExecResult, Sandbox, SandboxProvider
 from loopwright.sandbox.workspace import (
-    apply_patch,
     clone,
     copy_tree,
     is_git_url,
+    patched_copy,
     prepare_sandbox_repo,
     snapshot,
     without_credentials,
@@ -318,8 +318,7 @@ class FixMission(Mission[MissionResult]):
             repo.protected_paths if repo.protected_paths is not None else DEFAULT_PROTECTED_PATHS
         )
         tamper = tamper_findings(patch, allow_test_edits=repo.allow_test_edits, protected=protected)
-        patched = copy_tree(base, self.workdir / "trees" / "verify")
-        apply_patch(patched, patch)
+        patched = patched_copy(base, self.workdir / "trees" / "verify", patch)
         layout = plan_verification(
             base,
             patched,

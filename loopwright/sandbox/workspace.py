@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -129,6 +130,28 @@ def snapshot(source: Path, dest: Path) -> str:
 def copy_tree(base: Path, dest: Path) -> Path:
     shutil.copytree(base, dest, symlinks=True)
     return dest
+
+
+def patched_copy(base: Path, dest: Path, patch: str) -> Path:
+    """A new tree at `dest`: the files of the snapshot `base` with `patch` applied, all or
+    nothing, without a repository of its own.
+
+    One git process. It reads `base`'s repository, which `snapshot` made and only the
+    host's own git has written (no model or user writes into a snapshot), and `apply`
+    without `--index` writes nothing there; `dest` is only its work tree. `apply_patch`'s
+    separate empty repository is for trees whose repository is not the host's own.
+    """
+    shutil.copytree(base, dest, symlinks=True, ignore=_top_level(base, ".git"))
+    if patch.strip():
+        where = ["--git-dir", str(base / ".git"), "--work-tree", str(dest)]
+        git([*where, "apply", "--whitespace=nowarn", "-"], dest, input=patch)
+    return dest
+
+
+def _top_level(root: Path, name: str) -> Callable[[str, list[str]], list[str]]:
+    """A `copytree` filter that leaves out `root/name` and nothing deeper of that name."""
+    top = os.path.normpath(root)
+    return lambda folder, names: [name] if os.path.normpath(folder) == top else []
 
 
 def apply_patch(tree: Path, patch: str) -> str:

@@ -23,7 +23,15 @@ from loopwright import git as host_git
 from loopwright.config import SandboxLimits
 from loopwright.github.gitops import GitError, clone_at, commit_patch, push_branch, remote_branch
 from loopwright.sandbox.local import LocalProvider
-from loopwright.sandbox.workspace import apply_patch, clone, export_patch, git, snapshot
+from loopwright.sandbox.workspace import (
+    WorkspaceError,
+    apply_patch,
+    clone,
+    export_patch,
+    git,
+    patched_copy,
+    snapshot,
+)
 from tests.conftest import git as run_test_git
 from tests.conftest import init_repo
 from tests.fakes.git_server import GitServer
@@ -268,6 +276,85 @@ def test_a_patch_writing_into_a_nested_git_directory_is_refused_security_35(
     run_test_git("commit", "-q", "--allow-empty", "-m", "hooks would run here", cwd=tree)
     assert_nothing_ran(markers)
     assert not (tree / "sub").exists()
+
+
+def _contents(root: Path) -> dict[str, bytes | str]:
+    """Every entry under `root`, `.git` included: file bytes, or a symlink's target."""
+    found: dict[str, bytes | str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            found[rel] = "-> " + str(path.readlink())
+        elif path.is_file():
+            found[rel] = path.read_bytes()
+    return found
+
+
+def test_a_patched_copy_of_a_hostile_snapshot_runs_nothing_and_writes_only_the_copy_security_35(
+    hostile: Path, tmp_path: Path, markers: Path
+) -> None:
+    """Verification's copy: git reads the snapshot's own repository, so it must run none of
+    the tree's drivers and change nothing of the snapshot, `.git` included."""
+    base = tmp_path / "base"
+    snapshot(hostile, base)
+    before = _contents(base)
+    copy = patched_copy(base, tmp_path / "verify", hostile_patch(markers))
+    assert_nothing_ran(markers)
+    assert _contents(base) == before
+    assert not (copy / ".git").exists()
+    assert (copy / "app.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert (copy / "pkg" / ".gitattributes").read_text() == "* filter=evil diff=evil merge=evil\n"
+    assert (copy / "pkg" / "mod.py").read_text() == "z = 3\n"
+    # Apart from the patch's files, the copy is the snapshot's work tree, byte for byte.
+    work = {rel: data for rel, data in before.items() if not rel.startswith(".git/")}
+    copied = {rel: data for rel, data in _contents(copy).items() if not rel.startswith("pkg")}
+    assert copied == {**work, "app.py": (copy / "app.py").read_bytes()}
+
+
+@pytest.mark.parametrize(
+    "where", [".git/hooks/post-commit", ".git/config", "sub/.git/config", "link/planted"]
+)
+def test_a_patched_copy_refuses_a_path_into_a_repository_or_through_a_symlink(
+    tmp_path: Path, markers: Path, where: str
+) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "app.py").write_text("x = 1\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (source / "link").symlink_to(outside)
+    init_repo(source)
+    base = tmp_path / "base"
+    snapshot(source, base)
+    before = _contents(base)
+    patch = (
+        "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+        + _new_file(where, ["#!/bin/sh", f"touch {markers}/planted"])
+    )
+    with pytest.raises(WorkspaceError, match="git apply failed"):
+        patched_copy(base, tmp_path / "verify", patch)
+    assert _contents(base) == before
+    assert list(outside.iterdir()) == []
+    # All or nothing: the fix beside the refused file was not applied either.
+    assert (tmp_path / "verify" / "app.py").read_text() == "x = 1\n"
+
+
+def test_a_patched_copy_with_a_hunk_that_does_not_apply_changes_no_file(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "a.py").write_text("a = 1\n")
+    (source / "b.py").write_text("b = 1\n")
+    init_repo(source)
+    base = tmp_path / "base"
+    snapshot(source, base)
+    patch = (
+        "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+        "diff --git a/b.py b/b.py\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-b = 9\n+b = 2\n"
+    )
+    with pytest.raises(WorkspaceError, match="patch does not apply"):
+        patched_copy(base, tmp_path / "verify", patch)
+    assert (tmp_path / "verify" / "a.py").read_text() == "a = 1\n"
+    assert (tmp_path / "verify" / "b.py").read_text() == "b = 1\n"
 
 
 @pytest.fixture
