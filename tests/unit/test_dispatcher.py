@@ -260,6 +260,134 @@ def test_deliveries_that_never_end_hold_missions_back_only_yield_s(store: Store)
         assert queue.stop(timeout=10)
 
 
+SIBLING = """
+import sys, time
+from pathlib import Path
+from loopwright.app.runtime import DeliveriesInFlight
+sibling = DeliveriesInFlight(Path(sys.argv[1]))
+until = time.monotonic() + float(sys.argv[2])
+print("answering", flush=True)
+while time.monotonic() < until:
+    with sibling.answering():  # a burst: one delivery after another, 20 ms each
+        time.sleep(0.02)
+print("answered", flush=True)
+"""
+
+
+def answering_elsewhere(stamp: Path, seconds: float) -> subprocess.Popen[str]:
+    """Another worker process of the server, answering a burst for `seconds`."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", SIBLING, str(stamp), str(seconds)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdout.readline() == "answering\n"
+    return child
+
+
+def test_a_sibling_process_answering_holds_missions_back_until_it_has_been_quiet(
+    store: Store, tmp_path: Path
+):
+    stamp = tmp_path / "deliveries-answered"
+    deliveries = DeliveriesInFlight(stamp, quiet_s=0.5)
+    queue = InProcessQueue(
+        store, finisher(store), concurrency=1, yield_to=deliveries.wait_answered, yield_s=30
+    )
+    queue.start()
+    try:
+        sibling = answering_elsewhere(stamp, 1.5)
+        (mission_id,) = create(store, 1)
+        queue.submit(mission_id)
+        time.sleep(0.8)
+        assert statuses(store)[mission_id] == "queued"  # nothing answered in this process
+        assert store.slots_held() == 0
+        assert sibling.stdout is not None and sibling.stdout.readline() == "answered\n"
+        answered = time.monotonic()
+        wait_for(lambda: statuses(store)[mission_id] == "verified", timeout=5)
+        assert sibling.wait(5) == 0
+        assert time.monotonic() - answered < 3  # after the quiet period, not the 30 s hold
+    finally:
+        assert queue.stop(timeout=10)
+
+
+def test_the_wait_for_a_quiet_period_starts_at_the_last_answer_anywhere(tmp_path: Path):
+    stamp = tmp_path / "deliveries-answered"
+    mine = DeliveriesInFlight(stamp, quiet_s=0.4)
+    sibling = answering_elsewhere(stamp, 0.5)
+    started = time.monotonic()
+    assert mine.wait_answered(10) is True
+    waited = time.monotonic() - started
+    assert sibling.wait(5) == 0
+    assert 0.4 + 0.4 <= waited < 5  # the rest of its burst (0.5 s), then 0.4 s of quiet
+
+
+def test_siblings_that_never_stop_answering_hold_missions_back_only_the_timeout(
+    tmp_path: Path,
+):
+    stamp = tmp_path / "deliveries-answered"
+    mine = DeliveriesInFlight(stamp, quiet_s=0.2)
+    stop = threading.Event()
+
+    def stream_of_answers() -> None:  # other workers, one answer every 50 ms
+        while not stop.wait(0.05):
+            os.utime(stamp)
+
+    thread = threading.Thread(target=stream_of_answers)
+    thread.start()
+    try:
+        started = time.monotonic()
+        assert mine.wait_answered(0.6) is False
+        assert 0.55 <= time.monotonic() - started < 3
+    finally:
+        stop.set()
+        thread.join()
+    assert mine.wait_answered(5) is True
+
+
+def test_a_stamp_from_a_clock_set_back_holds_missions_at_most_one_quiet_period(tmp_path: Path):
+    stamp = tmp_path / "deliveries-answered"
+    mine = DeliveriesInFlight(stamp, quiet_s=0.3)
+    hour_ahead = time.time() + 3600
+    os.utime(stamp, (hour_ahead, hour_ahead))
+    started = time.monotonic()
+    assert mine.wait_answered(30) is True
+    assert time.monotonic() - started < 2
+
+
+def test_a_stamp_that_cannot_be_kept_leaves_the_count_of_this_process(tmp_path: Path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    deliveries = DeliveriesInFlight(blocker / "deliveries-answered", quiet_s=30)
+    with deliveries.answering():
+        assert deliveries.wait_answered(0.2) is False
+    started = time.monotonic()
+    assert deliveries.wait_answered(10) is True
+    assert time.monotonic() - started < 1  # no quiet period without a stamp
+
+
+def test_a_stamp_removed_while_serving_fails_no_delivery(tmp_path: Path):
+    stamp = tmp_path / "deliveries-answered"
+    deliveries = DeliveriesInFlight(stamp, quiet_s=30)
+    stamp.unlink()
+    with deliveries.answering():
+        pass
+    started = time.monotonic()
+    assert deliveries.wait_answered(10) is True
+    assert time.monotonic() - started < 1
+
+
+def test_this_process_answering_sets_the_stamp_its_siblings_read(tmp_path: Path):
+    stamp = tmp_path / "deliveries-answered"
+    deliveries = DeliveriesInFlight(stamp)
+    long_ago = time.time() - 3600
+    os.utime(stamp, (long_ago, long_ago))
+    with deliveries.answering():
+        assert stamp.stat().st_mtime > long_ago + 3000
+        os.utime(stamp, (long_ago, long_ago))
+    assert stamp.stat().st_mtime > long_ago + 3000  # set again as the answer went out
+
+
 def test_concurrency_must_be_positive(store: Store):
     with pytest.raises(ValueError, match="at least 1"):
         InProcessQueue(store, finisher(store), concurrency=0)
