@@ -136,16 +136,28 @@ def patched_copy(base: Path, dest: Path, patch: str) -> Path:
     """A new tree at `dest`: the files of the snapshot `base` with `patch` applied, all or
     nothing, without a repository of its own.
 
-    One git process. It reads `base`'s repository, which `snapshot` made and only the
-    host's own git has written (no model or user writes into a snapshot), and `apply`
-    without `--index` writes nothing there; `dest` is only its work tree. `apply_patch`'s
-    separate empty repository is for trees whose repository is not the host's own.
+    One git process, in an empty repository written here by hand (`apply_patch` starts git
+    twice more to find the root and make one). It must be empty: for a binary hunk whose
+    result names an object git already has, git takes that object instead of the hunk's
+    data, and the snapshot's own repository holds every file of the base tree. Delivery
+    applies the same patch in an empty repository too, so both see the same bytes.
     """
     shutil.copytree(base, dest, symlinks=True, ignore=_top_level(base, ".git"))
-    if patch.strip():
-        where = ["--git-dir", str(base / ".git"), "--work-tree", str(dest)]
+    if not patch.strip():
+        return dest
+    with tempfile.TemporaryDirectory(prefix="loopwright-apply-") as tmp:
+        where = ["--git-dir", str(_empty_git_dir(Path(tmp) / "git")), "--work-tree", str(dest)]
         git([*where, "apply", "--whitespace=nowarn", "-"], dest, input=patch)
     return dest
+
+
+def _empty_git_dir(path: Path) -> Path:
+    """A repository git accepts (`HEAD`, `objects`, `refs`) with no object and no
+    configuration, made without starting git."""
+    (path / "objects").mkdir(parents=True)
+    (path / "refs").mkdir()
+    (path / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    return path
 
 
 def _top_level(root: Path, name: str) -> Callable[[str, list[str]], list[str]]:

@@ -14,6 +14,7 @@ Planted `insteadOf`/`pushInsteadOf` rewrites point at a git server of the test's
 from __future__ import annotations
 
 import base64
+import hashlib
 import subprocess
 from pathlib import Path
 
@@ -355,6 +356,36 @@ def test_a_patched_copy_with_a_hunk_that_does_not_apply_changes_no_file(tmp_path
         patched_copy(base, tmp_path / "verify", patch)
     assert (tmp_path / "verify" / "a.py").read_text() == "a = 1\n"
     assert (tmp_path / "verify" / "b.py").read_text() == "b = 1\n"
+
+
+def test_a_binary_hunk_naming_an_object_of_the_snapshot_is_taken_from_its_own_data(
+    tmp_path: Path,
+):
+    """A binary hunk carries the result's object id. Where git already has that object, it
+    takes it instead of the hunk's data: the snapshot's repository has every base file, so a
+    patch could make verification test one file's content while delivery, which applies
+    in an empty repository, fails. The copy must be made from the patch's own bytes."""
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "blob.bin").write_bytes(b"\x00before\x00")
+    (source / "secret.py").write_text("TESTS_PASS = True\n")
+    init_repo(source)
+    (source / "blob.bin").write_bytes(b"\x00after\x00")
+    patch = run_test_git("diff", "--binary", "--", "blob.bin", cwd=source)
+    run_test_git("checkout", "--", "blob.bin", cwd=source)
+    data = b"\x00after\x00"
+    after = hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()  # the blob id
+    other = run_test_git("rev-parse", "HEAD:secret.py", cwd=source).strip()
+    assert "GIT binary patch" in patch and after in patch
+    base = tmp_path / "base"
+    snapshot(source, base)
+    # The honest hunk applies as its data says.
+    copy = patched_copy(base, tmp_path / "honest", patch)
+    assert (copy / "blob.bin").read_bytes() == b"\x00after\x00"
+    # The same data under another object's id is refused, not read from the snapshot.
+    with pytest.raises(WorkspaceError, match="git apply failed"):
+        patched_copy(base, tmp_path / "forged", patch.replace(after, other))
+    assert (tmp_path / "forged" / "blob.bin").read_bytes() == b"\x00before\x00"
 
 
 @pytest.fixture
