@@ -64,7 +64,7 @@ class DeliveriesInFlight:
         if stamp is not None:
             try:
                 stamp.parent.mkdir(parents=True, exist_ok=True)
-                stamp.touch()
+                os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
                 self._stamp = stamp
             except OSError as exc:
                 log.warning(
@@ -118,14 +118,14 @@ class DeliveriesInFlight:
     def _mark(self) -> None:
         if self._stamp is not None:
             with suppress(OSError):
-                os.utime(self._stamp)
+                os.utime(self._stamp, follow_symlinks=False)
 
     def _stamped(self) -> float | None:
         """The stamp's time (None: no stamp, or it cannot be read)."""
         if self._stamp is None:
             return None
         try:
-            return os.stat(self._stamp).st_mtime
+            return os.stat(self._stamp, follow_symlinks=False).st_mtime
         except OSError:
             return None
 
@@ -241,9 +241,9 @@ def open_runtime(
                 extra_sinks=extra_sinks,
             )
         lost = _LostMissions()
-        deliveries = DeliveriesInFlight(
-            settings.data_dir / DELIVERIES_STAMP if webhooks and runs_missions else None
-        )
+        # The worker processes of `serve --workers N` share a stamp; one process has its count.
+        shared = webhooks and runs_missions and not start_up
+        deliveries = DeliveriesInFlight(settings.data_dir / DELIVERIES_STAMP if shared else None)
         # Every process on the store may run up to the cap; the store's slots keep all of
         # them together under it, and each installation under its own cap.
         queue = open_queue(

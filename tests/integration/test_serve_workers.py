@@ -82,6 +82,12 @@ def test_a_burst_on_two_workers_answers_each_delivery_once(tmp_path):
             seconds = [(str(uuid.uuid4()), _red_check(world, h)) for h in heads[10:20]]
             items = firsts + replays + seconds
             stamp = Path(world.env["LOOPWRIGHT_DATA_DIR"]) / DELIVERIES_STAMP
+            # Each worker creates the stamp as its app starts, after the line _start_two
+            # waits for: the old time is set once both have started.
+            deadline = time.monotonic() + 60
+            while server.log.read_text().count("Application startup complete") < 2:
+                assert time.monotonic() < deadline, server.log.read_text()[-3000:]
+                time.sleep(0.1)
             long_ago = time.time() - 3600
             os.utime(stamp, (long_ago, long_ago))
             answers = _burst(server.url, items)

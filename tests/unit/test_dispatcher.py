@@ -266,7 +266,7 @@ from pathlib import Path
 from loopwright.app.runtime import DeliveriesInFlight
 sibling = DeliveriesInFlight(Path(sys.argv[1]))
 until = time.monotonic() + float(sys.argv[2])
-print("answering", flush=True)
+print(f"answering until {until}", flush=True)
 while time.monotonic() < until:
     with sibling.answering():  # a burst: one delivery after another, 20 ms each
         time.sleep(0.02)
@@ -274,16 +274,20 @@ print("answered", flush=True)
 """
 
 
-def answering_elsewhere(stamp: Path, seconds: float) -> subprocess.Popen[str]:
-    """Another worker process of the server, answering a burst for `seconds`."""
+def answering_elsewhere(stamp: Path, seconds: float) -> tuple[subprocess.Popen[str], float]:
+    """Another worker process of the server, answering a burst for `seconds`; and when the
+    burst's last delivery starts at the latest (`time.monotonic`, one clock for every
+    process on Linux)."""
     child = subprocess.Popen(
         [sys.executable, "-c", SIBLING, str(stamp), str(seconds)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert child.stdout is not None and child.stdout.readline() == "answering\n"
-    return child
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    assert line.startswith("answering until "), line
+    return child, float(line.split()[-1])
 
 
 def test_a_sibling_process_answering_holds_missions_back_until_it_has_been_quiet(
@@ -296,7 +300,7 @@ def test_a_sibling_process_answering_holds_missions_back_until_it_has_been_quiet
     )
     queue.start()
     try:
-        sibling = answering_elsewhere(stamp, 1.5)
+        sibling, _ = answering_elsewhere(stamp, 1.5)
         (mission_id,) = create(store, 1)
         queue.submit(mission_id)
         time.sleep(0.8)
@@ -314,12 +318,12 @@ def test_a_sibling_process_answering_holds_missions_back_until_it_has_been_quiet
 def test_the_wait_for_a_quiet_period_starts_at_the_last_answer_anywhere(tmp_path: Path):
     stamp = tmp_path / "deliveries-answered"
     mine = DeliveriesInFlight(stamp, quiet_s=0.4)
-    sibling = answering_elsewhere(stamp, 0.5)
-    started = time.monotonic()
+    sibling, until = answering_elsewhere(stamp, 0.5)
     assert mine.wait_answered(10) is True
-    waited = time.monotonic() - started
+    ended = time.monotonic()
     assert sibling.wait(5) == 0
-    assert 0.4 + 0.4 <= waited < 5  # the rest of its burst (0.5 s), then 0.4 s of quiet
+    # The rest of its burst, then 0.4 s of quiet (less the file clock's coarser tick).
+    assert until + 0.35 <= ended < until + 5
 
 
 def test_siblings_that_never_stop_answering_hold_missions_back_only_the_timeout(
@@ -372,6 +376,22 @@ def test_a_stamp_removed_while_serving_fails_no_delivery(tmp_path: Path):
     stamp.unlink()
     with deliveries.answering():
         pass
+    started = time.monotonic()
+    assert deliveries.wait_answered(10) is True
+    assert time.monotonic() - started < 1
+
+
+def test_a_stamp_that_is_a_symlink_is_neither_followed_nor_used(tmp_path: Path):
+    target = tmp_path / "elsewhere"
+    target.write_text("kept\n")
+    long_ago = time.time() - 3600
+    os.utime(target, (long_ago, long_ago))
+    stamp = tmp_path / "deliveries-answered"
+    stamp.symlink_to(target)
+    deliveries = DeliveriesInFlight(stamp, quiet_s=30)
+    with deliveries.answering():
+        pass
+    assert target.stat().st_mtime < long_ago + 1 and target.read_text() == "kept\n"
     started = time.monotonic()
     assert deliveries.wait_answered(10) is True
     assert time.monotonic() - started < 1
