@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import structlog
 
@@ -33,101 +31,30 @@ log = structlog.get_logger("loopwright.server")
 WEBHOOK_THREADS = 32
 
 
-DELIVERIES_STAMP = "deliveries-answered"
-"""The file in the data directory whose time the worker processes of a server set as they
-answer deliveries (see `DeliveriesInFlight`)."""
-QUIET_S = 0.05
-"""How long no signed delivery may have been answered, by any worker process of this
-server, before missions start (within the queue's own bound, `yield_s`)."""
-
-
 class DeliveriesInFlight:
-    """The webhook deliveries being answered now. The mission queue waits for them
-    (`wait_answered`) before it starts missions, so a burst is acknowledged first.
+    """The webhook deliveries this process is answering now. The mission queue waits for
+    them (`wait_answered`) before it starts missions, so a burst is acknowledged first."""
 
-    This process counts its own. The worker processes of one `serve --workers N` answer
-    on the same CPUs, so with `stamp` (a file in the data directory they share) each
-    delivery also sets the file's time as it starts and ends, and missions wait until
-    none has for `quiet_s`: a worker that has answered its share of a burst no longer
-    starts missions (token requests, claims on the shared store) beside a sibling still
-    answering its own. The stamp says when a delivery last started or ended, not how many
-    are in flight: one slow delivery elsewhere holds missions back for the quiet period
-    only, a burst for as long as it lasts. Setting a file's time costs a system call; a
-    failure to (a removed file, a read-only directory) leaves this process's count only.
-    """
-
-    def __init__(self, stamp: Path | None = None, *, quiet_s: float = QUIET_S) -> None:
+    def __init__(self) -> None:
         self._count = 0
         self._changed = threading.Condition()
-        self._quiet_s = quiet_s
-        self._stamp: Path | None = None
-        if stamp is not None:
-            try:
-                stamp.parent.mkdir(parents=True, exist_ok=True)
-                os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-                self._stamp = stamp
-            except OSError as exc:
-                log.warning(
-                    "deliveries hold back this process's missions only",
-                    stamp=str(stamp),
-                    error=str(exc),
-                )
 
     @contextmanager
     def answering(self) -> Iterator[None]:
         with self._changed:
             self._count += 1
-        self._mark()
         try:
             yield
         finally:
-            self._mark()
             with self._changed:
                 self._count -= 1
                 if self._count == 0:
                     self._changed.notify_all()
 
     def wait_answered(self, timeout: float) -> bool:
-        """Block until no delivery is being answered here and none was anywhere for the
-        quiet period, or `timeout` seconds; True if so."""
-        deadline = time.monotonic() + timeout
-        seen: tuple[float, float] | None = None  # the stamp's time, and when first read
-        while True:
-            with self._changed:
-                left = max(0.0, deadline - time.monotonic())
-                if not self._changed.wait_for(lambda: self._count == 0, left):
-                    return False
-            stamped = self._stamped()
-            if stamped is None:
-                return True
-            if seen is None or seen[0] != stamped:
-                seen = (stamped, time.monotonic())
-            # Quiet since the stamp's time; and, should the wall clock have been set back
-            # (a stamp in the future), since this wait first read that time.
-            quiet = min(
-                self._quiet_s - (time.time() - stamped),
-                self._quiet_s - (time.monotonic() - seen[1]),
-            )
-            if quiet <= 0:
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(quiet, left))
-
-    def _mark(self) -> None:
-        if self._stamp is not None:
-            with suppress(OSError):
-                os.utime(self._stamp, follow_symlinks=False)
-
-    def _stamped(self) -> float | None:
-        """The stamp's time (None: no stamp, or it cannot be read)."""
-        if self._stamp is None:
-            return None
-        try:
-            return os.stat(self._stamp, follow_symlinks=False).st_mtime
-        except OSError:
-            return None
+        """Block until no delivery is being answered, or `timeout` seconds; True if none is."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._count == 0, timeout)
 
 
 @dataclass
@@ -241,9 +168,7 @@ def open_runtime(
                 extra_sinks=extra_sinks,
             )
         lost = _LostMissions()
-        # The worker processes of `serve --workers N` share a stamp; one process has its count.
-        shared = webhooks and runs_missions and not start_up
-        deliveries = DeliveriesInFlight(settings.data_dir / DELIVERIES_STAMP if shared else None)
+        deliveries = DeliveriesInFlight()
         # Every process on the store may run up to the cap; the store's slots keep all of
         # them together under it, and each installation under its own cap.
         queue = open_queue(
