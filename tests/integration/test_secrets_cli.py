@@ -181,7 +181,9 @@ def planted_config(sentinel: Path, evil_hooks: Path) -> list[str]:
     hooks = " ".join(HOOKS)
     return [
         f'git config core.fsmonitor "touch {s}/fsmonitor"',
-        f"for h in {hooks}; do printf '#!/bin/sh\\ntouch {s}/hook-%s\\n' $h > .git/hooks/$h; "
+        # The snapshot's repository has no hooks folder (no template): an agent makes one.
+        f"mkdir -p .git/hooks && for h in {hooks}; do "
+        f"printf '#!/bin/sh\\ntouch {s}/hook-%s\\n' $h > .git/hooks/$h; "
         "chmod +x .git/hooks/$h; done",
         # A hooks directory prepared on the host (only reachable by the local backend).
         f"git config core.hooksPath {evil_hooks}",
