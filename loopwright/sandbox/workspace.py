@@ -180,8 +180,7 @@ def apply_patch(tree: Path, patch: str) -> str:
     # snapshot's root), also when the user named a subdirectory.
     root = (_repository_root(tree) or tree).resolve()
     with tempfile.TemporaryDirectory(prefix="loopwright-apply-") as tmp:
-        git_dir = Path(tmp) / "git"
-        git(["init", "--quiet", "--bare", str(git_dir)], Path(tmp))
+        git_dir = _empty_git_dir(Path(tmp) / "git")
         where = ["--git-dir", str(git_dir), "--work-tree", str(root)]
         # One run: `apply` is atomic (a patch with a hunk that does not apply changes no
         # file), and `--apply` next to `--stat` applies as well as summarises.
