@@ -4,7 +4,10 @@ errors, -q/-v, colour, --version/--help and the block that ends a mission."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -189,6 +192,31 @@ def test_version_and_help_name_the_exit_codes(capsys):
         for line in ("0  verified", "1  not verified", "2  usage or configuration error",
                      "3  nothing to fix", "4  flaky", "5  environment problem"):  # fmt: skip
             assert line in out, argv
+
+
+ENTRY_THEN_COUNT = """
+import gc, json, sys
+from loopwright.cli.main import entry
+sys.argv = ["loopwright", "missions", "--json"]
+code = entry()
+print(json.dumps({"code": code, "frozen": gc.get_freeze_count(), "walked": len(gc.get_objects())}))
+"""
+
+
+def test_the_command_leaves_what_it_made_out_of_the_closing_collections(tmp_path):
+    # The interpreter's collections at exit walk every object the command left behind;
+    # `entry` freezes them, so those walks cost little however much the command loaded.
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LOOPWRIGHT_DATA_DIR": str(tmp_path)}
+    ran = subprocess.run(
+        [sys.executable, "-c", ENTRY_THEN_COUNT], env=env, capture_output=True, text=True,
+        timeout=120, check=True,
+    )  # fmt: skip
+    *missions, last = ran.stdout.splitlines()
+    assert json.loads("\n".join(missions)) == {"missions": []}
+    counts = json.loads(last)
+    assert counts["code"] == 0
+    assert counts["frozen"] > 10_000
+    assert counts["walked"] < counts["frozen"] / 10
 
 
 def test_unknown_command_answers_in_json(run_cli):
