@@ -99,6 +99,7 @@ def test_fix_serve_keeps_serving_after_the_mission_until_ctrl_c(
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWRIGHT_")}
     env.update(model_env(server), PATH=f"{VENV_BIN}:{os.environ['PATH']}")
     env["LOOPWRIGHT_DATA_DIR"] = str(data)
+    env["PYTHONFAULTHANDLER"] = "1"  # a hang below ends with every thread's stack in the log
     log = tmp_path / "fix.log"
     terminal, stdin = pty.openpty()  # a terminal on stdin, as when a person runs it
     with log.open("wb") as out:
@@ -118,7 +119,12 @@ def test_fix_serve_keeps_serving_after_the_mission_until_ctrl_c(
         # --json's one object is out before the wait for Ctrl-C, not held back by it
         assert '"status": "unverified"' in log.read_text()
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(60)
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(10)
+            raise AssertionError(f"no exit 60 s after Ctrl-C:\n{log.read_text()[-6000:]}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
