@@ -3,6 +3,7 @@ from the plan to delivery."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
@@ -67,7 +68,9 @@ def start() -> int:
     except HandoffError as exc:
         print(f"loopwright: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return main(env)
+    code = main(env)
+    gc.freeze()  # as `loopwright`'s entry: the closing collections skip what the run made
+    return code
 
 
 # -- the run -------------------------------------------------------------------------------

@@ -7,7 +7,10 @@ with the verdict as an annotation. Runs use the world of tests/integration/test_
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +240,25 @@ def test_workflow_commands_are_escaped_as_the_runner_unescapes_them() -> None:
     assert line == "::error title=Loopwright%3A x%2C y::tests: 1 failed%0A::warning::x"
     # One line: a message cannot start a second workflow command.
     assert "\n" not in line
+
+
+START_THEN_COUNT = """
+import gc, json
+from loopwright.action.run import start
+code = start()
+print(json.dumps({"code": code, "frozen": gc.get_freeze_count(), "walked": len(gc.get_objects())}))
+"""
+
+
+def test_the_run_leaves_what_it_made_out_of_the_closing_collections(tmp_path: Path) -> None:
+    # As for `loopwright`: the interpreter's collections at exit skip what the run made.
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}  # no inputs: a usage error
+    ran = subprocess.run(
+        [sys.executable, "-c", START_THEN_COUNT], env=env, capture_output=True, text=True,
+        timeout=120, check=True,
+    )  # fmt: skip
+    counts = json.loads(ran.stdout.splitlines()[-1])
+    assert counts["code"] == 2, ran.stderr
+    assert "GITHUB_EVENT_NAME is not set" in ran.stderr
+    assert counts["frozen"] > 10_000
+    assert counts["walked"] < counts["frozen"] / 10
