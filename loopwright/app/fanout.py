@@ -397,7 +397,7 @@ def hub_in_thread(hub: LiveHub, *, timeout_s: float = 30.0) -> Iterator[LiveHub]
         try:
             yield hub
         finally:
-            hub.unbind()
+            asyncio.run_coroutine_threadsafe(hub.unbind(), loop).result(timeout_s)
             # Waits for the events still queued for publishing (a failing publish drops).
             asyncio.run_coroutine_threadsafe(hub.channels.__aexit__(None, None, None), loop).result(
                 timeout_s

@@ -152,7 +152,7 @@ def create_app(
             # that order is why the plugin is entered here rather than registered.
             await stack.enter_async_context(hub.channels)
             hub.bind(asyncio.get_running_loop())
-            stack.callback(hub.unbind)
+            stack.push_async_callback(hub.unbind)
             if mode == "app":
                 runtime = stack.enter_context(
                     open_runtime(

@@ -143,6 +143,7 @@ class LiveHub:
         )
         self.references = references
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._publishing = False
         self._feeds: set[LiveFeed] = set()
         self.streams_open = 0
         """Mission and list streams being served right now (for tests and /healthz-style
@@ -151,9 +152,14 @@ class LiveHub:
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Remember the server's loop; called by the lifespan once the loop runs."""
         self._loop = loop
+        self._publishing = True
 
-    def unbind(self) -> None:
+    async def unbind(self) -> None:
+        """Stop publishing, on the loop, before the plugin stops: the events already handed
+        to the loop are published first; one handed over later stays in the store only."""
         self._loop = None
+        await asyncio.sleep(0)  # the loop runs the callbacks already queued before this task
+        self._publishing = False
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -177,6 +183,10 @@ class LiveHub:
             return  # the loop closed between the check and the call
 
     def _publish(self, data: bytes, mission_id: str, notify: bool) -> None:
+        # On the loop. One handed over as `unbind` ran would reach a plugin that is stopping,
+        # where a publish raises or breaks the plugin's shutdown: it is dropped.
+        if not self._publishing:
+            return
         self.channels.publish(data, mission_channel(mission_id))
         if notify:
             self.channels.publish(mission_id.encode(), MISSIONS_CHANNEL)

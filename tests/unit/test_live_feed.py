@@ -79,3 +79,34 @@ def test_unsubscribe_ends_the_feed_and_the_count() -> None:
             assert hub.subscriber_count() == 0
 
     run_async(scenario())
+
+
+def test_an_event_queued_as_the_server_stops_is_published_first_and_nothing_raises() -> None:
+    # A mission thread's event is handed to the loop as a callback. One that ran after the
+    # lifespan unbound the hub reached a plugin shutting down: publishing raised in the
+    # callback or, between the plugin queue's join and its worker's `task_done`, made the
+    # worker fail and with it the server's shutdown. Events queued before `unbind` are
+    # published first.
+    from loopwright.events import Event
+
+    async def scenario() -> list[dict]:
+        loop = asyncio.get_running_loop()
+        errors: list[dict] = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        hub = LiveHub()
+        async with hub.channels:
+            hub.bind(loop)
+            feed = await hub.subscribe("mission:m1")
+            hub.publish_event(Event(1, 0.0, "m1", "plan", None))
+            assert await feed.next(1.0) is not TIMEOUT  # bound: it is published
+            hub.publish_event(Event(2, 0.0, "m1", "done", None))  # queued on the loop ...
+            await hub.unbind()  # ... then the lifespan unbinds and the plugin stops
+            hub.publish_event(Event(3, 0.0, "m1", "done", None))  # after: not handed over
+            last = await feed.next(1.0)
+            assert last is not TIMEOUT and b'"seq":2' in last  # queued before: published
+            assert await feed.next(0.1) is TIMEOUT
+            await hub.unsubscribe(feed)
+        await asyncio.sleep(0.05)
+        return errors
+
+    assert run_async(scenario()) == []
