@@ -158,8 +158,10 @@ class LiveHub:
         """Stop publishing, on the loop, before the plugin stops: the events already handed
         to the loop are published first; one handed over later stays in the store only."""
         self._loop = None
-        await asyncio.sleep(0)  # the loop runs the callbacks already queued before this task
-        self._publishing = False
+        try:
+            await asyncio.sleep(0)  # the loop runs the callbacks already queued before this task
+        finally:
+            self._publishing = False  # also when the shutdown cancels this wait
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
