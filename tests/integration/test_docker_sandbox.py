@@ -208,6 +208,36 @@ def test_fork_bomb_hits_the_pids_limit_and_the_sandbox_recovers(sandbox: DockerS
     assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
 
 
+@pytest.mark.parametrize(
+    ("hit", "note"),
+    [
+        ("bomb() { bomb | bomb & }; bomb", "the process limit (128) was reached: fork failed"),
+        (
+            "python3 -c 'a = []\nwhile True: a.append(b\"x\" * (16 << 20))'",
+            "killed by the out-of-memory killer (limit 256 MB)",
+        ),
+    ],
+    ids=["pids", "memory"],
+)
+def test_a_limit_hit_by_a_command_killed_at_its_timeout_is_still_reported(
+    sandbox: DockerSandbox, hit: str, note: str
+) -> None:
+    result = sandbox.exec(f"{hit}; sleep 60", timeout_s=8)
+    assert result.timed_out
+    assert note in result.output
+    assert result.output.index(note) < result.output.index("timed out after 8 s")
+    assert run(sandbox, "echo alive").strip() == "alive"
+
+
+def test_a_command_killed_at_its_timeout_without_hitting_a_limit_names_none(
+    sandbox: DockerSandbox,
+) -> None:
+    result = sandbox.exec("sleep 60", timeout_s=1)
+    assert result.timed_out
+    assert "[sandbox] timed out after 1 s" in result.output
+    assert "process limit" not in result.output and "out-of-memory" not in result.output
+
+
 def test_memory_hog_is_oom_killed_and_reported(sandbox: DockerSandbox) -> None:
     hog = "python3 -c 'a = []\nwhile True: a.append(b\"x\" * (16 << 20))'"
     result = sandbox.exec(hog, timeout_s=60)

@@ -18,7 +18,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from loopwright.config import Settings
+from loopwright.config import SandboxLimits, Settings
 from loopwright.sandbox.base import (
     SANDBOX_UID,
     WORKSPACE,
@@ -62,6 +62,19 @@ SCRIPT_TIMEOUT_S = 120.0
 def exec_wrapper() -> str:
     """The command wrapper: the sweep functions, then the wrapper that runs the command."""
     return script("sweep.sh") + script("exec_wrapper.sh")
+
+
+def _limit_note(name: str, limits: SandboxLimits) -> str:
+    """What the wrapper prints when a command hits a limit (`exec_wrapper.sh`), for a command
+    killed at its timeout before it could."""
+    if name == "memory":
+        return (
+            "\n[sandbox] a process was killed by the out-of-memory killer "
+            f"(limit {limits.memory_mb} MB)\n"
+        )
+    if name == "pids":
+        return f"\n[sandbox] the process limit ({limits.pids}) was reached: fork failed\n"
+    return ""
 
 
 def sweeper() -> str:
@@ -154,12 +167,13 @@ class DockerSandbox:
 
         started = time.monotonic()
         env = {WRAPPER_VAR: exec_wrapper()}
+        hit: list[str] = []
         if (channel := self.channel) is not None:
-            exit_code, timed_out = self._exec_resident(channel, argv, env, timeout_s, take)
+            exit_code, timed_out, hit = self._exec_resident(channel, argv, env, timeout_s, take)
         else:
             exit_code, timed_out = self._exec_engine(argv, env, timeout_s, take, token)
         if timed_out:
-            note = (
+            note = "".join(_limit_note(name, limits) for name in hit) + (
                 f"\n[sandbox] timed out after {timeout_s:g} s; "
                 "the command's processes were killed\n"
             )
@@ -184,8 +198,10 @@ class DockerSandbox:
         env: dict[str, str],
         timeout_s: float,
         take: RawCallback,
-    ) -> tuple[int, bool]:
-        """Run the wrapper through the resident server, which enforces the timeout itself."""
+    ) -> tuple[int, bool, list[str]]:
+        """Run the wrapper through the resident server, which enforces the timeout itself;
+        with a timeout, the limits the command hit before it (the wrapper, killed, could not
+        say)."""
         sweep = {"argv": self._sweep_argv(), "env": {}, "cwd": WORKSPACE}
         request = self._request(
             channel,
@@ -218,8 +234,9 @@ class DockerSandbox:
                 self._restart()
             else:
                 self._sweep_engine()
-            return TIMEOUT_EXIT, True
-        return int(header["code"]), False
+            hit = header.get("limits")
+            return TIMEOUT_EXIT, True, [str(name) for name in hit] if isinstance(hit, list) else []
+        return int(header["code"]), False, []
 
     def _exec_engine(
         self,

@@ -177,6 +177,36 @@ def _fd_reader(fd: int) -> Callable[[int], bytes]:
     return read_exact
 
 
+# The cgroup counters the wrapper reads too (v2 first, then v1): how often a fork failed at
+# the pids limit, and how many processes the out-of-memory killer ended.
+LIMIT_COUNTERS = {
+    "pids": ("max", ("/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events")),
+    "memory": (
+        "oom_kill",
+        ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"),
+    ),
+}
+
+
+def _limit_counts() -> dict[str, int]:
+    """Each limit's counter, read without starting a process (none may be free)."""
+    counts: dict[str, int] = {}
+    for limit, (key, paths) in LIMIT_COUNTERS.items():
+        counts[limit] = 0
+        for path in paths:
+            try:
+                with open(path, encoding="ascii") as events:
+                    lines = events.read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                name, _, value = line.partition(" ")
+                if name == key and value.strip().isdigit():
+                    counts[limit] = int(value)
+            break
+    return counts
+
+
 def _exit_status(returncode: int) -> int:
     """Docker's convention: a process ended by signal N exits 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -247,6 +277,7 @@ class Server:
 
     def _exec(self, rid: int, header: dict[str, Any], _payload: bytes) -> None:
         sweep: dict[str, Any] = header["sweep"]
+        counts = _limit_counts()
         try:
             proc = self._popen(
                 header, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -287,7 +318,19 @@ class Server:
             # its own parent); sweep again.
             self._sweep(sweep)
         proc.stdout.close()
-        self.send({"id": rid, "op": "exit", "code": status, "timed_out": timed_out, "stuck": stuck})
+        # The wrapper says which limit a command hit, unless it was killed at the timeout
+        # first: a fork bomb whose shells retry their forks runs until then.
+        hit = [name for name, count in _limit_counts().items() if count > counts[name]]
+        self.send(
+            {
+                "id": rid,
+                "op": "exit",
+                "code": status,
+                "timed_out": timed_out,
+                "stuck": stuck,
+                "limits": hit if timed_out else [],
+            }
+        )
 
     def _forward(self, rid: int, fd: int) -> bool:
         data = os.read(fd, CHUNK)
