@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from loopwright.app.stream import TIMEOUT, LiveHub
+from loopwright.events import Event
 from tests.loops import run_async
 
 
@@ -87,8 +88,6 @@ def test_an_event_queued_as_the_server_stops_is_published_first_and_nothing_rais
     # callback or, between the plugin queue's join and its worker's `task_done`, made the
     # worker fail and with it the server's shutdown. Events queued before `unbind` are
     # published first.
-    from loopwright.events import Event
-
     async def scenario() -> list[dict]:
         loop = asyncio.get_running_loop()
         errors: list[dict] = []
