@@ -64,6 +64,10 @@ def exec_wrapper() -> str:
     return script("sweep.sh") + script("exec_wrapper.sh")
 
 
+LIMIT_NAMES = ("memory", "pids")
+"""The limits the resident server may say a timed-out command hit, in the order noted."""
+
+
 def _limit_note(name: str, limits: SandboxLimits) -> str:
     """What the wrapper prints when a command hits a limit (`exec_wrapper.sh`), for a command
     killed at its timeout before it could."""
@@ -234,8 +238,9 @@ class DockerSandbox:
                 self._restart()
             else:
                 self._sweep_engine()
-            hit = header.get("limits")
-            return TIMEOUT_EXIT, True, [str(name) for name in hit] if isinstance(hit, list) else []
+            said = header.get("limits")
+            hit = [name for name in LIMIT_NAMES if isinstance(said, list) and name in said]
+            return TIMEOUT_EXIT, True, hit
         return int(header["code"]), False, []
 
     def _exec_engine(
