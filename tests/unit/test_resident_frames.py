@@ -31,6 +31,7 @@ from loopwright.sandbox.docker.scripts.resident import (
     boot_frame,
     hello,
     host_codec,
+    limit_counts,
     open_hello,
 )
 
@@ -313,7 +314,14 @@ def test_the_server_streams_a_command_and_reports_its_status(served: Served) -> 
     frames = served.until("exit")
     output = b"".join(payload for header, payload in frames if header["op"] == "out")
     assert sorted(output.split()) == [b"err", b"out"]
-    assert frames[-1][0] == {"id": 1, "op": "exit", "code": 3, "timed_out": False, "stuck": False}
+    assert frames[-1][0] == {
+        "id": 1,
+        "op": "exit",
+        "code": 3,
+        "timed_out": False,
+        "stuck": False,
+        "limits": [],  # said only for a command killed at its timeout
+    }
 
 
 def test_the_server_gives_commands_fresh_stdio_and_their_own_session(served: Served) -> None:
@@ -405,3 +413,20 @@ def test_the_server_refuses_a_copy_that_leaves_its_destination(
     header = untar(served, 7, dest, tar_of(*members))
     assert header["op"] == "error" and "refusing" in header["message"]
     assert not (tmp_path / "escape").exists()
+
+
+def test_limit_counts_read_the_cgroup_v2_and_v1_forms_as_the_wrapper_does(tmp_path: Path) -> None:
+    v2_pids = tmp_path / "pids.events"
+    v2_pids.write_text("max 7\nmax.imposed 0\n")
+    v1_oom = tmp_path / "memory.oom_control"
+    v1_oom.write_text("oom_kill_disable 1\nunder_oom 0\noom_kill 3\n")
+    no_key = tmp_path / "memory.events"
+    no_key.write_text("low 0\nhigh 0\nmax 9\noom 2\n")  # no oom_kill line: read on
+    not_ascii = tmp_path / "garbled"
+    not_ascii.write_bytes(b"max \xff\n")
+    counters = {
+        "pids": ("max", (str(not_ascii), str(tmp_path / "missing"), str(v2_pids))),
+        "memory": ("oom_kill", (str(no_key), str(v1_oom))),
+        "none": ("max", (str(tmp_path / "missing"),)),
+    }
+    assert limit_counts(counters) == {"pids": 7, "memory": 3, "none": 0}

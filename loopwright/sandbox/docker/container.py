@@ -66,6 +66,9 @@ def exec_wrapper() -> str:
 
 LIMIT_NAMES = ("memory", "pids")
 """The limits the resident server may say a timed-out command hit, in the order noted."""
+LIMIT_NOTE_TAIL = 400
+"""Characters at the end of a timed-out command's output searched for a limit's note that
+the wrapper wrote itself before it was killed."""
 
 
 def _limit_note(name: str, limits: SandboxLimits) -> str:
@@ -143,6 +146,10 @@ class DockerSandbox:
 
         When the command ends, every process in the container but init and the keeper is
         killed (those of an open `run_service` excepted), however it detached itself.
+
+        The output ends with a note for a memory or process limit the container hit while
+        the command ran; for a command killed at its timeout, only through the resident
+        server (a `docker exec` fallback kills the wrapper that would have written it).
         """
         limits = self._settings.sandbox_limits
         token = secrets.token_hex(16)
@@ -177,12 +184,15 @@ class DockerSandbox:
         else:
             exit_code, timed_out = self._exec_engine(argv, env, timeout_s, take, token)
         if timed_out:
-            note = "".join(_limit_note(name, limits) for name in hit) + (
+            output = capture.text()
+            said = output[-LIMIT_NOTE_TAIL:]  # the wrapper may have written one itself
+            notes = (_limit_note(name, limits) for name in hit)
+            note = "".join(n for n in notes if n.strip() not in said) + (
                 f"\n[sandbox] timed out after {timeout_s:g} s; "
                 "the command's processes were killed\n"
             )
             return ExecResult(
-                output=capture.text() + note,
+                output=output + note,
                 exit_code=TIMEOUT_EXIT,
                 timed_out=True,
                 truncated=capture.truncated,
@@ -204,8 +214,8 @@ class DockerSandbox:
         take: RawCallback,
     ) -> tuple[int, bool, list[str]]:
         """Run the wrapper through the resident server, which enforces the timeout itself;
-        with a timeout, the limits the command hit before it (the wrapper, killed, could not
-        say)."""
+        with a timeout, the limits the container hit from the command's start until it was
+        killed (the wrapper, killed with it, could not say)."""
         sweep = {"argv": self._sweep_argv(), "env": {}, "cwd": WORKSPACE}
         request = self._request(
             channel,

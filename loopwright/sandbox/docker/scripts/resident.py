@@ -32,7 +32,7 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 BOOT = (
@@ -177,9 +177,10 @@ def _fd_reader(fd: int) -> Callable[[int], bytes]:
     return read_exact
 
 
-# The cgroup counters the wrapper reads too (v2 first, then v1): how often a fork failed at
-# the pids limit, and how many processes the out-of-memory killer ended.
-LIMIT_COUNTERS = {
+# The cgroup counters the wrapper reads too (`lw_counter`: v2 first, then v1): how often a
+# fork failed at the pids limit, and how many processes the out-of-memory killer ended. They
+# count for the whole container, not for one command.
+LIMIT_COUNTERS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "pids": ("max", ("/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events")),
     "memory": (
         "oom_kill",
@@ -188,22 +189,28 @@ LIMIT_COUNTERS = {
 }
 
 
-def _limit_counts() -> dict[str, int]:
-    """Each limit's counter, read without starting a process (none may be free)."""
+def limit_counts(
+    counters: Mapping[str, tuple[str, tuple[str, ...]]] = LIMIT_COUNTERS,
+) -> dict[str, int]:
+    """Each limit's counter, read without starting a process (none may be free): the value
+    of its key in the first file that has it, as the wrapper reads it; 0 where none has."""
     counts: dict[str, int] = {}
-    for limit, (key, paths) in LIMIT_COUNTERS.items():
+    for limit, (key, paths) in counters.items():
         counts[limit] = 0
         for path in paths:
             try:
                 with open(path, encoding="ascii") as events:
                     lines = events.read().splitlines()
-            except OSError:
+            except (OSError, ValueError):
                 continue
-            for line in lines:
-                name, _, value = line.partition(" ")
-                if name == key and value.strip().isdigit():
-                    counts[limit] = int(value)
-            break
+            values = [
+                value
+                for name, _, value in (line.partition(" ") for line in lines)
+                if name == key and value.strip().isdigit()
+            ]
+            if values:
+                counts[limit] = int(values[0])
+                break
     return counts
 
 
@@ -277,7 +284,7 @@ class Server:
 
     def _exec(self, rid: int, header: dict[str, Any], _payload: bytes) -> None:
         sweep: dict[str, Any] = header["sweep"]
-        counts = _limit_counts()
+        counts = limit_counts()
         try:
             proc = self._popen(
                 header, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -319,8 +326,12 @@ class Server:
             self._sweep(sweep)
         proc.stdout.close()
         # The wrapper says which limit a command hit, unless it was killed at the timeout
-        # first: a fork bomb whose shells retry their forks runs until then.
-        hit = [name for name, count in _limit_counts().items() if count > counts[name]]
+        # first: a fork bomb whose shells retry their forks runs until then. Like the
+        # wrapper's, the counts are the container's: a service's process killed for memory
+        # meanwhile is counted too.
+        hit = []
+        if timed_out:
+            hit = [name for name, count in limit_counts().items() if count > counts[name]]
         self.send(
             {
                 "id": rid,
@@ -328,7 +339,7 @@ class Server:
                 "code": status,
                 "timed_out": timed_out,
                 "stuck": stuck,
-                "limits": hit if timed_out else [],
+                "limits": hit,
             }
         )
 
