@@ -333,6 +333,7 @@ class SaqQueue:
             functions=[(JOB_FUNCTION, self._job)],
             concurrency=self._concurrency,
             timers=PartialTimersDict(sweep=self._heartbeat_s, abort=1, schedule=1, worker_info=10),
+            startup=self._worker_up,
             after_process=self._after_job,
             dequeue_timeout=1.0,
             metadata={"runner": self._runner},
@@ -340,6 +341,13 @@ class SaqQueue:
         # The worker's loop is not the main thread's: the process's signals stay with it.
         worker.SIGNALS = []
         return worker
+
+    async def _worker_up(self, ctx: dict[str, Any]) -> None:
+        """SAQ's start hook, run once the worker's start has made the event its stop sets.
+        A stop that came before (it set the event the worker had until then) is carried out
+        now, or the worker would wait for that event for good."""
+        if self._stopping.is_set():
+            ctx["worker"].event.set()
 
     # -- one job -------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import datetime
 import socket
+import sys
 import threading
 import time
 from collections.abc import Collection, Iterator
@@ -587,3 +588,37 @@ def test_hosts_whose_clocks_pass_the_start_check_do_not_take_each_others_live_wo
         assert store.expire_slots(3) == [mission_id]
     finally:
         store.close()
+
+
+def test_a_worker_stopped_right_after_its_start_stops_at_once(
+    redis_backend: tuple[str, Store],
+) -> None:
+    """SAQ's worker makes the event its stop sets when its start first runs on the queue's
+    loop: a stop that came first set the worker's previous event, and the worker then
+    waited for good (the process's shutdown hung, and the coroutine was left to the
+    collector). A busy thread beside it holds the loop back, as a loaded process does."""
+    url, store = redis_backend
+    busy = threading.Event()
+
+    def spin() -> None:
+        while not busy.is_set():
+            sum(range(1000))
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # the threads take turns often: more orders of events
+    try:
+        for attempt in range(20):
+            queue = SaqQueue(store, lambda _mission: None, 1, url=url, heartbeat_s=6)
+            queue.start()
+            started = time.monotonic()
+            with capture_logs() as logs:
+                assert queue.stop(timeout=1)
+            took = time.monotonic() - started
+            assert not [e for e in logs if "did not stop" in e["event"]], (attempt, logs)
+            assert took < 10, (attempt, took)
+    finally:
+        sys.setswitchinterval(switch)
+        busy.set()
+        spinner.join()
