@@ -72,8 +72,8 @@ the wrapper wrote itself before it was killed."""
 
 
 def _limit_note(name: str, limits: SandboxLimits) -> str:
-    """What the wrapper prints when a command hits a limit (`exec_wrapper.sh`), for a command
-    killed at its timeout before it could."""
+    """The note for a limit the container hit while a command ran: the wrapper prints it
+    (`exec_wrapper.sh`), or the host for a command killed at its timeout before it could."""
     if name == "memory":
         return (
             "\n[sandbox] a process was killed by the out-of-memory killer "
@@ -160,8 +160,8 @@ class DockerSandbox:
             f'eval "${WRAPPER_VAR}"',
             "loopwright-exec",
             command,
-            str(limits.memory_mb),
-            str(limits.pids),
+            _limit_note("memory", limits),
+            _limit_note("pids", limits),
             *services,
         ]
         capture = CappedOutput(limits.output_cap_bytes)

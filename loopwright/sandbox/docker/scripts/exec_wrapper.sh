@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The command wrapper, run as `bash -c 'eval "$LOOPWRIGHT_WRAPPER"'` after sweep.sh, with $1 the
-# command, $2 the memory limit (MB), $3 the pids limit, and $4... the tokens of the services
-# open in this sandbox.
+# command, $2 and $3 the notes for the memory and the pids limit (the host's `_limit_note`), and
+# $4... the tokens of the services open in this sandbox.
 unset LOOPWRIGHT_WRAPPER
 exec 2>&1 </dev/null
 # Leftovers of a file tool, or of a command whose wrapper was killed before it swept.
@@ -14,10 +14,10 @@ rc=$?
 lw_sweep "$$" "${@:4}"
 lw_counter oom_kill /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control
 if ((LW_COUNT > oom_before)); then
-    printf '\n[sandbox] a process was killed by the out-of-memory killer (limit %s MB)\n' "$2"
+    printf '%s' "$2"
 fi
 lw_counter max /sys/fs/cgroup/pids.events /sys/fs/cgroup/pids/pids.events
 if ((LW_COUNT > pids_before)); then
-    printf '\n[sandbox] the process limit (%s) was reached: fork failed\n' "$3"
+    printf '%s' "$3"
 fi
 exit $rc
