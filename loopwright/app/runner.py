@@ -12,6 +12,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import structlog
@@ -402,9 +403,18 @@ class AppMissionRunner:
         )
         decision = authorize(NeedsPermission(request, request.actor or ""), permission, pull, ctx)
         if isinstance(decision, MissionRequest):
-            self.store.update_request(mission_id, decision)
-            self._react(decision, session)
-            return decision
+            # The count above is a read: the head's last attempt is taken only by the write
+            # that counts again in the same transaction (another mission may have it now).
+            taken = self.store.pin_within_cap(mission_id, decision, ctx.max_attempts)
+            if taken is None:
+                self._react(decision, session)
+                return decision
+            ctx = replace(ctx, attempts={head_sha: taken})
+            decision = authorize(
+                NeedsPermission(request, request.actor or ""), permission, pull, ctx
+            )
+            if isinstance(decision, MissionRequest):  # the count is at the cap: never so
+                raise RuntimeError(f"a mission was admitted past the attempt cap: {decision}")
         if isinstance(decision, Reply):
             writer = permission in ("write", "maintain", "admin")
             refused = not writer or decision.refused

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.request import MissionRequest
 from loopwright.store.group_commit import GroupCommit
-from loopwright.store.missions import attempts_on, mission_row
+from loopwright.store.missions import attempts_on, lock_head, mission_row
 from loopwright.store.models import Delivery, Mission, utcnow
 
 
@@ -113,11 +113,10 @@ class DeliveryRecords:
         transaction and returns the decision to store and, for work, the mission's request.
 
         The count is read in the transaction that writes the row, so the caller needs no
-        thread of its own to read it. On SQLite, which has one writer at a time, no other
-        mission can come between the count and the write. On PostgreSQL two servers'
-        writers can each count before the other commits, and both go on: the dedupe key
-        still keeps one mission per failure, while a head at its cap may get one attempt
-        more. `decide` may run more than once (see `GroupCommit`): only its last answer is
+        thread of its own to read it, and no other mission on the head comes between the
+        count and the write: SQLite has one writer at a time, and on PostgreSQL the count
+        first takes the head's lock (`lock_head`), as a runner admitting a mission does.
+        `decide` may run more than once (see `GroupCommit`): only its last answer is
         stored.
         """
 
@@ -215,6 +214,7 @@ class _StoredAttempts(Mapping[str, int]):
         self._repo = repo
 
     def __getitem__(self, sha: str) -> int:
+        lock_head(self._connection, self._repo, sha)
         return attempts_on(self._connection, self._repo, sha)
 
     def __iter__(self) -> Iterator[str]:

@@ -32,6 +32,7 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Connection, Engine
@@ -40,6 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.request import MissionRequest
 from loopwright.sandbox.docker.reaper import owner_alive
+from loopwright.store.group_commit import GroupCommit
 from loopwright.store.models import (
     ACTIVE_STATUSES,
     MISSION_STATUSES,
@@ -171,10 +173,33 @@ _ATTEMPTS = (
 )
 
 
+_ATTEMPTS_BESIDE = _ATTEMPTS.where(Mission.id != bindparam("mission_id"))
+"""The attempts on a head by missions other than one."""
+
+
 def attempts_on(connection: Connection, repo: str, head_sha: str) -> int:
     """`MissionRecords.attempts_for_head` on a connection the caller holds."""
     count = connection.execute(_ATTEMPTS, {"repo": repo, "head_sha": head_sha}).scalar()
     return int(count or 0)
+
+
+HEAD_LOCK_SPACE = 0x6C77_6864  # "lwhd"
+"""The first key of PostgreSQL's two-key advisory locks that `lock_head` takes (the two-key
+space does not overlap the one-key space the migrations' lock is in)."""
+_LOCK_HEAD = text("SELECT pg_advisory_xact_lock(:space, hashtext(:head))")
+
+
+def lock_head(connection: Connection, repo: str, head_sha: str) -> None:
+    """Before counting a head's attempts to decide on one more: on PostgreSQL, wait for and
+    hold until the transaction ends the head's advisory lock, so that another server's
+    writer deciding on the same head counts after this transaction's mission is committed
+    or rolled back. SQLite needs none: its writers take turns on the whole database.
+
+    Heads whose text hashes alike share a lock, which only makes one wait a commit longer.
+    Transactions that lock two heads in opposite orders deadlock like any others: the
+    database aborts one, and the store's writer runs its units again (`GroupCommit`)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(_LOCK_HEAD, {"space": HEAD_LOCK_SPACE, "head": f"{repo}@{head_sha}"})
 
 
 class MissionRecords:
@@ -182,6 +207,7 @@ class MissionRecords:
 
     engine: Engine
     _session: sessionmaker[Session]
+    _writes: GroupCommit
 
     def create_mission(
         self,
@@ -468,11 +494,41 @@ class MissionRecords:
                 for tier, usage in result.usage.items()
             )
 
-    def update_request(self, mission_id: str, request: MissionRequest) -> None:
-        """Replace a mission's request once admission pinned it (head SHA, branches)."""
-        values = {"request": request.to_dict(), "head_sha": request.head_sha}
-        if not self._update_mission(mission_id, values, None):
+    def pin_within_cap(
+        self, mission_id: str, request: MissionRequest, max_attempts: int
+    ) -> int | None:
+        """Replace a mission's request once admission pinned it (head SHA, branches), while
+        the head's other missions are fewer than `max_attempts`, its attempt cap. Returns
+        None once stored, else their count, and nothing is written.
+
+        The count and the write are one transaction of the store's writer, taken after the
+        head's lock (`lock_head`): two missions admitted at once on one head, by two of a
+        server's runners, two servers, or a runner and a red check's delivery, cannot both
+        take its last attempt."""
+        claim = current_claim(mission_id)
+        query = (
+            update(Mission)
+            .where(Mission.id == mission_id)
+            .values(request=request.to_dict(), head_sha=request.head_sha)
+        )
+        if claim is not None:
+            query = _owned_by(query, claim)
+        counted = {"repo": request.repo, "head_sha": request.head_sha, "mission_id": mission_id}
+
+        def pin(session: Session) -> tuple[bool, int | None]:
+            connection = session.connection()
+            lock_head(connection, request.repo, request.head_sha)
+            used = int(connection.execute(_ATTEMPTS_BESIDE, counted).scalar() or 0)
+            if used >= max_attempts:
+                return True, used
+            return connection.execute(query).rowcount == 1, None
+
+        changed, used = self._writes.run(pin)
+        if not changed:
+            if claim is not None and not self.owns(claim) and self.get_mission(mission_id):
+                raise MissionTakenOver(claim)
             raise MissionNotFound(mission_id)
+        return used
 
     def set_links(
         self,

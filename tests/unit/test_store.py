@@ -10,13 +10,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import event, inspect, text, update
+from sqlalchemy import event, insert, inspect, text, update
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from loopwright.agent.pair import ApprovalRequest
@@ -36,7 +37,8 @@ from loopwright.store import (
     migrate,
     open_store,
 )
-from loopwright.store.missions import MissionTakenOver, claimed
+from loopwright.store.deliveries import _columns
+from loopwright.store.missions import MissionTakenOver, claimed, lock_head, mission_row
 from loopwright.store.models import Base, utcnow
 from loopwright.store.sessions import session_key
 
@@ -481,13 +483,79 @@ def test_a_mission_keeps_its_request(store: Store):
 def test_admission_can_pin_the_request_of_a_stored_mission(store: Store):
     mission, _ = store.create_mission(request(1))
     pinned = request(9, pr_number=3)
-    store.update_request(mission.id, pinned)
+    assert store.pin_within_cap(mission.id, pinned, 3) is None
     stored = store.get_mission(mission.id)
     assert stored is not None
     assert (stored.head_sha, stored.request) == (pinned.head_sha, pinned.to_dict())
     assert stored.dedupe_key == mission.dedupe_key
+    # Pinned again on the same head (a run taken over): it does not count itself.
+    assert store.pin_within_cap(mission.id, pinned, 1) is None
     with pytest.raises(MissionNotFound):
-        store.update_request("missing", pinned)
+        store.pin_within_cap("missing", pinned, 3)
+
+
+def comment_mission(store: Store, comment_id: int) -> str:
+    """A `/loopwright fix` comment's mission as stored before admission (no head yet)."""
+    unpinned = request(0, trigger="comment", comment_id=comment_id, pr_number=3)
+    mission, created = store.create_mission(replace(unpinned, head_sha=""))
+    assert created
+    return mission.id
+
+
+def test_a_head_at_its_cap_takes_no_pin(store: Store):
+    head = request(8, trigger="comment", pr_number=3)
+    ids = [comment_mission(store, n) for n in (1, 2, 3)]
+    assert [store.pin_within_cap(i, replace(head, comment_id=n), 2) for n, i in
+            enumerate(ids)] == [None, None, 2]  # fmt: skip
+    refused = store.get_mission(ids[2])
+    assert refused is not None and refused.head_sha == ""  # nothing was written
+    assert store.attempts_for_head("acme/app", head.head_sha) == 2
+
+
+def test_admissions_at_once_on_one_head_take_its_last_attempt_once(url: str):
+    """Eight missions admitted at the same moment on one head with one attempt left, half
+    through one store and half through another (two servers on one database)."""
+    head = request(8, trigger="comment", pr_number=3)
+    with Store(url) as first, Store(url) as second:
+        first.create_mission(head)  # an earlier attempt: one left under a cap of two
+        ids = [comment_mission(first, n) for n in range(10, 18)]
+        servers = [first, second] * 4
+        calls = iter(range(8))
+
+        def admit() -> int | None:
+            n = next(calls)
+            return servers[n].pin_within_cap(ids[n], replace(head, comment_id=10 + n), 2)
+
+        outcomes = concurrently(8, admit)
+        assert (outcomes.count(None), outcomes.count(2)) == (1, 7)  # one pinned, 7 refused
+        assert first.attempts_for_head("acme/app", head.head_sha) == 2
+
+
+def test_an_admission_counts_after_another_writer_on_its_head(url: str):
+    """A writer deciding on the head (a server's red check, elsewhere) holds it: the
+    admission's count waits for that writer's mission and counts it."""
+    head = request(8, trigger="comment", pr_number=3)
+    with Store(url) as store:
+        waiting_id = comment_mission(store, 20)
+        other = store.engine.connect()
+        try:
+            if other.dialect.name == "sqlite":
+                other.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                other.begin()
+            lock_head(other, "acme/app", head.head_sha)
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                pinned = pool.submit(store.pin_within_cap, waiting_id, head, 1)
+                time.sleep(0.5)
+                assert not pinned.done()
+                red_check = mission_row(request(8), None, "queued", None)
+                other.execute(insert(Mission).values(_columns(red_check)))
+                other.commit()
+                assert pinned.result(10) == 1
+        finally:
+            other.close()
+        stored = store.get_mission(waiting_id)
+        assert stored is not None and stored.head_sha == ""
 
 
 def test_a_colliding_mission_id_is_an_error_not_a_dedupe(store: Store):
