@@ -390,29 +390,21 @@ class AppMissionRunner:
         number = request.pr_number or 0
         permission = session.permission(request.actor or "")
         pull = session.pull_data(number)
-        head_sha = str((pull.get("head") or {}).get("sha", ""))
-        # A comment's mission is stored before its head is known (head_sha ""), so it counts
-        # for this head only when a previous run of it was already pinned there.
-        stored = self.store.get_mission(mission_id)
-        counted = stored is not None and stored.head_sha == head_sha
-        used = self.store.attempts_for_head(request.repo, head_sha) - int(counted)
+        # The attempt cap is the last check: it is made by the write that pins the head, in
+        # one transaction with its count (a count read first could be stale by the write).
         ctx = TriggerContext(
             app_slug=self.settings.github.app_slug,
-            attempts={head_sha: used},
             max_attempts=self.settings.github.max_attempts,
         )
-        decision = authorize(NeedsPermission(request, request.actor or ""), permission, pull, ctx)
+        pending = NeedsPermission(request, request.actor or "")
+        decision = authorize(pending, permission, pull, ctx)
         if isinstance(decision, MissionRequest):
-            # The count above is a read: the head's last attempt is taken only by the write
-            # that counts again in the same transaction (another mission may have it now).
-            taken = self.store.pin_within_cap(mission_id, decision, ctx.max_attempts)
-            if taken is None:
+            used = self.store.pin_within_cap(mission_id, decision, ctx.max_attempts)
+            if used is None:
                 self._react(decision, session)
                 return decision
-            ctx = replace(ctx, attempts={head_sha: taken})
-            decision = authorize(
-                NeedsPermission(request, request.actor or ""), permission, pull, ctx
-            )
+            capped = replace(ctx, attempts={decision.head_sha: used})
+            decision = authorize(pending, permission, pull, capped)
             if isinstance(decision, MissionRequest):  # the count is at the cap: never so
                 raise RuntimeError(f"a mission was admitted past the attempt cap: {decision}")
         if isinstance(decision, Reply):

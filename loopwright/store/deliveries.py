@@ -113,9 +113,10 @@ class DeliveryRecords:
         transaction and returns the decision to store and, for work, the mission's request.
 
         The count is read in the transaction that writes the row, so the caller needs no
-        thread of its own to read it, and no other mission on the head comes between the
-        count and the write: SQLite has one writer at a time, and on PostgreSQL the count
-        first takes the head's lock (`lock_head`), as a runner admitting a mission does.
+        thread of its own to read it, and no mission counted the same way comes between
+        the count and the write: SQLite has one writer at a time, and on PostgreSQL the
+        count first takes the head's lock (`lock_head`), as a runner admitting a mission
+        (`pin_within_cap`) does.
         `decide` may run more than once (see `GroupCommit`): only its last answer is
         stored.
         """

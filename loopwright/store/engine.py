@@ -46,16 +46,26 @@ def make_engine(url: str) -> Engine:
             f"LOOPWRIGHT_DATABASE_URL uses the async driver {parsed.drivername!r}; the store "
             "needs a sync one, e.g. postgresql+psycopg://user@host/db or sqlite:///path.db"
         )
+    # PostgreSQL's default isolation, whatever the database's or role's own default: the
+    # attempt cap's count after a head's lock (`lock_head`) must see the commit it waited
+    # for, where a repeatable-read snapshot taken earlier in the transaction would not.
+    isolation = {"isolation_level": "READ COMMITTED"}
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg":
         # A database that stops answering fails a connect in seconds instead of holding the
         # thread (and a pool slot) until the kernel gives up; the URL's own value wins.
         given = "connect_timeout" in parsed.query
         timeout = {} if given else {"connect_timeout": CONNECT_TIMEOUT_S}
         engine = create_engine(
-            parsed, pool_pre_ping=True, json_serializer=_json_without_nul, connect_args=timeout
+            parsed,
+            pool_pre_ping=True,
+            json_serializer=_json_without_nul,
+            connect_args=timeout,
+            **isolation,
         )
         event.listen(engine, "connect", _psycopg_text_without_nul)
         return engine
+    if parsed.get_backend_name() == "postgresql":
+        return create_engine(parsed, pool_pre_ping=True, **isolation)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, pool_pre_ping=True)
     database = parsed.database

@@ -184,8 +184,9 @@ def attempts_on(connection: Connection, repo: str, head_sha: str) -> int:
 
 
 HEAD_LOCK_SPACE = 0x6C77_6864  # "lwhd"
-"""The first key of PostgreSQL's two-key advisory locks that `lock_head` takes (the two-key
-space does not overlap the one-key space the migrations' lock is in)."""
+"""The first key of PostgreSQL's two-key advisory locks that `lock_head` takes. The store's
+other advisory locks (the migrations', the mission slots') have one key: the two key spaces
+do not overlap."""
 _LOCK_HEAD = text("SELECT pg_advisory_xact_lock(:space, hashtext(:head))")
 
 
@@ -195,9 +196,13 @@ def lock_head(connection: Connection, repo: str, head_sha: str) -> None:
     writer deciding on the same head counts after this transaction's mission is committed
     or rolled back. SQLite needs none: its writers take turns on the whole database.
 
+    Only in a unit of the store's writer (`GroupCommit`), whose transactions are READ
+    COMMITTED (`make_engine`): each statement after the wait sees what was committed
+    during it. A process's writer waiting here makes that process's other writes wait too.
     Heads whose text hashes alike share a lock, which only makes one wait a commit longer.
     Transactions that lock two heads in opposite orders deadlock like any others: the
-    database aborts one, and the store's writer runs its units again (`GroupCommit`)."""
+    database aborts one after its deadlock timeout (a second by default), and the writer
+    runs that batch's units again, up to `RETRIES` times."""
     if connection.dialect.name == "postgresql":
         connection.execute(_LOCK_HEAD, {"space": HEAD_LOCK_SPACE, "head": f"{repo}@{head_sha}"})
 
@@ -499,7 +504,8 @@ class MissionRecords:
     ) -> int | None:
         """Replace a mission's request once admission pinned it (head SHA, branches), while
         the head's other missions are fewer than `max_attempts`, its attempt cap. Returns
-        None once stored, else their count, and nothing is written.
+        None once stored, else their count, and nothing is written. `MissionNotFound` or,
+        under a claim another run has taken over, `MissionTakenOver`, either way.
 
         The count and the write are one transaction of the store's writer, taken after the
         head's lock (`lock_head`): two missions admitted at once on one head, by two of a
@@ -513,14 +519,19 @@ class MissionRecords:
         )
         if claim is not None:
             query = _owned_by(query, claim)
+        still = select(Mission.id).where(Mission.id == mission_id)
+        if claim is not None:
+            still = still.where(_the_run(claim))
         counted = {"repo": request.repo, "head_sha": request.head_sha, "mission_id": mission_id}
 
         def pin(session: Session) -> tuple[bool, int | None]:
+            """Whether the mission is there (and still the claim's run), and the count at
+            the cap when nothing was written."""
             connection = session.connection()
             lock_head(connection, request.repo, request.head_sha)
             used = int(connection.execute(_ATTEMPTS_BESIDE, counted).scalar() or 0)
             if used >= max_attempts:
-                return True, used
+                return connection.execute(still).first() is not None, used
             return connection.execute(query).rowcount == 1, None
 
         changed, used = self._writes.run(pin)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import event, insert, inspect, text, update
+from sqlalchemy import create_engine, event, insert, inspect, text, update
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from loopwright.agent.pair import ApprovalRequest
@@ -41,6 +41,7 @@ from loopwright.store.deliveries import _columns
 from loopwright.store.missions import MissionTakenOver, claimed, lock_head, mission_row
 from loopwright.store.models import Base, utcnow
 from loopwright.store.sessions import session_key
+from tests.services import PostgresCluster
 
 
 def sqlite_url(path: Path) -> str:
@@ -490,8 +491,21 @@ def test_admission_can_pin_the_request_of_a_stored_mission(store: Store):
     assert stored.dedupe_key == mission.dedupe_key
     # Pinned again on the same head (a run taken over): it does not count itself.
     assert store.pin_within_cap(mission.id, pinned, 1) is None
-    with pytest.raises(MissionNotFound):
-        store.pin_within_cap("missing", pinned, 3)
+    for cap in (3, 0):  # below the cap it writes nothing; at it, it still looks
+        with pytest.raises(MissionNotFound):
+            store.pin_within_cap("missing", pinned, cap)
+
+
+def test_a_run_taken_over_pins_nothing_below_or_at_the_cap(store: Store):
+    mission, _ = store.create_mission(request(1))
+    first = store.claim(mission.id, runner="a.invalid:1:1")
+    assert first is not None and store.set_status(mission.id, "queued")
+    assert store.claim(mission.id, runner="b.invalid:2:2") is not None  # another run now
+    for cap in (3, 0):
+        with claimed(first), pytest.raises(MissionTakenOver):
+            store.pin_within_cap(mission.id, request(9, pr_number=3), cap)
+    stored = store.get_mission(mission.id)
+    assert stored is not None and stored.head_sha == request(1).head_sha
 
 
 def comment_mission(store: Store, comment_id: int) -> str:
@@ -506,7 +520,7 @@ def test_a_head_at_its_cap_takes_no_pin(store: Store):
     head = request(8, trigger="comment", pr_number=3)
     ids = [comment_mission(store, n) for n in (1, 2, 3)]
     assert [store.pin_within_cap(i, replace(head, comment_id=n), 2) for n, i in
-            enumerate(ids)] == [None, None, 2]  # fmt: skip
+            zip((1, 2, 3), ids, strict=True)] == [None, None, 2]  # fmt: skip
     refused = store.get_mission(ids[2])
     assert refused is not None and refused.head_sha == ""  # nothing was written
     assert store.attempts_for_head("acme/app", head.head_sha) == 2
@@ -546,16 +560,82 @@ def test_an_admission_counts_after_another_writer_on_its_head(url: str):
             lock_head(other, "acme/app", head.head_sha)
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
                 pinned = pool.submit(store.pin_within_cap, waiting_id, head, 1)
-                time.sleep(0.5)
-                assert not pinned.done()
-                red_check = mission_row(request(8), None, "queued", None)
-                other.execute(insert(Mission).values(_columns(red_check)))
-                other.commit()
+                try:
+                    time.sleep(0.5)
+                    assert not pinned.done()
+                    red_check = mission_row(request(8), None, "queued", None)
+                    other.execute(insert(Mission).values(_columns(red_check)))
+                    other.commit()
+                finally:  # the pool's exit waits for the pin, which waits for `other`
+                    other.rollback()
                 assert pinned.result(10) == 1
         finally:
             other.close()
         stored = store.get_mission(waiting_id)
         assert stored is not None and stored.head_sha == ""
+
+
+def test_the_store_reads_committed_whatever_the_databases_default(
+    postgres: PostgresCluster, postgres_url: str
+) -> None:
+    """A count after `lock_head` must see the commit it waited for: a database or role set
+    to repeatable read would hand the transaction an older snapshot."""
+    name = postgres_url.rsplit("/", 1)[1]
+    postgres.sql(
+        f"ALTER DATABASE \"{name}\" SET default_transaction_isolation TO 'repeatable read'"
+    )
+    show = text("SHOW transaction_isolation")
+    plain = create_engine(postgres_url)
+    try:
+        with plain.connect() as connection:  # the database's default, as set
+            assert connection.execute(show).scalar() == "repeatable read"
+    finally:
+        plain.dispose()
+    engine = make_engine(postgres_url)
+    try:
+        with engine.connect() as connection:
+            assert connection.execute(show).scalar() == "read committed"
+    finally:
+        engine.dispose()
+
+
+def test_a_red_check_counts_after_another_writer_on_its_head(url: str):
+    """The other half: a red check's delivery decided on the head's count waits for a
+    writer holding the head (an admission, elsewhere) and counts its mission."""
+    head = f"{8:040x}"
+
+    def capped_at_one(attempts: Mapping[str, int]) -> tuple[str, MissionRequest | None]:
+        if attempts[head] >= 1:
+            return "ignored: attempt cap 1 reached", None
+        return "mission", request(8)
+
+    with Store(url) as store:
+        other = store.engine.connect()
+        try:
+            if other.dialect.name == "sqlite":
+                other.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                other.begin()
+            lock_head(other, "acme/app", head)
+            pending = store.accept_delivery_deciding_later(
+                "d-red", "check_run", "completed", repo="acme/app", decide=capped_at_one
+            )
+            try:
+                time.sleep(0.5)
+                assert not pending.done()
+                pinned = mission_row(request(8, trigger="comment", comment_id=4), None, "running",
+                                     None)  # fmt: skip
+                other.execute(insert(Mission).values(_columns(pinned)))
+                other.commit()
+            finally:
+                other.rollback()
+            accepted = pending.result(10)
+        finally:
+            other.close()
+        assert accepted.new_delivery and accepted.mission is None
+        decided = store.get_delivery("d-red")
+        assert decided is not None and decided.decision == "ignored: attempt cap 1 reached"
+        assert store.attempts_for_head("acme/app", head) == 1
 
 
 def test_a_colliding_mission_id_is_an_error_not_a_dedupe(store: Store):
