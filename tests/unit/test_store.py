@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -545,32 +546,45 @@ def test_admissions_at_once_on_one_head_take_its_last_attempt_once(url: str):
         assert first.attempts_for_head("acme/app", head.head_sha) == 2
 
 
+@contextmanager
+def another_writer_on(store: Store, head_sha: str) -> Iterator[Callable[[Mission], None]]:
+    """A writer elsewhere holding `head_sha` of acme/app (on SQLite, the database) until it
+    adds its mission with the function this yields, and commits; rolled back if the block
+    raises first, so that no writer waits on it for good."""
+    other = store.engine.connect()
+    try:
+        if other.dialect.name == "sqlite":
+            other.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            other.begin()
+        lock_head(other, "acme/app", head_sha)
+
+        def add(mission: Mission) -> None:
+            other.execute(insert(Mission).values(_columns(mission)))
+            other.commit()
+
+        yield add
+    finally:
+        other.rollback()
+        other.close()
+
+
 def test_an_admission_counts_after_another_writer_on_its_head(url: str):
     """A writer deciding on the head (a server's red check, elsewhere) holds it: the
     admission's count waits for that writer's mission and counts it."""
     head = request(8, trigger="comment", pr_number=3)
     with Store(url) as store:
         waiting_id = comment_mission(store, 20)
-        other = store.engine.connect()
-        try:
-            if other.dialect.name == "sqlite":
-                other.exec_driver_sql("BEGIN IMMEDIATE")
-            else:
-                other.begin()
-            lock_head(other, "acme/app", head.head_sha)
-            with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                pinned = pool.submit(store.pin_within_cap, waiting_id, head, 1)
-                try:
-                    time.sleep(0.5)
-                    assert not pinned.done()
-                    red_check = mission_row(request(8), None, "queued", None)
-                    other.execute(insert(Mission).values(_columns(red_check)))
-                    other.commit()
-                finally:  # the pool's exit waits for the pin, which waits for `other`
-                    other.rollback()
-                assert pinned.result(10) == 1
-        finally:
-            other.close()
+        # The writer's exit comes first: the pool's waits for the pin, which waits for it.
+        with (
+            concurrent.futures.ThreadPoolExecutor(1) as pool,
+            another_writer_on(store, head.head_sha) as add,
+        ):
+            pinned = pool.submit(store.pin_within_cap, waiting_id, head, 1)
+            time.sleep(0.5)
+            assert not pinned.done()
+            add(mission_row(request(8), None, "queued", None))  # a red check's mission
+            assert pinned.result(10) == 1
         stored = store.get_mission(waiting_id)
         assert stored is not None and stored.head_sha == ""
 
@@ -610,28 +624,14 @@ def test_a_red_check_counts_after_another_writer_on_its_head(url: str):
         return "mission", request(8)
 
     with Store(url) as store:
-        other = store.engine.connect()
-        try:
-            if other.dialect.name == "sqlite":
-                other.exec_driver_sql("BEGIN IMMEDIATE")
-            else:
-                other.begin()
-            lock_head(other, "acme/app", head)
+        with another_writer_on(store, head) as add:
             pending = store.accept_delivery_deciding_later(
                 "d-red", "check_run", "completed", repo="acme/app", decide=capped_at_one
             )
-            try:
-                time.sleep(0.5)
-                assert not pending.done()
-                pinned = mission_row(request(8, trigger="comment", comment_id=4), None, "running",
-                                     None)  # fmt: skip
-                other.execute(insert(Mission).values(_columns(pinned)))
-                other.commit()
-            finally:
-                other.rollback()
-            accepted = pending.result(10)
-        finally:
-            other.close()
+            time.sleep(0.5)
+            assert not pending.done()
+            add(mission_row(request(8, trigger="comment", comment_id=4), None, "running", None))
+        accepted = pending.result(10)
         assert accepted.new_delivery and accepted.mission is None
         decided = store.get_delivery("d-red")
         assert decided is not None and decided.decision == "ignored: attempt cap 1 reached"
