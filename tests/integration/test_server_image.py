@@ -41,6 +41,9 @@ ENV_CANARY = "SERVER-IMAGE-CANARY-ENV-91c2"
 CA_KEY = f"-----BEGIN PRIVATE KEY-----\n{KEY_CANARY}\n-----END PRIVATE KEY-----\n"
 
 
+REMOVE_TIMEOUT_S = 600
+
+
 @dataclass(frozen=True)
 class Built:
     tag: str
@@ -55,7 +58,9 @@ def built(docker_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
         shutil.copy2(cert, ca_dir / cert.name)
     (ca_dir / "loopwright-test-ca.key").write_text(CA_KEY)
     tag = f"loopwright-server:test-{uuid.uuid4().hex[:8]}"
-    client = docker.from_env(version="auto")
+    # The engine serves the whole suite's containers meanwhile: removing a large image can
+    # outlast docker-py's default 60 s read timeout when it is busy.
+    client = docker.from_env(version="auto", timeout=REMOVE_TIMEOUT_S)
     log: list[str] = []
     # Secrets in the builder's environment must not reach the image either.
     mp = pytest.MonkeyPatch()
