@@ -536,8 +536,7 @@ class MissionRecords:
 
         changed, used = self._writes.run(pin)
         if not changed:
-            if claim is not None and not self.owns(claim) and self.get_mission(mission_id):
-                raise MissionTakenOver(claim)
+            self._refuse_if_taken_over(mission_id, claim)
             raise MissionNotFound(mission_id)
         return used
 
@@ -631,10 +630,15 @@ class MissionRecords:
         with self._session.begin() as session:
             result = session.execute(query)
             changed = bool(result.rowcount == 1)  # type: ignore[attr-defined]
-        gone = not changed and claim is not None and not self.owns(claim)
-        if gone and claim is not None and self.get_mission(mission_id) is not None:
-            raise MissionTakenOver(claim)
+        if not changed:
+            self._refuse_if_taken_over(mission_id, claim)
         return changed
+
+    def _refuse_if_taken_over(self, mission_id: str, claim: MissionClaim | None) -> None:
+        """After a write under `claim` changed nothing: `MissionTakenOver` when the mission
+        is still there but another run has it now."""
+        if claim is not None and not self.owns(claim) and self.get_mission(mission_id) is not None:
+            raise MissionTakenOver(claim)
 
 
 def _on_this_host(runner: str) -> bool:
