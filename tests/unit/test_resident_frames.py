@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import socket
 import struct
 import subprocess
@@ -239,6 +240,9 @@ def test_a_silent_server_times_out_rather_than_hanging(
 # -- the server itself, on real pipes -------------------------------------------------------
 
 
+ANSWER_WAIT_S = 10.0
+
+
 class Served:
     """A `Server` on a pipe pair in this process, driven as the host would."""
 
@@ -250,7 +254,7 @@ class Served:
         read_exact = self._reader(self.to_server_r)
         self.thread = threading.Thread(target=self._serve, args=(read_exact,), daemon=True)
         self.thread.start()
-        self.read_host = self._reader(self.to_host_r)
+        self.read_host = self._reader(self.to_host_r, ANSWER_WAIT_S)
 
     def _serve(self, read_exact: Callable[[int], bytes]) -> None:
         try:
@@ -259,10 +263,14 @@ class Served:
             return
 
     @staticmethod
-    def _reader(fd: int) -> Callable[[int], bytes]:
+    def _reader(fd: int, wait_s: float | None = None) -> Callable[[int], bytes]:
+        """Exact reads of `fd`; with `wait_s`, a server silent that long fails the test."""
+
         def read_exact(size: int) -> bytes:
             buf = b""
             while len(buf) < size:
+                if wait_s is not None and not select.select([fd], [], [], wait_s)[0]:
+                    raise AssertionError(f"the server said nothing for {wait_s} s")
                 chunk = os.read(fd, size - len(buf))
                 if not chunk:
                     raise EOFError
@@ -413,6 +421,36 @@ def test_the_server_refuses_a_copy_that_leaves_its_destination(
     header = untar(served, 7, dest, tar_of(*members))
     assert header["op"] == "error" and "refusing" in header["message"]
     assert not (tmp_path / "escape").exists()
+
+
+def test_a_copy_its_handler_did_not_expect_is_answered_and_the_server_reads_on(
+    served: Served,
+) -> None:
+    # No destination: the handler's own KeyError. Its feed is drained before the answer,
+    # or the frames beyond the feed's bound (64) would stop the reading loop for every
+    # request. (100 frames still fit the pipe: a server that stops reading fails the test
+    # at the answer's wait rather than hanging it on a write.)
+    served.send({"id": 8, "op": "untar"})
+    for _ in range(100):
+        served.send({"id": 8, "op": "data"}, b"\0" * 512)
+    served.send({"id": 8, "op": "end"})
+    header = served.until("done")[-1][0]
+    assert header["op"] == "error" and header["id"] == 8
+    assert "KeyError" in header["message"] and "dest" in header["message"]
+    served.send({"id": 9, "op": "ping"})
+    assert served.until("pong")[-1][0]["op"] == "pong"
+
+
+@pytest.mark.parametrize("op", ["exec", "run", "spawn"])
+def test_a_request_its_handler_did_not_expect_is_answered_rather_than_left_to_time_out(
+    served: Served, op: str
+) -> None:
+    served.send({"id": 10, "op": op, "env": {}, "cwd": "/", "timeout": 5})  # no argv, no sweep
+    header = served.until("done")[-1][0]
+    assert (header["id"], header["op"]) == (10, "error")
+    assert header["message"].startswith(f"the {op} request failed: KeyError")
+    served.send({"id": 11, "op": "ping"})
+    assert served.until("pong")[-1][0]["op"] == "pong"
 
 
 def test_limit_counts_read_the_cgroup_v2_and_v1_forms_as_the_wrapper_does(tmp_path: Path) -> None:

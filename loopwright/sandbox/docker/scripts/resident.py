@@ -262,10 +262,27 @@ class Server:
             if op == "untar":
                 self._feeds[rid] = queue.Queue(maxsize=64)
             try:
-                threading.Thread(target=target, args=(rid, header, payload), daemon=True).start()
+                threading.Thread(
+                    target=self._answer, args=(target, rid, header, payload), daemon=True
+                ).start()
             except RuntimeError as exc:  # no thread to be had: the pids limit is reached
                 self._feeds.pop(rid, None)
                 self.send({"id": rid, "op": "error", "message": str(exc), "errno": errno.EAGAIN})
+
+    def _answer(
+        self,
+        target: Callable[[int, dict[str, Any], bytes], None],
+        rid: int,
+        header: dict[str, Any],
+        payload: bytes,
+    ) -> None:
+        """Run a request's handler; whatever it did not expect still gets an answer, so the
+        host is never left waiting out its deadline on a thread that is gone."""
+        try:
+            target(rid, header, payload)
+        except Exception as exc:  # noqa: BLE001 - reported, never the end of the server
+            message = f"the {header.get('op')} request failed: {type(exc).__name__}: {exc}"
+            self.send({"id": rid, "op": "error", "message": message})
 
     def _popen(self, header: dict[str, Any], **streams: Any) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -434,10 +451,15 @@ class Server:
         reader = _FeedReader(feed)
         try:
             _extract(reader, str(header["dest"]))
-        except (OSError, tarfile.TarError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - reported once the feed is drained
+            # Drained first: the reading loop blocks on a full feed nobody takes from.
             reader.drain()
+            if isinstance(exc, (OSError, tarfile.TarError, ValueError)):
+                message = str(exc)
+            else:
+                message = f"the copy failed: {type(exc).__name__}: {exc}"
             code = exc.errno if isinstance(exc, OSError) else None
-            self.send({"id": rid, "op": "error", "message": str(exc), "errno": code})
+            self.send({"id": rid, "op": "error", "message": message, "errno": code})
             return
         reader.drain()
         self.send({"id": rid, "op": "done"})
