@@ -10,11 +10,10 @@ from typing import Any
 
 import docker
 import docker.errors
-import requests.exceptions
 
 from loopwright.sandbox.base import SandboxError
 from loopwright.sandbox.claims import CLAIM_DIR, CLAIM_FILE, SandboxClaim
-from loopwright.sandbox.docker.engine import engine_error, script
+from loopwright.sandbox.docker.engine import ENGINE_FAILURES, engine_error, script
 
 ROOT = "0:0"
 """Root in the container, still without capabilities and with no-new-privileges."""
@@ -53,7 +52,7 @@ class ClaimWriter:
             response = api.exec_start(exec_id, socket=True)
         except docker.errors.APIError as exc:
             raise SandboxError(f"sandbox {container_id[:12]} cannot run commands: {exc}") from exc
-        except requests.exceptions.ConnectionError as exc:
+        except ENGINE_FAILURES as exc:
             raise engine_error(exc) from exc
         writer = cls(response, container_id)
         try:
@@ -136,6 +135,6 @@ def _exec(client: docker.DockerClient, container_id: str, argv: list[str]) -> by
     except docker.errors.APIError as exc:
         # 404: gone; 409: not running (a stopped container cannot exec).
         raise SandboxError(f"sandbox {container_id[:12]} cannot run commands: {exc}") from exc
-    except requests.exceptions.ConnectionError as exc:
+    except ENGINE_FAILURES as exc:
         raise engine_error(exc) from exc
     return bytes(output or b"")

@@ -16,7 +16,6 @@ from typing import IO, Any
 
 import docker
 import docker.errors
-import requests.exceptions
 
 from loopwright.config import SandboxLimits, Settings
 from loopwright.sandbox.base import (
@@ -36,6 +35,7 @@ from loopwright.sandbox.docker.channel import (
 )
 from loopwright.sandbox.docker.copy_in import Sink, write_tree_tar
 from loopwright.sandbox.docker.engine import (
+    ENGINE_FAILURES,
     SERVICE_TOKEN_VAR,
     USER,
     WRAPPER_VAR,
@@ -355,7 +355,7 @@ class DockerSandbox:
             if exc.status_code == 409:
                 raise self._died(str(exc.explanation or exc)) from exc
             return False
-        except requests.exceptions.ConnectionError as exc:
+        except ENGINE_FAILURES as exc:
             raise engine_error(exc) from exc
         return True
 
@@ -427,7 +427,7 @@ class DockerSandbox:
             raise self._died(str(exc)) from exc
         except docker.errors.APIError as exc:
             raise FileToolError(f"writing {path} failed: {exc.explanation or exc}") from exc
-        except requests.exceptions.ConnectionError as exc:
+        except ENGINE_FAILURES as exc:
             raise engine_error(exc) from exc
 
     def put_archive(self, path: str, archive: IO[bytes]) -> None:
@@ -689,11 +689,11 @@ class DockerSandbox:
             if exc.status_code == 409:
                 raise self._died(str(exc.explanation or exc)) from exc
             raise SandboxError(f"Docker refused a sandbox operation: {exc}") from exc
-        except requests.exceptions.ConnectionError as exc:
+        except ENGINE_FAILURES as exc:
             raise engine_error(exc) from exc
 
     def _infra_error(self, exc: BaseException) -> SandboxError:
-        if isinstance(exc, requests.exceptions.ConnectionError):
+        if isinstance(exc, ENGINE_FAILURES):
             return engine_error(exc)
         return SandboxError(f"lost the command's output stream: {exc}")
 
@@ -704,7 +704,7 @@ class DockerSandbox:
             state = f" (status {info.get('Status')}, OOMKilled={info.get('OOMKilled')})"
         except docker.errors.NotFound:
             state = " (the container no longer exists)"
-        except (docker.errors.APIError, requests.exceptions.ConnectionError):
+        except (docker.errors.APIError, *ENGINE_FAILURES):
             state = ""
         return SandboxError(
             f"the sandbox container for mission {self.mission_id} died or is unusable{state}: "

@@ -38,7 +38,18 @@ def script(name: str) -> str:
     return files("loopwright.sandbox.docker").joinpath("scripts", name).read_text(encoding="utf-8")
 
 
+ENGINE_FAILURES = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
+"""What docker-py raises when the engine cannot be reached or does not answer in time."""
+
+
 def engine_error(exc: BaseException) -> SandboxError:
+    if isinstance(exc, requests.exceptions.Timeout) and not isinstance(
+        exc, requests.exceptions.ConnectionError
+    ):
+        return SandboxError(
+            f"the Docker engine did not answer in time ({exc}); it is overloaded or stuck: "
+            "check `docker info` and the engine's log"
+        )
     return SandboxError(
         f"the Docker engine is unreachable ({exc}); start it (`dockerd &` or "
         "`systemctl start docker`) and check DOCKER_HOST"
@@ -66,7 +77,7 @@ def remove_container(client: docker.DockerClient, container_id: str, volume: str
             raise SandboxError(
                 f"could not remove sandbox container {container_id[:12]}: {exc}"
             ) from exc
-    except requests.exceptions.ConnectionError as exc:
+    except ENGINE_FAILURES as exc:
         raise engine_error(exc) from exc
     if volume:
         remove_volume(client, volume)
@@ -85,5 +96,5 @@ def remove_volume(client: docker.DockerClient, name: str) -> None:
             if exc.status_code != 409 or attempt == 19:
                 raise SandboxError(f"could not remove sandbox volume {name}: {exc}") from exc
             time.sleep(0.05)
-        except requests.exceptions.ConnectionError as exc:
+        except ENGINE_FAILURES as exc:
             raise engine_error(exc) from exc

@@ -12,10 +12,9 @@ from typing import Any
 
 import docker
 import docker.errors
-import requests.exceptions
 
 from loopwright.sandbox.base import SandboxError
-from loopwright.sandbox.docker.engine import NETWORK_NAME, engine_error
+from loopwright.sandbox.docker.engine import ENGINE_FAILURES, NETWORK_NAME, engine_error
 
 
 def sandbox_network(client: docker.DockerClient) -> Any:
@@ -42,7 +41,7 @@ def sandbox_network(client: docker.DockerClient) -> Any:
                 raise SandboxError(
                     f"could not create the Docker network {NETWORK_NAME}: {failure}"
                 ) from failure
-    except requests.exceptions.ConnectionError as exc:
+    except ENGINE_FAILURES as exc:
         raise engine_error(exc) from exc
     problem = network_problem(network.attrs)
     if problem is not None:

@@ -14,7 +14,6 @@ from typing import IO, Any
 import docker
 import docker.errors
 import docker.types
-import requests.exceptions
 
 from loopwright.config import Settings, warm_pool_size
 from loopwright.sandbox.base import MISSION_LABEL, SANDBOX_UID, WORKSPACE, SandboxError
@@ -25,6 +24,7 @@ from loopwright.sandbox.docker.claim_file import ClaimWriter
 from loopwright.sandbox.docker.container import DockerSandbox
 from loopwright.sandbox.docker.engine import (
     BUILD_HINT,
+    ENGINE_FAILURES,
     HOME,
     OWNER_LABEL,
     POOL_LABEL,
@@ -261,7 +261,7 @@ class DockerProvider:
                     f"the sandbox image {self._settings.sandbox_image} is missing; {BUILD_HINT}"
                 ) from exc
             raise SandboxError(f"Docker could not start a sandbox: {exc}") from exc
-        except requests.exceptions.ConnectionError as exc:
+        except ENGINE_FAILURES as exc:
             raise engine_error(exc) from exc
 
     # -- warm pool ------------------------------------------------------------------------

@@ -15,12 +15,12 @@ from typing import Any
 
 import docker
 import docker.errors
-import requests.exceptions
 
 from loopwright.sandbox.base import MISSION_LABEL, SandboxError
 from loopwright.sandbox.claims import ClaimLedger, MissionRuns, SandboxClaim
 from loopwright.sandbox.docker.claim_file import read_claim
 from loopwright.sandbox.docker.engine import (
+    ENGINE_FAILURES,
     OWNER_LABEL,
     POOL_LABEL,
     PROVIDER_LABEL,
@@ -49,7 +49,7 @@ def reap_orphans(
     """
     try:
         containers = client.api.containers(all=True, filters={"label": MISSION_LABEL})
-    except requests.exceptions.ConnectionError as exc:
+    except ENGINE_FAILURES as exc:
         raise engine_error(exc) from exc
     removed = []
     for info in containers:
@@ -83,7 +83,7 @@ def reap_abandoned(client: docker.DockerClient, ledger: ClaimLedger | None = Non
     """
     try:
         containers = client.api.containers(all=True, filters={"label": OWNER_LABEL})
-    except requests.exceptions.ConnectionError as exc:
+    except ENGINE_FAILURES as exc:
         raise engine_error(exc) from exc
     removed = []
     for info in containers:
@@ -138,7 +138,7 @@ def reap_volumes(client: docker.DockerClient) -> None:
     """Remove the mission volumes no container uses (those in use are refused and kept)."""
     try:
         volumes = client.api.volumes(filters={"label": MISSION_LABEL}).get("Volumes")
-    except requests.exceptions.ConnectionError as exc:
+    except ENGINE_FAILURES as exc:
         raise engine_error(exc) from exc
     for vol in volumes or []:
         try:

@@ -8,9 +8,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import docker.errors
-import requests.exceptions
 
-from loopwright.sandbox.docker.engine import SERVICE_TOKEN_VAR, USER, script
+from loopwright.sandbox.docker.engine import ENGINE_FAILURES, SERVICE_TOKEN_VAR, USER, script
 
 if TYPE_CHECKING:
     from loopwright.sandbox.docker.container import DockerSandbox
@@ -57,7 +56,7 @@ class PortRelay:
                 environment={SERVICE_TOKEN_VAR: self._token},
             )["Id"]
             response: Any = api.exec_start(exec_id, socket=True)
-        except (docker.errors.APIError, requests.exceptions.ConnectionError):
+        except (docker.errors.APIError, *ENGINE_FAILURES):
             client.close()
             return
         upstream: socket.socket = getattr(response, "_sock", response)
