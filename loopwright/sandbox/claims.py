@@ -17,6 +17,12 @@ CLAIM_DIR = "/tmp/.loopwright"
 """Root-owned (0755) directory in the container's /tmp. /tmp is sticky, so the sandbox user
 can neither rename nor remove it, and cannot write into it."""
 CLAIM_FILE = f"{CLAIM_DIR}/claim.json"
+ABANDONED_FILE = f"{CLAIM_DIR}/abandoned"
+"""Written, in place of a claim, when the process that started an idle pool container went
+away before any mission took it: the connection it held to the container's claim writer
+ended. Any reaper may then remove the container, wherever its owner ran."""
+ABANDONED = "abandoned"
+"""The marker's content."""
 
 
 @dataclass(frozen=True)

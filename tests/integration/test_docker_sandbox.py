@@ -7,10 +7,13 @@ when CI is set.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
+import select
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -28,6 +31,7 @@ from loopwright.store import Store, migrate
 
 docker = pytest.importorskip("docker")
 
+from loopwright.sandbox.docker.claim_file import abandoned  # noqa: E402
 from loopwright.sandbox.docker.container import DockerSandbox  # noqa: E402
 from loopwright.sandbox.docker.engine import OWNER_LABEL, POOL_LABEL  # noqa: E402
 from loopwright.sandbox.docker.provider import DockerProvider  # noqa: E402
@@ -689,6 +693,63 @@ def test_a_pool_container_whose_claim_writer_is_gone_is_discarded_for_a_cold_sta
         assert pooled.pool_size == 1  # the discarded member is replaced
     finally:
         pooled.close()
+
+
+REMOTE_POOL_OWNER = """
+import dataclasses, json, socket, sys
+from loopwright.config import SandboxLimits, Settings
+from loopwright.sandbox.docker.provider import DockerProvider
+socket.sethostname(sys.argv[1])  # in a UTS namespace of its own: another host's worker
+limits = SandboxLimits(**json.loads(sys.argv[3]))
+settings = Settings(sandbox_limits=limits, network="none", sandbox_image=sys.argv[2], warm_pool=1)
+DockerProvider(settings).fill_pool()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_an_idle_pool_member_of_a_gone_owner_on_another_host_is_reaped(
+    settings: Settings, client: docker.DockerClient
+) -> None:
+    """A worker on another host (here: a process with a host name of its own) cannot be
+    seen in this host's process table, and an idle pool member serves no mission the store
+    could judge: its claim writer, whose connection the worker held, says when it is gone."""
+    host = f"lw-remote-{uuid.uuid4().hex[:8]}"
+    assert host != socket.gethostname()
+    limits = json.dumps(dataclasses.asdict(settings.sandbox_limits))
+    worker = subprocess.Popen(
+        ["unshare", "--uts", sys.executable, "-c", REMOTE_POOL_OWNER, host,
+         settings.sandbox_image, limits],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    reaping = DockerProvider(settings, client=client)  # no store: the member says it itself
+    try:
+        assert worker.stdout is not None
+        ready = select.select([worker.stdout], [], [], 120)[0]
+        assert ready and worker.stdout.readline() == "ready\n", worker.stderr
+        (member,) = [
+            str(c["Id"])
+            for c in client.api.containers(filters={"label": POOL_LABEL})
+            if c["Labels"][OWNER_LABEL].startswith(f"{host}:")
+        ]
+        assert member not in reaping.reap_abandoned()  # its worker holds it
+        worker.kill()
+        worker.wait(30)
+        deadline = time.monotonic() + 30
+        while not abandoned(client, member) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert abandoned(client, member)
+        assert member in reaping.reap_abandoned()
+        with pytest.raises(docker.errors.NotFound):
+            client.api.inspect_container(member)
+    finally:
+        reaping.close()
+        worker.kill()
+        worker.wait(30)
+        for c in client.api.containers(all=True, filters={"label": OWNER_LABEL}):
+            if c["Labels"][OWNER_LABEL].startswith(f"{host}:"):
+                with contextlib.suppress(docker.errors.NotFound):
+                    client.api.remove_container(c["Id"], force=True, v=True)
 
 
 def test_a_cold_start_records_no_claim_and_its_label_names_the_mission(

@@ -12,7 +12,13 @@ import docker
 import docker.errors
 
 from loopwright.sandbox.base import SandboxError
-from loopwright.sandbox.claims import CLAIM_DIR, CLAIM_FILE, SandboxClaim
+from loopwright.sandbox.claims import (
+    ABANDONED,
+    ABANDONED_FILE,
+    CLAIM_DIR,
+    CLAIM_FILE,
+    SandboxClaim,
+)
 from loopwright.sandbox.docker.engine import ENGINE_FAILURES, engine_error, script
 
 ROOT = "0:0"
@@ -124,6 +130,15 @@ def read_claim(client: docker.DockerClient, container_id: str) -> SandboxClaim |
     if claim is None or claim.container_id != container_id:
         return None
     return claim
+
+
+def abandoned(client: docker.DockerClient, container_id: str) -> bool:
+    """Whether an unclaimed pool container's claim writer saw its owner's connection end
+    (`ABANDONED_FILE`): the process that started it is gone."""
+    try:
+        return _exec(client, container_id, ["cat", "--", ABANDONED_FILE]) == ABANDONED.encode()
+    except SandboxError:
+        return False
 
 
 def _exec(client: docker.DockerClient, container_id: str, argv: list[str]) -> bytes:

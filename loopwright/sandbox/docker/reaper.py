@@ -18,7 +18,7 @@ import docker.errors
 
 from loopwright.sandbox.base import MISSION_LABEL, SandboxError
 from loopwright.sandbox.claims import ClaimLedger, MissionRuns, SandboxClaim
-from loopwright.sandbox.docker.claim_file import read_claim
+from loopwright.sandbox.docker.claim_file import abandoned, read_claim
 from loopwright.sandbox.docker.engine import (
     ENGINE_FAILURES,
     OWNER_LABEL,
@@ -78,8 +78,10 @@ def reap_abandoned(client: docker.DockerClient, ledger: ClaimLedger | None = Non
     container on a shared engine) cannot be seen from here: where `ledger` is the store
     (`MissionRuns`) and knows the sandbox's mission, its sandbox goes once that process no
     longer runs the mission (it ended, or another worker took it over), so a worker whose
-    container was replaced leaves nothing behind for good. Safe while other Loopwright
-    processes run missions on the same engine: live owners' sandboxes stay.
+    container was replaced leaves nothing behind for good. Its idle pool members go once
+    their claim writers saw its connection end (`abandoned`), with or without a store.
+    Safe while other Loopwright processes run missions on the same engine: live owners'
+    sandboxes stay.
     """
     try:
         containers = client.api.containers(all=True, filters={"label": OWNER_LABEL})
@@ -100,13 +102,19 @@ def reap_abandoned(client: docker.DockerClient, ledger: ClaimLedger | None = Non
 def _left_by_remote_owner(
     client: docker.DockerClient, info: dict[str, Any], owner: str, ledger: ClaimLedger | None
 ) -> bool:
-    """Whether the store says the process on another host that made this sandbox no
-    longer runs its mission. Unknown is never gone: an idle pool member, a mission another
-    store holds, or an active mission with no runner recorded."""
-    if not isinstance(ledger, MissionRuns) or owner.partition(":")[0] == socket.gethostname():
+    """Whether the process on another host that made this sandbox is known to be done with
+    it: an idle pool member whose claim writer saw that process's connection end
+    (`abandoned`), or a sandbox whose mission the store says that process no longer runs.
+    Unknown is never gone: an idle pool member still held, a mission another store holds,
+    or an active mission with no runner recorded."""
+    if owner.partition(":")[0] == socket.gethostname():
         return False
     mission = served_mission(client, info, ledger)
-    run = ledger.mission_run(mission) if mission is not None else None
+    if mission is None:
+        return abandoned(client, str(info["Id"]))
+    if not isinstance(ledger, MissionRuns):
+        return False
+    run = ledger.mission_run(mission)
     if run is None:
         return False
     return not run.active or (run.runner is not None and run.runner != owner)
