@@ -695,6 +695,29 @@ def test_a_pool_container_whose_claim_writer_is_gone_is_discarded_for_a_cold_sta
         pooled.close()
 
 
+def test_a_server_that_answers_nothing_is_reported_with_what_a_ping_found(
+    provider: DockerProvider, tree: Path, client: docker.DockerClient
+) -> None:
+    """The engine's freezer stops every process of the container, the resident server's
+    reading loop included: the command's deadline passes (its timeout and the channel's
+    grace), and the error says the whole server is stuck, not only that command."""
+    box = provider.create(f"test-silent-{uuid.uuid4().hex[:8]}", tree, network=False)
+    try:
+        assert box.exec("true", timeout_s=30).exit_code == 0  # the channel is up
+        client.api.pause(box.container_id)
+        try:
+            with pytest.raises(SandboxError) as raised:
+                box.exec("true", timeout_s=1)
+        finally:
+            client.api.unpause(box.container_id)
+    finally:
+        box.close()
+    message = str(raised.value)
+    assert "(status paused" in message
+    assert "stopped answering while running a command" in message
+    assert message.endswith("; it did not answer a ping within 2 s either")
+
+
 REMOTE_POOL_OWNER = """
 import dataclasses, json, socket, sys
 from loopwright.config import SandboxLimits, Settings

@@ -57,6 +57,9 @@ CHANNEL_GRACE_S = 30.0
 """How long past a command's timeout the host waits for the resident server to report it."""
 SCRIPT_TIMEOUT_S = 120.0
 """How long a file script or a copy may take before the channel counts as stuck."""
+PING_WAIT_S = 2.0
+"""How long a server that let a request's deadline pass gets to answer a ping (the error
+then says which: the request's work is stuck, or the whole server)."""
 
 
 def exec_wrapper() -> str:
@@ -558,14 +561,12 @@ class DockerSandbox:
         except ChannelClosed as exc:
             raise self._channel_died(channel, exc) from exc
         if answer is None:
-            raise self._died(f"the resident exec server stopped answering while running {what}")
+            detail = f"the resident exec server stopped answering while running {what}"
+            raise self._died(detail + _silence(channel))
         return answer
 
     def _channel_died(self, channel: ResidentChannel, exc: ChannelClosed) -> SandboxError:
-        said = channel.stderr_tail
-        detail = f"the resident exec server is gone ({exc})"
-        if said:
-            detail += f"; it said: {said[-500:]}"
+        detail = f"the resident exec server is gone ({exc})" + _said(channel)
         if self._closed:
             return SandboxError(f"sandbox for mission {self.mission_id} is already closed")
         return self._died(detail)
@@ -728,6 +729,32 @@ class DockerSandbox:
                 "repository. The path must stay inside the repository."
             )
         return resolved[len(root) :].lstrip("/") or "."
+
+
+def _said(channel: ResidentChannel) -> str:
+    said = channel.stderr_tail
+    return f"; it said: {said[-500:]}" if said else ""
+
+
+def _silence(channel: ResidentChannel) -> str:
+    """What is known of a server that let a request's deadline pass: whether its reading
+    loop still answers (only that request's work is stuck) or not (the whole process is
+    stuck or stopped), and what it last wrote to stderr."""
+    try:
+        ping = channel.call({"op": "ping"})
+    except ChannelClosed as exc:
+        return f"; the channel then closed ({exc})" + _said(channel)
+    try:
+        pong = ping.next(time.monotonic() + PING_WAIT_S)
+    except ChannelClosed as exc:
+        return f"; the channel then closed ({exc})" + _said(channel)
+    finally:
+        ping.done()
+    if pong is not None and pong[0].get("op") == "pong":
+        heard = "; it still answers a ping: that request's own work is stuck"
+    else:
+        heard = f"; it did not answer a ping within {PING_WAIT_S:g} s either"
+    return heard + _said(channel)
 
 
 class _FrameWriter:
