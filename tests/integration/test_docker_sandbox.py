@@ -226,7 +226,7 @@ def test_fork_bomb_hits_the_pids_limit_and_the_sandbox_recovers(sandbox: DockerS
 def test_a_limit_hit_by_a_command_killed_at_its_timeout_is_still_reported(
     sandbox: DockerSandbox, hit: str, note: str
 ) -> None:
-    assert sandbox.channel is not None  # the docker-exec fallback cannot give the note
+    assert sandbox.channel is not None  # the `docker exec` path: test_resident_channel.py
     result = sandbox.exec(f"{hit}; sleep 60", timeout_s=8)
     assert result.timed_out
     assert note in result.output

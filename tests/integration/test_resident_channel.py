@@ -337,6 +337,44 @@ def test_without_python3_the_sandbox_falls_back_to_docker_exec(
         fallback.close()
 
 
+@pytest.mark.parametrize(
+    ("hit", "note"),
+    [
+        ("bomb() { bomb | bomb & }; bomb", "the process limit (128) was reached: fork failed"),
+        # A subshell holds the whole stream in memory and is killed, not the command itself.
+        (
+            "( x=$(head -c 400M /dev/zero | tr '\\0' x) )",
+            "killed by the out-of-memory killer (limit 256 MB)",
+        ),
+    ],
+    ids=["pids", "memory"],
+)
+def test_without_python3_a_limit_hit_by_a_command_killed_at_its_timeout_is_still_reported(
+    no_python_settings: Settings, client: docker.DockerClient, tree: Path, hit: str, note: str
+) -> None:
+    fallback = DockerProvider(no_python_settings, client=client)
+    try:
+        box = fallback.create(f"test-chan-{uuid.uuid4().hex[:8]}", tree, network=False)
+        try:
+            assert box.channel is None
+            result = box.exec(f"{hit}; sleep 60", timeout_s=8)
+            assert result.timed_out
+            assert note in result.output
+            assert result.output.index(note) < result.output.index("timed out after 8 s")
+            assert result.output.count(note) == 1
+            # The counts the killed wrapper left are taken away: only those of the listing
+            # command itself remain while it runs. A command that hits nothing gets no note.
+            listed = run(box, "ls -A /tmp").split()
+            assert len(listed) == 1 and listed[0].startswith(".loopwright-limits-"), listed
+            quiet = box.exec("sleep 60", timeout_s=1)
+            assert quiet.timed_out and "[sandbox] a process" not in quiet.output
+            assert "process limit" not in quiet.output
+        finally:
+            box.close()
+    finally:
+        fallback.close()
+
+
 FILE_CASES = [
     ("read", "src/app.py"),
     ("read", "missing.txt"),

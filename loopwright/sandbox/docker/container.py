@@ -36,6 +36,7 @@ from loopwright.sandbox.docker.channel import (
 from loopwright.sandbox.docker.copy_in import Sink, write_tree_tar
 from loopwright.sandbox.docker.engine import (
     ENGINE_FAILURES,
+    LIMITS_VAR,
     SERVICE_TOKEN_VAR,
     USER,
     WRAPPER_VAR,
@@ -151,8 +152,9 @@ class DockerSandbox:
         killed (those of an open `run_service` excepted), however it detached itself.
 
         The output ends with a note for a memory or process limit the container hit while
-        the command ran; for a command killed at its timeout, only through the resident
-        server (a `docker exec` fallback kills the wrapper that would have written it).
+        the command ran: the wrapper writes it, or the host for a command killed at its
+        timeout (the wrapper is killed with it), from what the resident server says or, on
+        the `docker exec` path, from the counts the wrapper left (`limits_since.sh`).
         """
         limits = self._settings.sandbox_limits
         token = secrets.token_hex(16)
@@ -185,7 +187,11 @@ class DockerSandbox:
         if (channel := self.channel) is not None:
             exit_code, timed_out, hit = self._exec_resident(channel, argv, env, timeout_s, take)
         else:
+            limits_file = f"/tmp/.loopwright-limits-{token}"
+            env[LIMITS_VAR] = limits_file
             exit_code, timed_out = self._exec_engine(argv, env, timeout_s, take, token)
+            if timed_out:
+                hit = self._limits_since(limits_file)
         if timed_out:
             output = capture.text()
             said = output[-LIMIT_NOTE_TAIL:]  # the wrapper may have written one itself
@@ -320,6 +326,19 @@ class DockerSandbox:
             # its own parent); sweep again from outside.
             self._sweep()
         return exit_code, False
+
+    def _limits_since(self, limits_file: str) -> list[str]:
+        """The limits a command killed at its timeout hit since its start, on the `docker
+        exec` path (`limits_since.sh`); none where that cannot be told."""
+        argv = ["/bin/bash", "-c", script("sweep.sh") + script("limits_since.sh"),
+                "loopwright-limits", limits_file]  # fmt: skip
+        api = self._client.api
+        try:
+            output = api.exec_start(api.exec_create(self.container_id, argv, user=USER)["Id"])
+        except (docker.errors.APIError, *ENGINE_FAILURES):
+            return []
+        said = bytes(output or b"").decode("utf-8", "replace").split()
+        return [name for name in LIMIT_NAMES if name in said]
 
     def _exit_code(self, exec_id: str) -> int:
         api = self._client.api

@@ -29,6 +29,9 @@ SERVICE_TOKEN_VAR = "LOOPWRIGHT_SERVICE_ID"  # noqa: S105 - a name, not a secret
 # The wrapper travels in the environment (and is unset before the command runs) so that `ps`
 # inside the sandbox shows the command, not a page of bash.
 WRAPPER_VAR = "LOOPWRIGHT_WRAPPER"
+LIMITS_VAR = "LOOPWRIGHT_LIMITS"
+"""Where a wrapper started by a `docker exec` leaves the limit counts it starts from (it
+unsets the variable before the command runs)."""
 BUILD_HINT = "build it with `loopwright sandbox build`"
 
 
