@@ -31,7 +31,7 @@ from loopwright.store import Store, migrate
 
 docker = pytest.importorskip("docker")
 
-from loopwright.sandbox.docker.claim_file import abandoned  # noqa: E402
+from loopwright.sandbox.docker.claim_file import abandoned, read_claim  # noqa: E402
 from loopwright.sandbox.docker.container import DockerSandbox  # noqa: E402
 from loopwright.sandbox.docker.engine import OWNER_LABEL, POOL_LABEL  # noqa: E402
 from loopwright.sandbox.docker.provider import DockerProvider  # noqa: E402
@@ -773,6 +773,40 @@ def test_an_idle_pool_member_of_a_gone_owner_on_another_host_is_reaped(
             if c["Labels"][OWNER_LABEL].startswith(f"{host}:"):
                 with contextlib.suppress(docker.errors.NotFound):
                     client.api.remove_container(c["Id"], force=True, v=True)
+
+
+def test_after_a_restart_the_sandbox_user_cannot_forge_a_claim_or_the_abandoned_marker(
+    settings: Settings, client: docker.DockerClient
+) -> None:
+    """A restart empties the container's /tmp: the sandbox user can then make the claim
+    directory itself. The reaper reads only what root wrote there, and never blocks on a
+    FIFO or streams a link to /dev/zero."""
+    before = _pool_containers(client, owner=owner_id())
+    pooled = DockerProvider(settings.with_overrides(warm_pool=1), client=client)
+    try:
+        pooled.fill_pool()
+        (member,) = _pool_containers(client, owner=owner_id()) - before
+        client.api.restart(member, timeout=0)
+        forged = json.dumps(
+            {"container": member, "mission": "forged", "owner": "x:1:1",
+             "claimed_at": "2026-01-01T00:00:00+00:00"}
+        )  # fmt: skip
+        for plant in (
+            f"printf abandoned > {CLAIM_DIR}/abandoned; printf '%s' '{forged}' > {CLAIM_FILE}",
+            f"ln -s /dev/zero {CLAIM_DIR}/abandoned; mkfifo {CLAIM_FILE}",
+        ):
+            made = subprocess.run(
+                ["docker", "exec", "-u", "10001", member, "sh", "-c",
+                 f"rm -rf {CLAIM_DIR} && mkdir {CLAIM_DIR} && {plant} && echo planted"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            assert made.stdout.strip() == "planted", made.stderr
+            started = time.monotonic()
+            assert not abandoned(client, member)
+            assert read_claim(client, member) is None
+            assert time.monotonic() - started < 10
+    finally:
+        pooled.close()
 
 
 def test_a_cold_start_records_no_claim_and_its_label_names_the_mission(

@@ -5,6 +5,8 @@ pool's refill would not survive."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import socketserver
 import threading
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ from loopwright.sandbox.base import SandboxError
 from loopwright.sandbox.docker.engine import remove_container
 from loopwright.sandbox.docker.reaper import reap_orphans, reap_volumes
 
-READ_TIMEOUT_S = 0.5
+READ_TIMEOUT_S = 1
 
 
 class _Stalling(BaseHTTPRequestHandler):
@@ -36,11 +38,26 @@ class _Stalling(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def stalling_engine(tmp_path: Path) -> Iterator[docker.DockerClient]:
+class _ListsThenStalls(_Stalling):
+    """An engine that lists one mission volume, then answers nothing more."""
+
+    def do_GET(self) -> None:
+        if not self.path.startswith("/v1.41/volumes"):
+            return self._stall()
+        body = json.dumps({"Volumes": [{"Name": "loopwright-ws-0123"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return None
+
+
+@contextlib.contextmanager
+def engine_on(tmp_path: Path, kind: type[_Stalling]) -> Iterator[docker.DockerClient]:
     path = tmp_path / "engine.sock"
     release = threading.Event()
-    handler = type("Handler", (_Stalling,), {"release": release})
+    handler = type("Handler", (kind,), {"release": release})
     server = socketserver.ThreadingUnixStreamServer(str(path), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -53,6 +70,12 @@ def stalling_engine(tmp_path: Path) -> Iterator[docker.DockerClient]:
         client.close()
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def stalling_engine(tmp_path: Path) -> Iterator[docker.DockerClient]:
+    with engine_on(tmp_path, _Stalling) as client:
+        yield client
 
 
 def test_a_removal_the_engine_does_not_answer_says_it_did_not_answer_in_time(
@@ -72,6 +95,14 @@ def test_the_reapers_say_so_too(stalling_engine: docker.DockerClient) -> None:
     ):
         with pytest.raises(SandboxError, match="did not answer in time"):
             reap()
+
+
+def test_a_volume_removal_the_engine_does_not_answer_says_so(tmp_path: Path) -> None:
+    with (
+        engine_on(tmp_path, _ListsThenStalls) as client,
+        pytest.raises(SandboxError, match=r"^the Docker engine did not answer in time"),
+    ):
+        reap_volumes(client)
 
 
 def test_an_engine_that_is_not_there_is_still_called_unreachable(tmp_path: Path) -> None:

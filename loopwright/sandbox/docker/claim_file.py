@@ -123,10 +123,10 @@ def read_claim(client: docker.DockerClient, container_id: str) -> SandboxClaim |
     """The claim written into a container, or None: none written, the container not running,
     or a file that is not a claim of this container."""
     try:
-        output = _exec(client, container_id, ["cat", "--", CLAIM_FILE])
+        output = _read_root_file(client, container_id, CLAIM_FILE)
     except SandboxError:
         return None
-    claim = SandboxClaim.from_json(output)  # cat's complaint about a missing file is not one
+    claim = SandboxClaim.from_json(output)
     if claim is None or claim.container_id != container_id:
         return None
     return claim
@@ -136,9 +136,18 @@ def abandoned(client: docker.DockerClient, container_id: str) -> bool:
     """Whether an unclaimed pool container's claim writer saw its owner's connection end
     (`ABANDONED_FILE`): the process that started it is gone."""
     try:
-        return _exec(client, container_id, ["cat", "--", ABANDONED_FILE]) == ABANDONED.encode()
+        return _read_root_file(client, container_id, ABANDONED_FILE) == ABANDONED.encode()
     except SandboxError:
         return False
+
+
+def _read_root_file(client: docker.DockerClient, container_id: str, path: str) -> bytes:
+    """At most 4 KiB of a file root wrote in the claim directory, or nothing: a directory
+    or file the sandbox user could have made (after a restart emptied /tmp) is not read,
+    nor is a link or anything but a regular file (`read_claim_file.sh`)."""
+    directory, _, name = path.rpartition("/")
+    argv = ["/bin/bash", "-c", script("read_claim_file.sh"), "loopwright-claim", directory, name]
+    return _exec(client, container_id, argv)
 
 
 def _exec(client: docker.DockerClient, container_id: str, argv: list[str]) -> bytes:

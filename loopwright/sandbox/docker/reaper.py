@@ -156,6 +156,8 @@ def reap_volumes(client: docker.DockerClient) -> None:
         except docker.errors.APIError as exc:
             if exc.status_code != 409:  # 409: in use by a live sandbox
                 raise SandboxError(f"could not remove sandbox volume {vol['Name']}: {exc}") from exc
+        except ENGINE_FAILURES as exc:
+            raise engine_error(exc) from exc
 
 
 def _process_start(pid: int) -> str | None:
