@@ -28,6 +28,7 @@ docker = pytest.importorskip("docker")
 from loopwright.sandbox.docker.container import DockerSandbox  # noqa: E402
 from loopwright.sandbox.docker.provider import DockerProvider  # noqa: E402
 from tests.integration.test_docker_sandbox import (  # noqa: E402, F401 - fixtures
+    LIMIT_HITS,
     client,
     provider,
     run,
@@ -313,66 +314,56 @@ def no_python_settings(settings: Settings, client: docker.DockerClient) -> Setti
     return settings.with_overrides(sandbox_image=NO_PYTHON_TAG)
 
 
-def test_without_python3_the_sandbox_falls_back_to_docker_exec(
+@pytest.fixture
+def fallback_box(
     no_python_settings: Settings, client: docker.DockerClient, tree: Path
-) -> None:
+) -> Iterator[DockerSandbox]:
+    """A sandbox of an image without python3: no resident server, every call a `docker exec`."""
     fallback = DockerProvider(no_python_settings, client=client)
     try:
         box = fallback.create(f"test-chan-{uuid.uuid4().hex[:8]}", tree, network=False)
         try:
             assert box.channel is None
-            since = time.time()
-            assert run(box, "command -v python3 || echo none").strip() == "none"
-            assert run(box, "cat src/app.py").startswith("def add")
-            assert box.exec("exit 4", timeout_s=30).exit_code == 4
-            timed = box.exec("sleep 86409 & sleep infinity", timeout_s=1)
-            assert timed.timed_out and timed.exit_code == 124
-            processes = run(box, "ps -eo args --no-headers")
-            assert "86409" not in processes
-            assert processes.splitlines().count("sleep infinity") == 1
-            assert exec_creations(client, box.container_id, since) >= 5
+            yield box
         finally:
             box.close()
     finally:
         fallback.close()
 
 
-@pytest.mark.parametrize(
-    ("hit", "note"),
-    [
-        ("bomb() { bomb | bomb & }; bomb", "the process limit (128) was reached: fork failed"),
-        # A subshell holds the whole stream in memory and is killed, not the command itself.
-        (
-            "( x=$(head -c 400M /dev/zero | tr '\\0' x) )",
-            "killed by the out-of-memory killer (limit 256 MB)",
-        ),
-    ],
-    ids=["pids", "memory"],
-)
+def test_without_python3_the_sandbox_falls_back_to_docker_exec(
+    fallback_box: DockerSandbox, client: docker.DockerClient
+) -> None:
+    box = fallback_box
+    since = time.time()
+    assert run(box, "command -v python3 || echo none").strip() == "none"
+    assert run(box, "cat src/app.py").startswith("def add")
+    assert box.exec("exit 4", timeout_s=30).exit_code == 4
+    timed = box.exec("sleep 86409 & sleep infinity", timeout_s=1)
+    assert timed.timed_out and timed.exit_code == 124
+    processes = run(box, "ps -eo args --no-headers")
+    assert "86409" not in processes
+    assert processes.splitlines().count("sleep infinity") == 1
+    assert exec_creations(client, box.container_id, since) >= 5
+
+
+@pytest.mark.parametrize(("hit", "note"), LIMIT_HITS)
 def test_without_python3_a_limit_hit_by_a_command_killed_at_its_timeout_is_still_reported(
-    no_python_settings: Settings, client: docker.DockerClient, tree: Path, hit: str, note: str
+    fallback_box: DockerSandbox, hit: str, note: str
 ) -> None:
-    fallback = DockerProvider(no_python_settings, client=client)
-    try:
-        box = fallback.create(f"test-chan-{uuid.uuid4().hex[:8]}", tree, network=False)
-        try:
-            assert box.channel is None
-            result = box.exec(f"{hit}; sleep 60", timeout_s=8)
-            assert result.timed_out
-            assert note in result.output
-            assert result.output.index(note) < result.output.index("timed out after 8 s")
-            assert result.output.count(note) == 1
-            # The counts the killed wrapper left are taken away: only those of the listing
-            # command itself remain while it runs. A command that hits nothing gets no note.
-            listed = run(box, "ls -A /tmp").split()
-            assert len(listed) == 1 and listed[0].startswith(".loopwright-limits-"), listed
-            quiet = box.exec("sleep 60", timeout_s=1)
-            assert quiet.timed_out and "[sandbox] a process" not in quiet.output
-            assert "process limit" not in quiet.output
-        finally:
-            box.close()
-    finally:
-        fallback.close()
+    box = fallback_box
+    result = box.exec(f"{hit}; sleep 60", timeout_s=8)
+    assert result.timed_out
+    assert note in result.output
+    assert result.output.index(note) < result.output.index("timed out after 8 s")
+    assert result.output.count(note) == 1
+    # The counts the killed wrapper left are taken away: only those of the listing command
+    # itself remain while it runs. A command that hits nothing gets no note.
+    listed = run(box, "ls -A /tmp").split()
+    assert len(listed) == 1 and listed[0].startswith(".loopwright-limits-"), listed
+    quiet = box.exec("sleep 60", timeout_s=1)
+    assert quiet.timed_out and "[sandbox] a process" not in quiet.output
+    assert "process limit" not in quiet.output
 
 
 FILE_CASES = [
