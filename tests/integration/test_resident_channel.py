@@ -366,6 +366,26 @@ def test_without_python3_a_limit_hit_by_a_command_killed_at_its_timeout_is_still
     assert "process limit" not in quiet.output
 
 
+@pytest.mark.parametrize(
+    "swap",
+    ['mkfifo "$f"', 'ln -s /dev/zero "$f"', 'head -c 8M /dev/zero > "$f"'],
+    ids=["fifo", "link-to-dev-zero", "large-file"],
+)
+def test_without_python3_a_command_that_swaps_its_limit_counts_gets_no_note_and_no_hang(
+    fallback_box: DockerSandbox, swap: str
+) -> None:
+    # The command finds the file its wrapper left (the only one while it runs) and puts a
+    # FIFO, a link to /dev/zero or a large file of no numbers in its place.
+    command = f'f=$(echo /tmp/.loopwright-limits-*); rm -f "$f"; {swap}; echo swapped; sleep 60'
+    started = time.monotonic()
+    result = fallback_box.exec(command, timeout_s=2)
+    assert time.monotonic() - started < 20
+    assert result.timed_out and "swapped" in result.output
+    assert "[sandbox] a process" not in result.output
+    assert "process limit" not in result.output
+    assert run(fallback_box, "echo alive").strip() == "alive"
+
+
 FILE_CASES = [
     ("read", "src/app.py"),
     ("read", "missing.txt"),

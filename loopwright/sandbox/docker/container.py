@@ -58,6 +58,9 @@ CHANNEL_GRACE_S = 30.0
 """How long past a command's timeout the host waits for the resident server to report it."""
 SCRIPT_TIMEOUT_S = 120.0
 """How long a file script or a copy may take before the channel counts as stuck."""
+LIMITS_WAIT_S = 10.0
+"""How long the host waits to learn which limits a command killed at its timeout hit, on
+the `docker exec` path (no notes after that)."""
 PING_WAIT_S = 2.0
 """How long a server that let a request's deadline pass gets to answer a ping (the error
 then says which: the request's work is stuck, or the whole server)."""
@@ -334,10 +337,28 @@ class DockerSandbox:
                 "loopwright-limits", limits_file]  # fmt: skip
         api = self._client.api
         try:
-            output = api.exec_start(api.exec_create(self.container_id, argv, user=USER)["Id"])
+            exec_id = api.exec_create(self.container_id, argv, user=USER)["Id"]
+            chunks = api.exec_start(exec_id, stream=True, demux=False)
         except (docker.errors.APIError, *ENGINE_FAILURES):
             return []
-        said = bytes(output or b"").decode("utf-8", "replace").split()
+        # Streamed and waited for a bounded time: a non-streaming exec waits for its end
+        # without a timeout, and a file swapped for a FIFO would block the script's read.
+        # A script still blocked is killed by the next command's sweep.
+        inbox: queue.Queue[bytes | BaseException | None] = queue.Queue()
+        threading.Thread(
+            target=_pump, args=(chunks, inbox), name="sandbox-limits", daemon=True
+        ).start()
+        output = b""
+        deadline = time.monotonic() + LIMITS_WAIT_S
+        while (wait := deadline - time.monotonic()) > 0:
+            try:
+                item = inbox.get(timeout=wait)
+            except queue.Empty:
+                break
+            if not isinstance(item, bytes):
+                break
+            output += item
+        said = output.decode("utf-8", "replace").split()
         return [name for name in LIMIT_NAMES if name in said]
 
     def _exit_code(self, exec_id: str) -> int:

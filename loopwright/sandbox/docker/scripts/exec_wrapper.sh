@@ -16,11 +16,11 @@ if [[ -n $limits_file ]]; then
 fi
 /bin/bash -c "$1"
 rc=$?
-if [[ -n $limits_file ]]; then
-    rm -f -- "$limits_file"
-fi
 # Nothing the command started outlives it: background jobs, new sessions, daemons.
 lw_sweep "$$" "${@:4}"
+if [[ -n $limits_file ]]; then
+    rm -f -- "$limits_file" # a fork: only once the sweep has freed the pids a bomb held
+fi
 lw_counter oom_kill /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control
 if ((LW_COUNT > oom_before)); then
     printf '%s' "$2"
