@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 import os
 import select
 import socket
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import urllib.parse
@@ -701,27 +703,59 @@ def test_a_pool_container_whose_claim_writer_is_gone_is_discarded_for_a_cold_sta
         pooled.close()
 
 
+@pytest.mark.parametrize(
+    ("copy_in_flight", "found"),
+    [
+        (False, "; it did not answer a ping within 2 s either"),
+        # The ping's write waits behind the copy's, which the stopped server never reads.
+        (True, "; no ping could be sent to it within 3 s"),
+    ],
+    ids=["idle-channel", "copy-in-flight"],
+)
 def test_a_server_that_answers_nothing_is_reported_with_what_a_ping_found(
-    provider: DockerProvider, tree: Path, client: docker.DockerClient
+    provider: DockerProvider,
+    tree: Path,
+    client: docker.DockerClient,
+    copy_in_flight: bool,
+    found: str,
 ) -> None:
     """The engine's freezer stops every process of the container, the resident server's
     reading loop included: the command's deadline passes (its timeout and the channel's
-    grace), and the error says the whole server is stuck, not only that command."""
+    grace), and the error says the whole server is stuck, not only that command, within
+    a bounded time however the channel is held."""
     box = provider.create(f"test-silent-{uuid.uuid4().hex[:8]}", tree, network=False)
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        info = tarfile.TarInfo("big.bin")
+        info.size = 32 << 20
+        tar.addfile(info, io.BytesIO(bytes(info.size)))
+
+    def copy() -> None:
+        archive.seek(0)
+        with contextlib.suppress(SandboxError):
+            box.put_archive("/workspace", archive)
+
+    copying = threading.Timer(0.5, copy)  # once the command's request is on its way
     try:
         assert box.exec("true", timeout_s=30).exit_code == 0  # the channel is up
         client.api.pause(box.container_id)
         try:
+            if copy_in_flight:
+                copying.start()
+            started = time.monotonic()
             with pytest.raises(SandboxError) as raised:
                 box.exec("true", timeout_s=1)
+            assert time.monotonic() - started < 1 + 30 + 5
         finally:
             client.api.unpause(box.container_id)
     finally:
         box.close()
+        if copy_in_flight:
+            copying.join(60)
     message = str(raised.value)
     assert "(status paused" in message
     assert "stopped answering while running a command" in message
-    assert message.endswith("; it did not answer a ping within 2 s either")
+    assert message.endswith(found)
 
 
 REMOTE_POOL_OWNER = """

@@ -779,22 +779,36 @@ def _said(channel: ResidentChannel) -> str:
 def _silence(channel: ResidentChannel) -> str:
     """What is known of a server that let a request's deadline pass: whether its reading
     loop still answers (only that request's work is stuck) or not (the whole process is
-    stuck or stopped), and what it last wrote to stderr."""
-    try:
-        ping = channel.call({"op": "ping"})
-    except ChannelClosed as exc:
-        return f"; the channel then closed ({exc})" + _said(channel)
-    try:
-        pong = ping.next(time.monotonic() + PING_WAIT_S)
-    except ChannelClosed as exc:
-        return f"; the channel then closed ({exc})" + _said(channel)
-    finally:
-        ping.done()
-    if pong is not None and pong[0].get("op") == "pong":
-        heard = "; it still answers a ping: that request's own work is stuck"
-    else:
-        heard = f"; it did not answer a ping within {PING_WAIT_S:g} s either"
-    return heard + _said(channel)
+    stuck or stopped), and what it last wrote to stderr.
+
+    The ping is sent from a thread of its own, waited for a bounded time: its write may
+    wait behind another request's, blocked on a server that reads nothing. Such a thread
+    ends when the sandbox closes the channel."""
+    heard: list[str] = []
+
+    def ping() -> None:
+        try:
+            call = channel.call({"op": "ping"})
+        except ChannelClosed as exc:
+            heard.append(f"; the channel then closed ({exc})")
+            return
+        try:
+            pong = call.next(time.monotonic() + PING_WAIT_S)
+        except ChannelClosed as exc:
+            heard.append(f"; the channel then closed ({exc})")
+            return
+        finally:
+            call.done()
+        if pong is not None and pong[0].get("op") == "pong":
+            heard.append("; it still answers a ping: that request's own work is stuck")
+        else:
+            heard.append(f"; it did not answer a ping within {PING_WAIT_S:g} s either")
+
+    pinging = threading.Thread(target=ping, name="sandbox-ping", daemon=True)
+    pinging.start()
+    pinging.join(PING_WAIT_S + 1)
+    sent = heard[0] if heard else f"; no ping could be sent to it within {PING_WAIT_S + 1:g} s"
+    return sent + _said(channel)
 
 
 class _FrameWriter:
