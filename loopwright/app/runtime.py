@@ -143,6 +143,7 @@ def open_runtime(
     queue: MissionQueue | None = None
     stop_feeding = threading.Event()
     feeder: threading.Thread | None = None
+    reaper: threading.Thread | None = None
     runtime: Runtime | None = None
     try:
         github = GitHubApp(
@@ -194,6 +195,14 @@ def open_runtime(
         lost.runtime = runtime
         _finish_interrupted_checks(runtime, [m.id for m in interrupted])
         queue.start()
+        if provider is not None:
+            reaper = threading.Thread(
+                target=reap_now_and_then,
+                args=(provider, stop_feeding, settings.sandbox_reap_every_s),
+                name="loopwright-sandbox-reaper",
+                daemon=True,
+            )
+            reaper.start()
         if poll_queued is not None:
             feeder = threading.Thread(
                 target=feed_from_store,
@@ -209,6 +218,8 @@ def open_runtime(
         stop_feeding.set()
         if feeder is not None:
             feeder.join(timeout=5)
+        if reaper is not None:
+            reaper.join(timeout=30)
         if queue is not None and not queue.stop(timeout=STOP_GRACE_S) and worker:
             # A server's missions end with it (the next start marks them interrupted); a
             # worker's run on, so a SIGTERM costs no retry.
@@ -266,6 +277,20 @@ class _LostMissions:
                     )
         if interrupted:
             _finish_interrupted_checks(runtime, [mission.id], why=WORKER_LOST)
+
+
+def reap_now_and_then(provider: SandboxProvider, stop: threading.Event, every_s: float) -> None:
+    """Until `stop`, remove the sandboxes of gone processes every `every_s` seconds: a
+    worker on another host that stopped for good (scaled down, not replaced) leaves idle
+    pool members that no start-up and no lost mission would reap (`reap_abandoned`)."""
+    while not stop.wait(every_s):
+        try:
+            removed = provider.reap_abandoned()
+        except Exception as exc:  # noqa: BLE001 - logged; the next round tries again
+            log.error("sandboxes of gone processes not reaped", error=str(exc))
+            continue
+        if removed:
+            log.info("reaped the sandboxes of gone processes", containers=len(removed))
 
 
 def feed_from_store(runtime: Runtime, stop: threading.Event, poll: float) -> None:

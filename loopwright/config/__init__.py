@@ -134,6 +134,9 @@ class Settings:
     queue_heartbeat_s: int = 30
     """With `queue_url`: a mission's job whose worker sent no heartbeat for this long is
     taken as lost (the worker died) and run again once by another worker."""
+    sandbox_reap_every_s: int = 300
+    """How often a process that runs missions (`serve`, `worker`) removes the sandboxes of
+    gone processes on its engine, besides at its start and when a worker is lost."""
     github: GitHubAppSettings = field(default_factory=lambda: GitHubAppSettings())
     dashboard_token: str | None = None
     """Bearer token required by the web views and API when set."""
@@ -209,6 +212,9 @@ class Settings:
             queue_url=_read_queue_url(get("LOOPWRIGHT_QUEUE_URL")),
             queue_heartbeat_s=read_int(
                 env, "LOOPWRIGHT_QUEUE_HEARTBEAT_S", defaults.queue_heartbeat_s, low=3
+            ),
+            sandbox_reap_every_s=read_int(
+                env, "LOOPWRIGHT_SANDBOX_REAP_EVERY_S", defaults.sandbox_reap_every_s, low=1
             ),
             github=GitHubAppSettings.from_env(env),
             dashboard_token=get("LOOPWRIGHT_DASHBOARD_TOKEN") or None,

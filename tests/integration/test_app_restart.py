@@ -11,6 +11,7 @@ import json
 import socket
 import subprocess
 import time
+import uuid
 
 import httpx
 import pytest
@@ -133,6 +134,54 @@ def _pool_idle(server: ServeProcess) -> float:
             if sample.name == "loopwright_sandbox_pool_idle":
                 return sample.value
     return -1
+
+
+@pytest.mark.docker
+def test_a_running_server_reaps_the_idle_pool_member_a_gone_worker_elsewhere_left(
+    tmp_path, docker_ready
+):
+    """A worker on another host that stopped for good (scaled down, not replaced) is seen
+    by no start-up and loses no mission: the server's own rounds (here every second) remove
+    its idle pool member once the member's claim writer marked it abandoned, and keep one
+    whose owner still holds it (no marker)."""
+    env = {"LOOPWRIGHT_SANDBOX": "docker", "LOOPWRIGHT_WARM_POOL": "0",
+           "LOOPWRIGHT_SANDBOX_REAP_EVERY_S": "1"}  # fmt: skip
+    gone_host = f"lw-gone-{uuid.uuid4().hex[:8]}"
+    assert gone_host != socket.gethostname()
+    planted: dict[str, str] = {}
+    with app_world(tmp_path, CORRECT, serve=False, env=env) as world:
+        server = ServeProcess(world.env, tmp_path / "serve.log").start()
+        try:
+            # After the server's start-up reap: only its rounds can find these.
+            for name in ("abandoned", "held"):
+                planted[name] = subprocess.run(
+                    ["docker", "run", "-d", "--init", "--user", "10001:10001",
+                     "--label", f"loopwright.mission=pool-{gone_host}",
+                     "--label", "loopwright.pool=1",
+                     "--label", f"loopwright.owner={gone_host}:7:1",
+                     world.settings.sandbox_image, "sleep", "infinity"],
+                    capture_output=True, text=True, check=True,
+                ).stdout.strip()  # fmt: skip
+                made = _docker_exec(planted[name], "sh", "-c", "mkdir -m 0755 /tmp/.loopwright")
+                assert made.returncode == 0, made.stderr
+            marked = _docker_exec(
+                planted["abandoned"], "sh", "-c", "printf abandoned > /tmp/.loopwright/abandoned"
+            )
+            assert marked.returncode == 0, marked.stderr
+            _wait_for(
+                lambda: not _exists(planted["abandoned"]), 30, "the abandoned member to be reaped"
+            )
+            time.sleep(2)  # two more rounds
+            assert _exists(planted["held"])
+        finally:
+            server.stop()
+            for container in planted.values():
+                subprocess.run(["docker", "rm", "-f", "-v", container], capture_output=True)
+    assert "reaped the sandboxes of gone processes" in (tmp_path / "serve.log").read_text()
+
+
+def _exists(container_id: str) -> bool:
+    return subprocess.run(["docker", "inspect", container_id], capture_output=True).returncode == 0
 
 
 @pytest.mark.docker
