@@ -37,7 +37,7 @@ from loopwright.sandbox.docker.claim_file import abandoned, read_claim  # noqa: 
 from loopwright.sandbox.docker.container import DockerSandbox  # noqa: E402
 from loopwright.sandbox.docker.engine import OWNER_LABEL, POOL_LABEL  # noqa: E402
 from loopwright.sandbox.docker.provider import DockerProvider  # noqa: E402
-from loopwright.sandbox.docker.reaper import owner_id  # noqa: E402
+from loopwright.sandbox.docker.reaper import owner_id, reap_volumes  # noqa: E402
 from loopwright.sandbox.image import doctor, ensure_image  # noqa: E402
 from tests.unit.test_local_sandbox import SURVIVOR_DELAY_S, SURVIVORS, survivor_tag  # noqa: E402
 
@@ -847,6 +847,41 @@ def test_after_a_restart_the_sandbox_user_cannot_forge_a_claim_or_the_abandoned_
             assert time.monotonic() - started < 10
     finally:
         pooled.close()
+
+
+def test_reaping_volumes_while_sandboxes_start_never_leaves_a_workspace_without_its_limit(
+    settings: Settings, client: docker.DockerClient, tree: Path
+) -> None:
+    """Other processes reap unused workspace volumes at any time (`serve` and `worker` on
+    a timer). A workspace volume exists only from its container's creation on, so none is
+    ever unused in between, to be removed and silently remade by the engine as a plain
+    volume on the host's disk."""
+    stop = threading.Event()
+    rounds = 0
+
+    def reap() -> None:
+        nonlocal rounds
+        while not stop.is_set():
+            reap_volumes(client)
+            rounds += 1
+
+    reaping = threading.Thread(target=reap, daemon=True)
+    reaping.start()
+    cold = DockerProvider(settings, client=client)
+    try:
+        for _ in range(8):
+            box = cold.create(f"test-vol-{uuid.uuid4().hex[:8]}", tree, network=False)
+            try:
+                mount = run(box, "stat -f -c %T /workspace; df -m --output=size /workspace")
+                kind, _, size = mount.split()
+                assert kind == "tmpfs" and int(size) <= settings.sandbox_limits.tmpfs_mb, mount
+            finally:
+                box.close()
+    finally:
+        stop.set()
+        reaping.join(30)
+        cold.close()
+    assert rounds > 8
 
 
 def test_a_cold_start_records_no_claim_and_its_label_names_the_mission(

@@ -181,17 +181,23 @@ class DockerProvider:
         # The workspace is a tmpfs *volume*, not a plain tmpfs mount: Docker's archive
         # endpoints (used to copy the repository in and files out) only reach volumes, and a
         # volume outlives a container restart, the last resort against an unkillable command.
-        self._engine(
-            lambda: api.create_volume(
-                volume,
-                driver="local",
-                driver_opts={
+        # The engine makes it with the container, from the mount's options: a volume made
+        # first would sit unused until then, and a reaper's round (`reap_volumes`) could
+        # remove it in between, after which the engine would quietly make a plain one on
+        # the host's disk, with no size limit.
+        workspace = docker.types.Mount(
+            WORKSPACE,
+            volume,
+            type="volume",
+            labels=labels,
+            driver_config=docker.types.DriverConfig(
+                "local",
+                {
                     "type": "tmpfs",
                     "device": "tmpfs",
                     "o": f"size={limits.tmpfs_mb}m,uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755",
                 },
-                labels=labels,
-            )
+            ),
         )
         # By id: a name the engine holds twice would make the container's start fail.
         network_mode = str(sandbox_network(self._client).id) if network else "none"
@@ -212,7 +218,7 @@ class DockerProvider:
                     f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700"
                 ),
             },
-            mounts=[docker.types.Mount(WORKSPACE, volume, type="volume")],
+            mounts=[workspace],
             network_mode=network_mode,
             # The resident server's stdout is the exec channel, not a log worth keeping.
             log_config=docker.types.LogConfig(type=docker.types.LogConfig.types.NONE),
