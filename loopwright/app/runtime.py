@@ -123,7 +123,8 @@ def open_runtime(
 
     `start_up=False` is for a worker process of `serve --workers N`: the parent already did
     the start-up work (`start_up_once`), so this process neither marks missions interrupted
-    nor reaps sandboxes; it runs the `queued` missions it finds. `poll_queued` (seconds)
+    nor reaps sandboxes at its start; it runs the `queued` missions it finds. Every process
+    with a sandbox provider reaps on a timer (`reap_now_and_then`). `poll_queued` (seconds)
     keeps taking `queued` missions from the shared store, whichever process stored them.
 
     With `settings.queue_url` a server (`worker=False`) only submits missions to SAQ: no

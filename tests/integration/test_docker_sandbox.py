@@ -798,13 +798,21 @@ def test_an_idle_pool_member_of_a_gone_owner_on_another_host_is_reaped(
         assert member not in reaping.reap_abandoned()  # its worker holds it
         worker.kill()
         worker.wait(30)
+
+        def gone() -> bool:
+            try:
+                client.api.inspect_container(member)
+            except docker.errors.NotFound:
+                return True
+            return False
+
         deadline = time.monotonic() + 30
-        while not abandoned(client, member) and time.monotonic() < deadline:
+        while not (gone() or abandoned(client, member)) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert abandoned(client, member)
-        assert member in reaping.reap_abandoned()
-        with pytest.raises(docker.errors.NotFound):
-            client.api.inspect_container(member)
+        # Another process on the engine (a server's timed round) may reap it first.
+        reaped_elsewhere = gone()
+        assert reaped_elsewhere or member in reaping.reap_abandoned()
+        assert gone()
     finally:
         reaping.close()
         worker.kill()
