@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -196,7 +197,7 @@ def open_runtime(
         lost.runtime = runtime
         _finish_interrupted_checks(runtime, [m.id for m in interrupted])
         queue.start()
-        if provider is not None:
+        if provider is not None and settings.sandbox_reap_every_s > 0:
             reaper = threading.Thread(
                 target=reap_now_and_then,
                 args=(provider, stop_feeding, settings.sandbox_reap_every_s),
@@ -281,10 +282,13 @@ class _LostMissions:
 
 
 def reap_now_and_then(provider: SandboxProvider, stop: threading.Event, every_s: float) -> None:
-    """Until `stop`, remove the sandboxes of gone processes every `every_s` seconds: a
+    """Until `stop`, remove the sandboxes of gone processes about every `every_s` seconds: a
     worker on another host that stopped for good (scaled down, not replaced) leaves idle
-    pool members that no start-up and no lost mission would reap (`reap_abandoned`)."""
-    while not stop.wait(every_s):
+    pool members that no start-up and no lost mission would reap (`reap_abandoned`).
+    Each wait is drawn within `REAP_JITTER` of `every_s`: workers started together (a
+    deploy, a scale-up) would otherwise all run their rounds, each a root `docker exec` or
+    two per pool member of another host, at the same moments on a shared engine."""
+    while not stop.wait(every_s * random.uniform(1 - REAP_JITTER, 1 + REAP_JITTER)):
         try:
             removed = provider.reap_abandoned()
         except Exception as exc:  # noqa: BLE001 - logged; the next round tries again
@@ -292,6 +296,10 @@ def reap_now_and_then(provider: SandboxProvider, stop: threading.Event, every_s:
             continue
         if removed:
             log.info("reaped the sandboxes of gone processes", containers=len(removed))
+
+
+REAP_JITTER = 0.1
+"""How far, as a share of the interval, one wait of `reap_now_and_then` may be from it."""
 
 
 def feed_from_store(runtime: Runtime, stop: threading.Event, poll: float) -> None:

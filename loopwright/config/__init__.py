@@ -136,7 +136,9 @@ class Settings:
     taken as lost (the worker died) and run again once by another worker."""
     sandbox_reap_every_s: int = 300
     """How often a process that runs missions (`serve`, `worker`) removes the sandboxes of
-    gone processes on its engine, besides at its start and when a worker is lost."""
+    gone processes on its engine, besides at its start and when a worker is lost; each wait
+    is drawn within 10% of it, so processes started together spread their rounds. 0: never
+    on a timer."""
     github: GitHubAppSettings = field(default_factory=lambda: GitHubAppSettings())
     dashboard_token: str | None = None
     """Bearer token required by the web views and API when set."""
@@ -214,7 +216,7 @@ class Settings:
                 env, "LOOPWRIGHT_QUEUE_HEARTBEAT_S", defaults.queue_heartbeat_s, low=3
             ),
             sandbox_reap_every_s=read_int(
-                env, "LOOPWRIGHT_SANDBOX_REAP_EVERY_S", defaults.sandbox_reap_every_s, low=1
+                env, "LOOPWRIGHT_SANDBOX_REAP_EVERY_S", defaults.sandbox_reap_every_s, low=0
             ),
             github=GitHubAppSettings.from_env(env),
             dashboard_token=get("LOOPWRIGHT_DASHBOARD_TOKEN") or None,
