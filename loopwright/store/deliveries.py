@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.request import MissionRequest
+from loopwright.store.direct import DirectStatement
 from loopwright.store.group_commit import GroupCommit
 from loopwright.store.missions import attempts_on, lock_head, mission_row
 from loopwright.store.models import Delivery, Mission, utcnow
@@ -188,21 +189,20 @@ def _write(
     created = False
     if request is not None:
         mission = mission_row(request, None, "queued", None)
-        created = (
-            connection.execute(_INSERT_MISSION[dialect], _columns(mission)).scalar() is not None
-        )
+        created = _INSERT_MISSION[dialect].first(connection, _columns(mission)) is not None
         if not created:
             mission = session.scalars(
                 select(Mission).where(Mission.dedupe_key == request.dedupe_key)
             ).one()
             session.expunge(mission)
             decision = "duplicate mission"
-    row = {"id": delivery_id, "event": event, "action": action, "decision": decision}
-    row["mission_id"] = mission.id if mission is not None else None
-    if connection.execute(_INSERT_DELIVERY[dialect], row).scalar() is None:
+    row = {"id": delivery_id, "event": event, "action": action, "decision": decision,
+           "mission_id": mission.id if mission is not None else None,
+           "received_at": utcnow()}  # fmt: skip
+    if _INSERT_DELIVERY[dialect].first(connection, row) is None:
         # This X-GitHub-Delivery id was seen before: nothing of this delivery is kept.
         if created and mission is not None:
-            connection.execute(_FORGET_MISSION, {"id": mission.id})
+            _FORGET_MISSION.first(connection, {"id": mission.id})
         return Accepted(False, None, False)
     return Accepted(True, mission, created)
 
@@ -225,21 +225,27 @@ class _StoredAttempts(Mapping[str, int]):
         return 0
 
 
+# The statements of a delivery's write run on the driver's cursor (`DirectStatement`): each
+# is given every column, so no column default applies.
 _INSERT_DELIVERY = {
-    dialect: insert_(cast(Table, Delivery.__table__))
-    .on_conflict_do_nothing(index_elements=["id"])
-    .returning(Delivery.id)
+    dialect: DirectStatement(
+        insert_(cast(Table, Delivery.__table__))
+        .on_conflict_do_nothing(index_elements=["id"])
+        .returning(Delivery.id)
+    )
     for dialect, insert_ in (("sqlite", sqlite.insert), ("postgresql", postgresql.insert))
 }
 """A delivery unless its id is stored; it returns the id only when the row was inserted."""
-_FORGET_MISSION = delete(_MISSIONS := cast(Table, Mission.__table__)).where(
-    _MISSIONS.c.id == bindparam("id")
+_FORGET_MISSION = DirectStatement(
+    delete(_MISSIONS := cast(Table, Mission.__table__)).where(_MISSIONS.c.id == bindparam("id"))
 )
 """The mission a replayed delivery's unit inserted, taken back in the same transaction."""
 _INSERT_MISSION = {
-    dialect: insert_(cast(Table, Mission.__table__))
-    .on_conflict_do_nothing(index_elements=["dedupe_key"])
-    .returning(Mission.id)
+    dialect: DirectStatement(
+        insert_(cast(Table, Mission.__table__))
+        .on_conflict_do_nothing(index_elements=["dedupe_key"])
+        .returning(Mission.id)
+    )
     for dialect, insert_ in (("sqlite", sqlite.insert), ("postgresql", postgresql.insert))
 }
 """A mission unless one with its dedupe key is stored, in each of the store's dialects; it

@@ -41,6 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.request import MissionRequest
 from loopwright.sandbox.docker.reaper import owner_alive
+from loopwright.store.direct import DirectStatement
 from loopwright.store.group_commit import GroupCommit
 from loopwright.store.models import (
     ACTIVE_STATUSES,
@@ -179,15 +180,18 @@ _ATTEMPTS_BESIDE = _ATTEMPTS.where(Mission.id != bindparam("mission_id"))
 
 def attempts_on(connection: Connection, repo: str, head_sha: str) -> int:
     """`MissionRecords.attempts_for_head` on a connection the caller holds."""
-    count = connection.execute(_ATTEMPTS, {"repo": repo, "head_sha": head_sha}).scalar()
-    return int(count or 0)
+    return int(_ATTEMPTS_ON.first(connection, {"repo": repo, "head_sha": head_sha}) or 0)
+
+
+_ATTEMPTS_ON = DirectStatement(_ATTEMPTS)
+"""On the driver's cursor: a red check's delivery counts its head's attempts."""
 
 
 HEAD_LOCK_SPACE = 0x6C77_6864  # "lwhd"
 """The first key of PostgreSQL's two-key advisory locks that `lock_head` takes. The store's
 other advisory locks (the migrations', the mission slots') have one key: the two key spaces
 do not overlap."""
-_LOCK_HEAD = text("SELECT pg_advisory_xact_lock(:space, hashtext(:head))")
+_LOCK_HEAD = DirectStatement(text("SELECT pg_advisory_xact_lock(:space, hashtext(:head))"))
 
 
 def lock_head(connection: Connection, repo: str, head_sha: str) -> None:
@@ -204,7 +208,7 @@ def lock_head(connection: Connection, repo: str, head_sha: str) -> None:
     database aborts one after its deadlock timeout (a second by default), and the writer
     runs that batch's units again, up to `RETRIES` times."""
     if connection.dialect.name == "postgresql":
-        connection.execute(_LOCK_HEAD, {"space": HEAD_LOCK_SPACE, "head": f"{repo}@{head_sha}"})
+        _LOCK_HEAD.first(connection, {"space": HEAD_LOCK_SPACE, "head": f"{repo}@{head_sha}"})
 
 
 class MissionRecords:
