@@ -12,9 +12,11 @@ default is filled in: a missing one is an error), and it keeps what callers rely
 
 - a driver error is raised as SQLAlchemy's (`IntegrityError`, `OperationalError`, and the
   `DBAPIError` whose SQLSTATE tells the group commit that a deadlock may be run again);
+- a lost connection is invalidated, as SQLAlchemy invalidates it;
 - the engine's `before_cursor_execute` and `after_cursor_execute` listeners (statement
   logging, tracing) see each statement, with no execution context (which SQLAlchemy
-  documents may be None).
+  documents may be None); a listener cannot change the statement (`retval=True`), and
+  the engine's `echo` does not show it.
 """
 
 from __future__ import annotations
@@ -72,15 +74,27 @@ class DirectStatement:
                 cursor.execute(prepared.sql, driver_params)
                 row = cursor.fetchone() if cursor.description else None
             except dialect.loaded_dbapi.Error as exc:
+                # As SQLAlchemy's own execution does: a lost connection is invalidated, so
+                # the rollback that follows does not use it and the group commit's rerun of
+                # the batch gets a fresh one.
+                lost = dialect.is_disconnect(exc, dbapi_connection, cursor)
+                if lost:
+                    connection.invalidate(exc)
                 raise DBAPIError.instance(
-                    prepared.sql, driver_params, exc, dialect.loaded_dbapi.Error, dialect=dialect
+                    prepared.sql,
+                    driver_params,
+                    exc,
+                    dialect.loaded_dbapi.Error,
+                    connection_invalidated=lost,
+                    dialect=dialect,
                 ) from exc
             if dispatch.after_cursor_execute:
                 dispatch.after_cursor_execute(
                     connection, cursor, prepared.sql, driver_params, None, False
                 )
         finally:
-            cursor.close()
+            if not connection.invalidated:
+                cursor.close()
         return None if row is None else row[0]
 
     def _prepare(self, dialect: Dialect) -> _Prepared:
@@ -88,6 +102,11 @@ class DirectStatement:
             key = (dialect.name, dialect.driver)
             if key not in self._prepared:
                 compiled = cast(SQLCompiler, self._statement.compile(dialect=dialect))
+                if compiled.escaped_bind_names or "POSTCOMPILE" in compiled.string:
+                    raise ValueError(
+                        "a statement on the driver's cursor takes plain parameters: no "
+                        f"expanding (IN) parameter and no name to escape: {compiled.string}"
+                    )
                 processors: dict[str, Callable[[Any], Any]] = {}
                 for name, bind in compiled.binds.items():
                     process = bind.type.dialect_impl(dialect).bind_processor(dialect)

@@ -19,6 +19,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.store import Store, migrate
+from loopwright.store.deliveries import _INSERT_DELIVERY
 from loopwright.store.engine import make_engine
 from loopwright.store.group_commit import (
     RETRIES,
@@ -27,7 +28,7 @@ from loopwright.store.group_commit import (
     _flock_within,
     _transient,
 )
-from loopwright.store.models import Delivery
+from loopwright.store.models import Delivery, utcnow
 from loopwright.store.repository import _writers_lock_path
 
 
@@ -472,3 +473,41 @@ def test_a_lock_file_that_cannot_be_opened_leaves_writes_to_sqlite(tmp_path: Pat
     with Store(url) as store:
         assert store.accept_delivery("d-1", "ping", None, decision="ignored: ping").new_delivery
         assert store.get_delivery("d-1") is not None
+
+
+def test_a_batch_whose_connection_is_lost_on_a_direct_statement_is_run_again(
+    postgres: Any, postgres_url: str
+) -> None:
+    """A unit's backend is ended (a failover, an idle timeout, `pg_terminate_backend`)
+    under a statement on the driver's cursor (a webhook delivery's insert): the lost
+    connection is invalidated as SQLAlchemy's own execution would, so the batch is run
+    again on a fresh one and every other delivery of it is stored."""
+    migrate(postgres_url)
+    engine = make_engine(postgres_url)
+    writer = GroupCommit(sessionmaker(engine, expire_on_commit=False))
+    ended: list[int] = []
+
+    def lose_connection_then_insert(session: Session) -> str:
+        if not ended:
+            pid = session.connection().exec_driver_sql("SELECT pg_backend_pid()").scalar()
+            ended.append(int(pid or 0))
+            postgres.sql(f"SELECT pg_terminate_backend({ended[0]})")
+        row = {"id": "lost", "event": "ping", "action": None, "decision": "x",
+               "mission_id": None, "received_at": utcnow()}  # fmt: skip
+        _INSERT_DELIVERY["postgresql"].first(session.connection(), row)
+        return "lost"
+
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            release, first = _blocked_writer(writer, pool)
+            waiting = [pool.submit(writer.run, lose_connection_then_insert)]
+            waiting += [pool.submit(writer.run, _add(f"d{i}")) for i in range(3)]
+            _wait_queued(writer, 4)
+            release.set()
+            assert first.result(30) == "held"
+            assert [f.result(30) for f in waiting] == ["lost", "d0", "d1", "d2"]
+        assert ended and ended[0] > 0
+        assert sorted(_stored(sessionmaker(engine))) == ["d0", "d1", "d2", "lost"]
+    finally:
+        writer.close()
+        engine.dispose()

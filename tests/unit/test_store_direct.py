@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from sqlalchemy import event, insert, text, update
+from sqlalchemy import bindparam, event, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, InvalidRequestError
 
 from loopwright.request import MissionRequest
@@ -151,3 +151,13 @@ def test_the_count_sees_the_missions_it_should(store: Store) -> None:
         assert attempts_on(connection, "acme/app", head) == 2
         assert attempts_on(connection, "acme/other", head) == 0
         assert attempts_on(connection, "acme/app", "e" * 40) == 0
+
+
+def test_a_statement_the_cursor_cannot_take_as_compiled_is_refused(store: Store) -> None:
+    """An expanding parameter (rendered per execution) or a name the driver needs escaped
+    would reach the database wrong: such a statement is refused before it runs."""
+    expanding = select(Mission.id).where(Mission.id.in_(bindparam("ids", expanding=True)))
+    escaped = select(Mission.id).where(Mission.id == bindparam("a.b"))
+    for statement in (expanding, escaped):
+        with store.engine.begin() as connection, pytest.raises(ValueError, match="plain"):
+            DirectStatement(statement).first(connection, {"ids": ["x"], "a.b": "x"})
