@@ -61,6 +61,10 @@ class DirectStatement:
         driver_params: Any = (
             values if prepared.order is None else tuple(values[name] for name in prepared.order)
         )
+        if not connection.in_transaction():
+            # As `Connection.execute` does: the transaction the driver opens for this
+            # statement is then SQLAlchemy's, which `commit()` commits.
+            connection.begin()
         dispatch = connection.dispatch
         dbapi_connection = connection.connection.dbapi_connection
         assert dbapi_connection is not None  # a connection in a transaction holds one

@@ -161,3 +161,17 @@ def test_a_statement_the_cursor_cannot_take_as_compiled_is_refused(store: Store)
     for statement in (expanding, escaped):
         with store.engine.begin() as connection, pytest.raises(ValueError, match="plain"):
             DirectStatement(statement).first(connection, {"ids": ["x"], "a.b": "x"})
+
+
+def test_a_write_on_a_connection_with_no_transaction_is_committed_by_commit(store: Store) -> None:
+    """On a connection nothing has begun on, the statement begins SQLAlchemy's transaction
+    as `Connection.execute` does, so `commit()` commits it rather than leaving the driver's
+    own transaction open, to be rolled back when the connection goes back to the pool."""
+    dialect = store.engine.dialect.name
+    row = {"id": "d-3", "event": "ping", "action": None, "decision": "x", "mission_id": None,
+           "received_at": datetime.datetime.now(datetime.UTC)}  # fmt: skip
+    with store.engine.connect() as connection:
+        assert not connection.in_transaction()
+        assert _INSERT_DELIVERY[dialect].first(connection, row) == "d-3"
+        connection.commit()
+    assert store.get_delivery("d-3") is not None
