@@ -53,7 +53,9 @@ class MissionSandboxes:
     A cancellation closes them from the thread that cancels (ending any command running in
     them), and a sandbox opened after that is closed at once. A sandbox may also be opened
     in the background (`open_in_background`): closing waits for that start to end, so a
-    sandbox that finishes starting late is closed too, never left behind.
+    sandbox that finishes starting late is closed too, never left behind. A second
+    `close_all` while another thread's is under way waits for it to end, so the mission
+    never reports its end while its sandboxes are still being removed.
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class MissionSandboxes:
         self._mission_id = mission_id
         self._cancellation = cancellation or Cancellation()
         self._lock = threading.Lock()
+        self._closing = threading.Lock()
         self._ended = False
         self._starting: list[threading.Thread] = []
         self.opened: list[Sandbox] = []
@@ -102,15 +105,18 @@ class MissionSandboxes:
         return True
 
     def close_all(self, events: EventBus) -> None:
-        with self._lock:
-            self._ended = True
-            starting, self._starting = list(self._starting), []
-        for thread in starting:
-            if thread is not threading.current_thread():
-                thread.join()
-        with self._lock:
-            opened, self.opened = list(self.opened), []
-        errors = [error for sandbox in opened if (error := self._close(sandbox))]
+        # Held for the whole close: a cancel closes on its own thread, and the mission's
+        # end must not find the list already taken and go on while the removal runs.
+        with self._closing:
+            with self._lock:
+                self._ended = True
+                starting, self._starting = list(self._starting), []
+            for thread in starting:
+                if thread is not threading.current_thread():
+                    thread.join()
+            with self._lock:
+                opened, self.opened = list(self.opened), []
+            errors = [error for sandbox in opened if (error := self._close(sandbox))]
         if errors:
             events.emit("error", message="sandbox cleanup failed: " + "; ".join(errors))
 
