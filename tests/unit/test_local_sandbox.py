@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -72,6 +73,58 @@ def test_close_from_another_thread_stops_a_running_command(sandbox: LocalSandbox
     assert not sandbox.root.exists()
     gone = subprocess.run(["pgrep", "-f", "sleep 60 & sleep 60"], capture_output=True)
     assert gone.returncode == 1, gone.stdout
+
+
+def test_a_command_started_while_another_thread_closes_never_outlives_the_close(
+    provider: LocalProvider, tree: Path
+) -> None:
+    # A cancel closes from its own thread while the mission's thread may be starting a
+    # command: one that registered too late used to run on, out of reach, in a removed
+    # workspace. Closes land at random moments around the start; each command must end
+    # with the close (refused, or stopped), never run its minute.
+    marker = f"1{uuid.uuid4().int % 10**8:08d}"  # a unique sleep length to find with pgrep
+    for _ in range(100):
+        box = provider.create("racing", tree, network=False)
+        outcome: list[object] = []
+
+        def run(box: LocalSandbox = box, outcome: list[object] = outcome) -> None:
+            try:
+                outcome.append(box.exec(f"sleep {marker}", timeout_s=120))
+            except SandboxError as exc:
+                outcome.append(exc)
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        time.sleep(random.uniform(0, 0.004))
+        box.close()
+        runner.join(4)
+        assert not runner.is_alive(), "a command started during close outlived it"
+        (ended,) = outcome
+        if isinstance(ended, SandboxError):
+            assert "is closed" in str(ended)
+        else:
+            assert ended.exit_code != 0 and not ended.timed_out  # type: ignore[attr-defined]
+    time.sleep(0.3)
+    assert _survivors(f"sleep {marker}") == ""
+
+
+def test_close_stops_a_running_service_from_another_thread(
+    provider: LocalProvider, tree: Path
+) -> None:
+    box = provider.create("service-close", tree, network=False)
+    marker = f"sleep 1{uuid.uuid4().int % 10**8:08d}"
+    with box.run_service(marker, port=1, env={}, log="svc.log"):
+        deadline = time.monotonic() + 10
+        while _survivors(marker) == "" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _survivors(marker) != ""
+        closer = threading.Thread(target=box.close)
+        closer.start()
+        closer.join(10)
+        # Stopped by the close itself, before the service's context ends.
+        assert not closer.is_alive()
+        assert _survivors(marker) == ""
+    assert not box.root.exists()
 
 
 def test_exec_success(sandbox: LocalSandbox) -> None:

@@ -52,7 +52,8 @@ class LocalSandbox:
         self.closed = False
         self._commands: set[subprocess.Popen[bytes]] = set()
         # Held while a command is registered, unregistered or stopped by `close`, so close
-        # never signals a process the command's own thread has already reaped.
+        # never signals a process the command's own thread has already reaped, and a
+        # command started while close runs is either stopped by it or sees it closed.
         self._commands_lock = threading.Lock()
 
     def _launch(self, argv: list[str]) -> list[str]:
@@ -92,8 +93,7 @@ class LocalSandbox:
             raise SandboxError(f"could not start bash for the local sandbox: {exc}") from exc
         if proc.stdout is None:  # pragma: no cover - stdout=PIPE always sets it
             raise SandboxError("bash started without an output pipe")
-        with self._commands_lock:
-            self._commands.add(proc)
+        self._register(proc)
         output = CappedOutput(self._cap)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         reader = PipeReader(proc.stdout)
@@ -205,11 +205,29 @@ class LocalSandbox:
                 )
             except OSError as exc:
                 raise SandboxError(f"could not start `{command}`: {exc}") from exc
+        self._register(proc)
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
             stop(proc)
+            with self._commands_lock:
+                self._commands.discard(proc)
             proc.wait()
+
+    def _register(self, proc: subprocess.Popen[bytes]) -> None:
+        """Put a started process where `close` stops it; if `close` ran while it was being
+        started (another thread's cancel), stop it now and raise: it must not run on in a
+        removed workspace, out of reach of any close."""
+        with self._commands_lock:
+            closed = self.closed
+            if not closed:
+                self._commands.add(proc)
+        if closed:
+            stop(proc)
+            if proc.stdout is not None:
+                proc.stdout.close()
+            proc.wait()
+            self._require_open()
 
     def close(self) -> None:
         """Stop every command still running (from any thread) and remove the sandbox
