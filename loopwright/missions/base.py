@@ -117,8 +117,8 @@ class MissionSandboxes:
             with self._lock:
                 opened, self.opened = list(self.opened), []
             errors = [error for sandbox in opened if (error := self._close(sandbox))]
-        if errors:
-            events.emit("error", message="sandbox cleanup failed: " + "; ".join(errors))
+            if errors:  # before the lock goes: the mission's end follows its cleanup's error
+                events.emit("error", message="sandbox cleanup failed: " + "; ".join(errors))
 
     @staticmethod
     def _close(sandbox: Sandbox) -> str:

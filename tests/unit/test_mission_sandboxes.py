@@ -5,12 +5,13 @@ them on its own thread, and the mission's end, racing it, returns only once they
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any, cast
 
 from loopwright.cancellation import Cancellation
 from loopwright.config import SandboxLimits
-from loopwright.events import EventBus, EventList
+from loopwright.events import Event, EventBus, EventList
 from loopwright.missions.base import MissionSandboxes
 from loopwright.redaction import Redactor
 from loopwright.sandbox.base import Sandbox, SandboxProvider
@@ -90,3 +91,40 @@ def test_the_missions_end_waits_for_a_close_a_cancel_has_under_way(tmp_path: Pat
     canceller.join(10)
     ender.join(10)
     assert sink.of_type("error") == []
+
+
+class _SlowErrors(EventList):
+    """A sink that takes its time over an error event, as a file or a live view may."""
+
+    def __call__(self, event: Event) -> None:
+        if event.type == "error":
+            time.sleep(0.5)
+        super().__call__(event)
+
+
+def test_a_close_that_fails_is_reported_before_the_missions_end_returns(tmp_path: Path) -> None:
+    tree = tmp_path / "repo"
+    tree.mkdir()
+    provider = _SlowCloseProvider(tmp_path / "sandboxes")
+    sink = _SlowErrors()
+    events = EventBus("m-fail", [sink], Redactor())
+    cancellation = Cancellation()
+    sandboxes = MissionSandboxes(cast(SandboxProvider, provider), "m-fail", cancellation)
+    cancellation.on_cancel(lambda: sandboxes.close_all(events))
+    failing = sandboxes.open(tree, network=False)
+    other = sandboxes.open(tree, network=False)
+    failing_root, other_root = provider.made[0].inner.root, provider.made[1].inner.root
+    # A tree that cannot be removed: its directory replaced by a link, which rmtree refuses.
+    failing_root.rename(tmp_path / "moved")
+    failing_root.symlink_to(tmp_path / "moved")
+    provider.gate.set()
+
+    canceller = threading.Thread(target=cancellation.cancel, args=("Cancelled with Ctrl-C.",))
+    canceller.start()
+    assert provider.entered.wait(10)
+    sandboxes.close_all(events)  # the mission's end, racing the cancel's close
+    (error,) = sink.of_type("error")
+    assert f"could not remove the local sandbox {failing_root}" in error.fields["message"]
+    assert not other_root.exists()  # the failure did not stop the rest of the cleanup
+    canceller.join(10)
+    assert failing is not other

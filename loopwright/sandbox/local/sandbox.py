@@ -51,9 +51,11 @@ class LocalSandbox:
         self.isolation = isolation or Isolation("same", os.getuid(), os.getgid(), "")
         self.closed = False
         self._commands: set[subprocess.Popen[bytes]] = set()
-        # Held while a command is registered, unregistered or stopped by `close`, so close
-        # never signals a process the command's own thread has already reaped, and a
-        # command started while close runs is either stopped by it or sees it closed.
+        # Held while a command is started and registered, unregistered or stopped by
+        # `close`, so close never signals a process the command's own thread has already
+        # reaped; and since close marks the sandbox closed before it takes the lock, a start
+        # either sees it closed or is registered in time to be stopped by it, before the
+        # tree is removed.
         self._commands_lock = threading.Lock()
 
     def _launch(self, argv: list[str]) -> list[str]:
@@ -76,24 +78,25 @@ class LocalSandbox:
         `on_output` is called on the caller's thread with decoded text as it arrives. Every
         process the command leaves behind (in a new session or not) is killed when it ends.
         """
-        self._require_open()
         started = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                self._launch(["bash", "-c", command]),
-                cwd=self.workspace,
-                env=self._env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, so a kill reaches the tree
-                close_fds=True,
-            )
-        except OSError as exc:
-            raise SandboxError(f"could not start bash for the local sandbox: {exc}") from exc
+        with self._commands_lock:  # see `_commands_lock`: a start and a close never cross
+            self._require_open()
+            try:
+                proc = subprocess.Popen(
+                    self._launch(["bash", "-c", command]),
+                    cwd=self.workspace,
+                    env=self._env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: a kill reaches the tree
+                    close_fds=True,
+                )
+            except OSError as exc:
+                raise SandboxError(f"could not start bash for the local sandbox: {exc}") from exc
+            self._commands.add(proc)
         if proc.stdout is None:  # pragma: no cover - stdout=PIPE always sets it
             raise SandboxError("bash started without an output pipe")
-        self._register(proc)
         output = CappedOutput(self._cap)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         reader = PipeReader(proc.stdout)
@@ -183,29 +186,30 @@ class LocalSandbox:
 
         Without isolation the app listens on the host itself, so the URL is its own port.
         """
-        self._require_open()
-        log_path = resolve_inside(self.workspace, log, for_write=True)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        wrapper = '/bin/bash -c "$1"; echo $? > "$2"'
-        argv = ["bash", "-c", wrapper, "loopwright-service", command, f"{log_path}.exit"]
-        with log_path.open("wb") as out:
-            owner = self._owner()
-            if owner is not None:
-                os.chown(log_path, *owner)
-            try:
-                proc = subprocess.Popen(
-                    self._launch(argv),
-                    cwd=self.workspace,
-                    env={**self._env, **env},
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    close_fds=True,
-                )
-            except OSError as exc:
-                raise SandboxError(f"could not start `{command}`: {exc}") from exc
-        self._register(proc)
+        with self._commands_lock:  # see `_commands_lock`: a start and a close never cross
+            self._require_open()
+            log_path = resolve_inside(self.workspace, log, for_write=True)
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            wrapper = '/bin/bash -c "$1"; echo $? > "$2"'
+            argv = ["bash", "-c", wrapper, "loopwright-service", command, f"{log_path}.exit"]
+            with log_path.open("wb") as out:
+                owner = self._owner()
+                if owner is not None:
+                    os.chown(log_path, *owner)
+                try:
+                    proc = subprocess.Popen(
+                        self._launch(argv),
+                        cwd=self.workspace,
+                        env={**self._env, **env},
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        close_fds=True,
+                    )
+                except OSError as exc:
+                    raise SandboxError(f"could not start `{command}`: {exc}") from exc
+            self._commands.add(proc)  # so a close from another thread stops it too
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
@@ -213,21 +217,6 @@ class LocalSandbox:
             with self._commands_lock:
                 self._commands.discard(proc)
             proc.wait()
-
-    def _register(self, proc: subprocess.Popen[bytes]) -> None:
-        """Put a started process where `close` stops it; if `close` ran while it was being
-        started (another thread's cancel), stop it now and raise: it must not run on in a
-        removed workspace, out of reach of any close."""
-        with self._commands_lock:
-            closed = self.closed
-            if not closed:
-                self._commands.add(proc)
-        if closed:
-            stop(proc)
-            if proc.stdout is not None:
-                proc.stdout.close()
-            proc.wait()
-            self._require_open()
 
     def close(self) -> None:
         """Stop every command still running (from any thread) and remove the sandbox
@@ -238,7 +227,10 @@ class LocalSandbox:
         with self._commands_lock:
             for proc in list(self._commands):
                 stop(proc)
-        remove_tree(self.root)
+        try:
+            remove_tree(self.root)
+        except OSError as exc:
+            raise SandboxError(f"could not remove the local sandbox {self.root}: {exc}") from exc
 
     def _owner(self) -> tuple[int, int] | None:
         """The uid and gid new workspace files need, when commands run as another user."""
