@@ -823,6 +823,54 @@ def test_an_idle_pool_member_of_a_gone_owner_on_another_host_is_reaped(
                     client.api.remove_container(c["Id"], force=True, v=True)
 
 
+def test_a_stopped_idle_pool_member_of_another_host_is_reaped_and_a_created_one_is_not(
+    settings: Settings, client: docker.DockerClient
+) -> None:
+    """An engine restart stops every container, the claim writer with them: the abandoned
+    marker can then never be written, and the member, stopped, could never serve its owner
+    again. It goes even while its owner lives. A member still in `created` (between its
+    creation and its start) stays."""
+    host = f"lw-remote-{uuid.uuid4().hex[:8]}"
+    limits = json.dumps(dataclasses.asdict(settings.sandbox_limits))
+    worker = subprocess.Popen(
+        ["unshare", "--uts", sys.executable, "-c", REMOTE_POOL_OWNER, host,
+         settings.sandbox_image, limits],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    reaping = DockerProvider(settings, client=client)  # no store: the member says it itself
+    created: str | None = None
+    try:
+        assert worker.stdout is not None
+        ready = select.select([worker.stdout], [], [], 120)[0]
+        assert ready and worker.stdout.readline() == "ready\n", worker.stderr
+        (member,) = [
+            str(c["Id"])
+            for c in client.api.containers(filters={"label": POOL_LABEL})
+            if c["Labels"][OWNER_LABEL].startswith(f"{host}:")
+        ]
+        labels = client.api.inspect_container(member)["Config"]["Labels"]
+        created = str(
+            client.api.create_container(settings.sandbox_image, command=["true"], labels=labels)[
+                "Id"
+            ]
+        )
+        assert not {member, created} & set(reaping.reap_abandoned())  # its worker holds it
+        client.api.stop(member, timeout=0)
+        assert worker.poll() is None  # the owner lives on
+        assert member in reaping.reap_abandoned()
+        with pytest.raises(docker.errors.NotFound):
+            client.api.inspect_container(member)
+        assert client.api.inspect_container(created)["State"]["Status"] == "created"
+    finally:
+        reaping.close()
+        worker.kill()
+        worker.wait(30)
+        for c in client.api.containers(all=True, filters={"label": OWNER_LABEL}):
+            if c["Labels"][OWNER_LABEL].startswith(f"{host}:"):
+                with contextlib.suppress(docker.errors.NotFound):
+                    client.api.remove_container(c["Id"], force=True, v=True)
+
+
 def test_after_a_restart_the_sandbox_user_cannot_forge_a_claim_or_the_abandoned_marker(
     settings: Settings, client: docker.DockerClient
 ) -> None:

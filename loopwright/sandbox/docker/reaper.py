@@ -29,6 +29,10 @@ from loopwright.sandbox.docker.engine import (
     remove_container,
 )
 
+STOPPED = frozenset({"exited", "dead"})
+"""Container states (as the engine lists them) of a container that ran and stopped: not
+`created`, which a pool member is between its creation and its start."""
+
 
 def reap_orphans(
     client: docker.DockerClient,
@@ -103,15 +107,18 @@ def _left_by_remote_owner(
     client: docker.DockerClient, info: dict[str, Any], owner: str, ledger: ClaimLedger | None
 ) -> bool:
     """Whether the process on another host that made this sandbox is known to be done with
-    it: an idle pool member whose claim writer saw that process's connection end
-    (`abandoned`), or a sandbox whose mission the store says that process no longer runs.
-    Unknown is never gone: an idle pool member still held, a mission another store holds,
-    or an active mission with no runner recorded."""
+    it: a pool member that serves no mission the store knows, once its claim writer saw
+    that process's connection end (`abandoned`) or once it has stopped (an engine restart
+    stops every container, and a stopped one runs nothing more: its owner, if alive, starts
+    a sandbox of its own instead), or a sandbox whose mission the store says that process
+    no longer runs.
+    Unknown is never gone: an idle pool member still held or not yet started, a mission
+    another store holds, or an active mission with no runner recorded."""
     if owner.partition(":")[0] == socket.gethostname():
         return False
     mission = served_mission(client, info, ledger)
     if mission is None:
-        return abandoned(client, str(info["Id"]))
+        return info.get("State") in STOPPED or abandoned(client, str(info["Id"]))
     if not isinstance(ledger, MissionRuns):
         return False
     run = ledger.mission_run(mission)
