@@ -771,12 +771,13 @@ sys.stdin.read()
 """
 
 
-def test_an_idle_pool_member_of_a_gone_owner_on_another_host_is_reaped(
+@contextlib.contextmanager
+def remote_pool_member(
     settings: Settings, client: docker.DockerClient
-) -> None:
-    """A worker on another host (here: a process with a host name of its own) cannot be
-    seen in this host's process table, and an idle pool member serves no mission the store
-    could judge: its claim writer, whose connection the worker held, says when it is gone."""
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A worker on another host (here: a process with a host name of its own, which this
+    host's process table cannot vouch for) with one idle pool member: the worker and the
+    member's id. Everything of that host is removed afterwards."""
     host = f"lw-remote-{uuid.uuid4().hex[:8]}"
     assert host != socket.gethostname()
     limits = json.dumps(dataclasses.asdict(settings.sandbox_limits))
@@ -785,7 +786,6 @@ def test_an_idle_pool_member_of_a_gone_owner_on_another_host_is_reaped(
          settings.sandbox_image, limits],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    reaping = DockerProvider(settings, client=client)  # no store: the member says it itself
     try:
         assert worker.stdout is not None
         ready = select.select([worker.stdout], [], [], 120)[0]
@@ -795,32 +795,47 @@ def test_an_idle_pool_member_of_a_gone_owner_on_another_host_is_reaped(
             for c in client.api.containers(filters={"label": POOL_LABEL})
             if c["Labels"][OWNER_LABEL].startswith(f"{host}:")
         ]
-        assert member not in reaping.reap_abandoned()  # its worker holds it
-        worker.kill()
-        worker.wait(30)
-
-        def gone() -> bool:
-            try:
-                client.api.inspect_container(member)
-            except docker.errors.NotFound:
-                return True
-            return False
-
-        deadline = time.monotonic() + 30
-        while not (gone() or abandoned(client, member)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        # Another process on the engine (a server's timed round) may reap it first.
-        reaped_elsewhere = gone()
-        assert reaped_elsewhere or member in reaping.reap_abandoned()
-        assert gone()
+        yield worker, member
     finally:
-        reaping.close()
         worker.kill()
         worker.wait(30)
         for c in client.api.containers(all=True, filters={"label": OWNER_LABEL}):
             if c["Labels"][OWNER_LABEL].startswith(f"{host}:"):
                 with contextlib.suppress(docker.errors.NotFound):
                     client.api.remove_container(c["Id"], force=True, v=True)
+
+
+def _gone(client: docker.DockerClient, container: str) -> bool:
+    try:
+        client.api.inspect_container(container)
+    except docker.errors.NotFound:
+        return True
+    return False
+
+
+def test_an_idle_pool_member_of_a_gone_owner_on_another_host_is_reaped(
+    settings: Settings, client: docker.DockerClient
+) -> None:
+    """An idle pool member serves no mission the store could judge: its claim writer,
+    whose connection the worker held, says when the worker is gone."""
+    reaping = DockerProvider(settings, client=client)  # no store: the member says it itself
+    try:
+        with remote_pool_member(settings, client) as (worker, member):
+            assert member not in reaping.reap_abandoned()  # its worker holds it
+            worker.kill()
+            worker.wait(30)
+            deadline = time.monotonic() + 30
+            while (
+                not (_gone(client, member) or abandoned(client, member))
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.1)
+            # Another process on the engine (a server's timed round) may reap it first.
+            reaped_elsewhere = _gone(client, member)
+            assert reaped_elsewhere or member in reaping.reap_abandoned()
+            assert _gone(client, member)
+    finally:
+        reaping.close()
 
 
 def test_a_stopped_idle_pool_member_of_another_host_is_reaped_and_a_created_one_is_not(
@@ -830,45 +845,22 @@ def test_a_stopped_idle_pool_member_of_another_host_is_reaped_and_a_created_one_
     marker can then never be written, and the member, stopped, could never serve its owner
     again. It goes even while its owner lives. A member still in `created` (between its
     creation and its start) stays."""
-    host = f"lw-remote-{uuid.uuid4().hex[:8]}"
-    limits = json.dumps(dataclasses.asdict(settings.sandbox_limits))
-    worker = subprocess.Popen(
-        ["unshare", "--uts", sys.executable, "-c", REMOTE_POOL_OWNER, host,
-         settings.sandbox_image, limits],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
     reaping = DockerProvider(settings, client=client)  # no store: the member says it itself
-    created: str | None = None
     try:
-        assert worker.stdout is not None
-        ready = select.select([worker.stdout], [], [], 120)[0]
-        assert ready and worker.stdout.readline() == "ready\n", worker.stderr
-        (member,) = [
-            str(c["Id"])
-            for c in client.api.containers(filters={"label": POOL_LABEL})
-            if c["Labels"][OWNER_LABEL].startswith(f"{host}:")
-        ]
-        labels = client.api.inspect_container(member)["Config"]["Labels"]
-        created = str(
-            client.api.create_container(settings.sandbox_image, command=["true"], labels=labels)[
-                "Id"
-            ]
-        )
-        assert not {member, created} & set(reaping.reap_abandoned())  # its worker holds it
-        client.api.stop(member, timeout=0)
-        assert worker.poll() is None  # the owner lives on
-        assert member in reaping.reap_abandoned()
-        with pytest.raises(docker.errors.NotFound):
-            client.api.inspect_container(member)
-        assert client.api.inspect_container(created)["State"]["Status"] == "created"
+        with remote_pool_member(settings, client) as (worker, member):
+            labels = client.api.inspect_container(member)["Config"]["Labels"]
+            made = client.api.create_container(
+                settings.sandbox_image, command=["true"], labels=labels
+            )
+            created = str(made["Id"])
+            assert not {member, created} & set(reaping.reap_abandoned())  # its worker holds it
+            client.api.stop(member, timeout=0)
+            assert worker.poll() is None  # the owner lives on
+            assert member in reaping.reap_abandoned()
+            assert _gone(client, member)
+            assert client.api.inspect_container(created)["State"]["Status"] == "created"
     finally:
         reaping.close()
-        worker.kill()
-        worker.wait(30)
-        for c in client.api.containers(all=True, filters={"label": OWNER_LABEL}):
-            if c["Labels"][OWNER_LABEL].startswith(f"{host}:"):
-                with contextlib.suppress(docker.errors.NotFound):
-                    client.api.remove_container(c["Id"], force=True, v=True)
 
 
 def test_after_a_restart_the_sandbox_user_cannot_forge_a_claim_or_the_abandoned_marker(

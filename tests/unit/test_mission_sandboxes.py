@@ -60,22 +60,32 @@ class _SlowCloseProvider:
         self.inner.close()
 
 
-def test_the_missions_end_waits_for_a_close_a_cancel_has_under_way(tmp_path: Path) -> None:
+def _mission(
+    tmp_path: Path, sink: EventList, opened: int
+) -> tuple[_SlowCloseProvider, EventBus, MissionSandboxes, threading.Thread]:
+    """A mission's sandboxes as the CLI holds them (a cancel closes them all), `opened` of
+    them open, and the Ctrl-C thread that will cancel it, not yet started."""
     tree = tmp_path / "repo"
     tree.mkdir()
     (tree / "a.txt").write_text("a\n")
     provider = _SlowCloseProvider(tmp_path / "sandboxes")
-    sink = EventList()
     events = EventBus("m-close", [sink], Redactor())
     cancellation = Cancellation()
     sandboxes = MissionSandboxes(cast(SandboxProvider, provider), "m-close", cancellation)
     cancellation.on_cancel(lambda: sandboxes.close_all(events))
-    sandboxes.open(tree, network=False)
+    for _ in range(opened):
+        sandboxes.open(tree, network=False)
+    canceller = threading.Thread(target=cancellation.cancel, args=("Cancelled with Ctrl-C.",))
+    return provider, events, sandboxes, canceller
+
+
+def test_the_missions_end_waits_for_a_close_a_cancel_has_under_way(tmp_path: Path) -> None:
+    sink = EventList()
+    provider, events, sandboxes, canceller = _mission(tmp_path, sink, opened=1)
     (made,) = provider.made
     root = made.inner.root
     assert root.is_dir()
 
-    canceller = threading.Thread(target=cancellation.cancel, args=("Cancelled with Ctrl-C.",))
     canceller.start()
     assert provider.entered.wait(10)
     ended = threading.Event()
@@ -103,23 +113,14 @@ class _SlowErrors(EventList):
 
 
 def test_a_close_that_fails_is_reported_before_the_missions_end_returns(tmp_path: Path) -> None:
-    tree = tmp_path / "repo"
-    tree.mkdir()
-    provider = _SlowCloseProvider(tmp_path / "sandboxes")
     sink = _SlowErrors()
-    events = EventBus("m-fail", [sink], Redactor())
-    cancellation = Cancellation()
-    sandboxes = MissionSandboxes(cast(SandboxProvider, provider), "m-fail", cancellation)
-    cancellation.on_cancel(lambda: sandboxes.close_all(events))
-    failing = sandboxes.open(tree, network=False)
-    other = sandboxes.open(tree, network=False)
+    provider, events, sandboxes, canceller = _mission(tmp_path, sink, opened=2)
     failing_root, other_root = provider.made[0].inner.root, provider.made[1].inner.root
     # A tree that cannot be removed: its directory replaced by a link, which rmtree refuses.
     failing_root.rename(tmp_path / "moved")
     failing_root.symlink_to(tmp_path / "moved")
     provider.gate.set()
 
-    canceller = threading.Thread(target=cancellation.cancel, args=("Cancelled with Ctrl-C.",))
     canceller.start()
     assert provider.entered.wait(10)
     sandboxes.close_all(events)  # the mission's end, racing the cancel's close
@@ -127,4 +128,3 @@ def test_a_close_that_fails_is_reported_before_the_missions_end_returns(tmp_path
     assert f"could not remove the local sandbox {failing_root}" in error.fields["message"]
     assert not other_root.exists()  # the failure did not stop the rest of the cleanup
     canceller.join(10)
-    assert failing is not other
