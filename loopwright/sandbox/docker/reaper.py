@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,11 @@ from loopwright.sandbox.docker.engine import (
 STOPPED = frozenset({"exited", "dead"})
 """Container states (as the engine lists them) of a container that ran and stopped: not
 `created`, which a pool member is between its creation and its start."""
+
+STOPPED_GRACE_S = 60.0
+"""How long a pool member of another host's process must have been stopped before it is
+taken for dead: a `docker restart` (the last resort against a stuck command) stops it for
+a moment, and empties its claim file with its /tmp, while its mission goes on."""
 
 
 def reap_orphans(
@@ -75,7 +81,12 @@ def reap_orphans(
     return removed
 
 
-def reap_abandoned(client: docker.DockerClient, ledger: ClaimLedger | None = None) -> list[str]:
+def reap_abandoned(
+    client: docker.DockerClient,
+    ledger: ClaimLedger | None = None,
+    *,
+    stopped_for_s: float = STOPPED_GRACE_S,
+) -> list[str]:
     """Remove sandboxes whose owning process has gone, and return their ids.
 
     On this host the process table says. A process on another host (a worker in another
@@ -83,7 +94,8 @@ def reap_abandoned(client: docker.DockerClient, ledger: ClaimLedger | None = Non
     (`MissionRuns`) and knows the sandbox's mission, its sandbox goes once that process no
     longer runs the mission (it ended, or another worker took it over), so a worker whose
     container was replaced leaves nothing behind for good. Its idle pool members go once
-    their claim writers saw its connection end (`abandoned`), with or without a store.
+    their claim writers saw its connection end (`abandoned`), or once they have been stopped
+    for `stopped_for_s`, with or without a store.
     Safe while other Loopwright processes run missions on the same engine: live owners'
     sandboxes stay.
     """
@@ -95,7 +107,9 @@ def reap_abandoned(client: docker.DockerClient, ledger: ClaimLedger | None = Non
     for info in containers:
         labels = info.get("Labels") or {}
         owner = labels.get(OWNER_LABEL, "")
-        if owner_alive(owner) and not _left_by_remote_owner(client, info, owner, ledger):
+        if owner_alive(owner) and not _left_by_remote_owner(
+            client, info, owner, ledger, stopped_for_s
+        ):
             continue
         remove_container(client, str(info["Id"]), labels.get(VOLUME_LABEL))
         removed.append(str(info["Id"]))
@@ -104,27 +118,54 @@ def reap_abandoned(client: docker.DockerClient, ledger: ClaimLedger | None = Non
 
 
 def _left_by_remote_owner(
-    client: docker.DockerClient, info: dict[str, Any], owner: str, ledger: ClaimLedger | None
+    client: docker.DockerClient,
+    info: dict[str, Any],
+    owner: str,
+    ledger: ClaimLedger | None,
+    stopped_for_s: float,
 ) -> bool:
     """Whether the process on another host that made this sandbox is known to be done with
     it: a pool member that serves no mission the store knows, once its claim writer saw
-    that process's connection end (`abandoned`) or once it has stopped (an engine restart
-    stops every container, and a stopped one runs nothing more: its owner, if alive, starts
-    a sandbox of its own instead), or a sandbox whose mission the store says that process
-    no longer runs.
+    that process's connection end (`abandoned`) or once it has been stopped for
+    `stopped_for_s` (an engine restart stops every container, and one stopped that long runs
+    nothing more: its owner, if alive, starts a sandbox of its own instead), or a sandbox
+    whose mission the store says that process no longer runs.
     Unknown is never gone: an idle pool member still held or not yet started, a mission
     another store holds, or an active mission with no runner recorded."""
     if owner.partition(":")[0] == socket.gethostname():
         return False
     mission = served_mission(client, info, ledger)
     if mission is None:
-        return info.get("State") in STOPPED or abandoned(client, str(info["Id"]))
+        cid = str(info["Id"])
+        if info.get("State") in STOPPED:  # as listed: the inspection below says if still so
+            return _stopped_since(client, cid, stopped_for_s)
+        return abandoned(client, cid)
     if not isinstance(ledger, MissionRuns):
         return False
     run = ledger.mission_run(mission)
     if run is None:
         return False
     return not run.active or (run.runner is not None and run.runner != owner)
+
+
+def _stopped_since(client: docker.DockerClient, container_id: str, seconds: float) -> bool:
+    """Whether the engine says, now, that the container is stopped and has been for at
+    least `seconds` (a restart in progress has just stopped it)."""
+    try:
+        state = client.api.inspect_container(container_id).get("State") or {}
+    except docker.errors.APIError:
+        return False  # gone already, or not known: unknown is never gone
+    except ENGINE_FAILURES as exc:
+        raise engine_error(exc) from exc
+    if state.get("Status") not in STOPPED:
+        return False
+    try:
+        finished = datetime.fromisoformat(str(state.get("FinishedAt")))
+    except ValueError:
+        return False
+    if finished.tzinfo is None:
+        return False
+    return (datetime.now(UTC) - finished).total_seconds() >= seconds
 
 
 def served_mission(
