@@ -8,9 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
 from loopwright.app.runtime import REAP_JITTER, reap_now_and_then
 from loopwright.config import ConfigError, Settings
+from loopwright.sandbox.base import SandboxError
 from loopwright.sandbox.local import LocalProvider
 from tests.integration.app_harness import app_world
 from tests.scenarios import CORRECT
@@ -75,3 +77,63 @@ def test_rounds_are_spread_within_the_jitter_of_the_interval(tmp_path: Path) -> 
     assert len(gaps) >= 24
     assert min(gaps) >= every_s * (1 - REAP_JITTER) - 0.002, gaps
     assert min(gaps) < every_s * 0.99, gaps
+
+
+class StuckProvider(CountingProvider):
+    """A provider whose timed reaping rounds hang, as one on an engine that stopped
+    answering does (the start-up round, before the timer, returns)."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.stuck = threading.Event()
+        self.release = threading.Event()
+
+    def reap_abandoned(self) -> list[str]:
+        removed = super().reap_abandoned()
+        if len(self.rounds) > 1:
+            self.stuck.set()
+            self.release.wait(120)
+        return removed
+
+
+def test_a_stopping_server_does_not_wait_out_a_reaping_round_under_way(tmp_path: Path) -> None:
+    providers: list[StuckProvider] = []
+
+    def factory(settings: Settings) -> StuckProvider:
+        providers.append(StuckProvider(settings))
+        return providers[-1]
+
+    env = {"LOOPWRIGHT_SANDBOX_REAP_EVERY_S": "1"}
+    try:
+        with app_world(tmp_path, CORRECT, env=env, app_kwargs={"provider_factory": factory}):
+            (provider,) = providers
+            assert provider.stuck.wait(10)
+            stopping = time.monotonic()
+        # The round's 2 s, not the 30 s a stopping server used to give it.
+        assert time.monotonic() - stopping < 10
+    finally:
+        for provider in providers:
+            provider.release.set()
+
+
+def test_a_round_the_shutdown_cuts_short_ends_the_timer_without_an_error(tmp_path: Path) -> None:
+    """The provider closed under a round makes it fail: while stopping, that is expected,
+    and said as such, not logged as reaping that failed."""
+    stop = threading.Event()
+
+    class ClosedUnderIt(CountingProvider):
+        def reap_abandoned(self) -> list[str]:
+            super().reap_abandoned()
+            stop.set()  # the shutdown begins and closes the provider while the round runs
+            raise SandboxError("the engine client is closed")
+
+    provider = ClosedUnderIt(Settings.from_env({"LOOPWRIGHT_DATA_DIR": str(tmp_path)}))
+    with structlog.testing.capture_logs() as logs:
+        reaper = threading.Thread(target=reap_now_and_then, args=(provider, stop, 0.05))
+        reaper.start()
+        reaper.join(5)
+    assert not reaper.is_alive()
+    assert len(provider.rounds) == 1
+    assert [(line["log_level"], line["event"]) for line in logs] == [
+        ("info", "reaping round cut short by the shutdown")
+    ]
