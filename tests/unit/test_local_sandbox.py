@@ -340,6 +340,19 @@ def test_provider_close_removes_open_sandboxes(tmp_path: Path, tree: Path) -> No
     assert not first.root.exists() and not second.root.exists()
 
 
+def test_provider_close_removes_every_sandbox_it_can_and_names_the_one_it_cannot(
+    tmp_path: Path, tree: Path
+) -> None:
+    provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "boxes")
+    stuck, other = (provider.create(f"m-{n}", tree, network=False) for n in (1, 2))
+    # A tree that cannot be removed: its directory replaced by a link, which rmtree refuses.
+    stuck.root.rename(tmp_path / "moved")
+    stuck.root.symlink_to(tmp_path / "moved")
+    with pytest.raises(SandboxError, match=f"could not remove the local sandbox {stuck.root}"):
+        provider.close()
+    assert not other.root.exists()
+
+
 def test_create_from_a_missing_tree_fails(provider: LocalProvider, tmp_path: Path) -> None:
     with pytest.raises(SandboxError, match="not a directory"):
         provider.create("m", tmp_path / "missing", network=False)

@@ -99,10 +99,17 @@ class LocalProvider:
         return env
 
     def close(self) -> None:
-        """Remove any sandbox this provider created that is still open."""
+        """Remove any sandbox this provider created that is still open: every one, even
+        after one fails; `SandboxError` then names each that could not be removed."""
+        problems = []
         for sandbox in self._open:
-            sandbox.close()
+            try:
+                sandbox.close()
+            except SandboxError as exc:
+                problems.append(str(exc))
         self._open.clear()
+        if problems:
+            raise SandboxError("; ".join(problems))
 
 
 def _print_notice(text: str) -> None:
