@@ -85,7 +85,8 @@ class InProcessQueue:
     heartbeat thread renews the heartbeats of this queue's running missions and their
     slots every `heartbeat_s` seconds and frees the slots of dead processes
     (`expire_slots(stale_after_s)`); `recover` interrupts only missions whose runner is
-    gone by the same measure.
+    gone by the same measure. `runner` is the identity this queue's claims, slots and
+    heartbeats are under: this process's owner id unless given.
 
     A mission whose `run` raises ends as `error` with the exception's message, redacted by
     `redactor` (token-shaped strings by default; pass one built with `Settings.secrets()`).
@@ -108,7 +109,7 @@ class InProcessQueue:
         *,
         global_cap: int | None = None,
         installation_cap: int | None = None,
-        holder: str | None = None,
+        runner: str | None = None,
         redactor: Redactor | None = None,
         retry_s: float = 1.0,
         heartbeat_s: float = 10.0,
@@ -132,7 +133,7 @@ class InProcessQueue:
         self._concurrency = concurrency
         self._global_cap = global_cap or concurrency
         self._installation_cap = installation_cap
-        self._holder = holder or owner_id()
+        self._runner = runner or owner_id()
         self._redactor = redactor or Redactor()
         self._retry_s = retry_s
         self._heartbeat_s = heartbeat_s
@@ -153,12 +154,6 @@ class InProcessQueue:
         heartbeat, which would otherwise keep them alive."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._runner = owner_id()
-
-    @property
-    def holder(self) -> str:
-        """The owner id this queue's slots are held under."""
-        return self._holder
 
     def submit(self, mission_id: str) -> None:
         if not self._stopping.is_set():
@@ -252,7 +247,7 @@ class InProcessQueue:
             if installation in refused:
                 continue
             slot = self._store.acquire_slot(
-                mission_id, installation, self._holder, self._global_cap, self._installation_cap
+                mission_id, installation, self._runner, self._global_cap, self._installation_cap
             )
             if slot is None:
                 if installation is None or self._installation_cap is None:
@@ -268,7 +263,7 @@ class InProcessQueue:
                     self._release(mission_id)
                 raise
             if claim is None:
-                # Claimed by another process, or cancelled; a slot this holder already had
+                # Claimed by another process, or cancelled; a slot this runner already had
                 # is the claiming run's (another queue of this process), not this call's.
                 if slot == "taken":
                     self._release(mission_id)
@@ -296,7 +291,7 @@ class InProcessQueue:
 
     def _release(self, mission_id: str) -> None:
         try:
-            self._store.release_slot(mission_id, self._holder)
+            self._store.release_slot(mission_id, self._runner)
         except SQLAlchemyError as exc:
             log.error("could not give a mission slot back", mission=mission_id, error=str(exc))
             with self._lock:
@@ -315,7 +310,7 @@ class InProcessQueue:
         with self._lock:
             unreleased = sorted(self._unreleased)
         for mission_id in unreleased:
-            self._store.release_slot(mission_id, self._holder)
+            self._store.release_slot(mission_id, self._runner)
             with self._lock:
                 self._unreleased.discard(mission_id)
         with self._lock:
@@ -323,7 +318,7 @@ class InProcessQueue:
         for mission_id in running:
             # What tells a restarted server on another host that this worker lives.
             self._store.touch_runner(mission_id, self._runner)
-        self._store.heartbeat_slots(self._holder, running)
+        self._store.heartbeat_slots(self._runner, running)
         expired = self._store.expire_slots(self._stale_after_s)
         if expired:
             log.warning("freed the mission slots of a stopped process", missions=expired)

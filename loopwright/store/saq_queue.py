@@ -135,11 +135,13 @@ class SaqQueue:
         global_cap: int | None = None,
         installation_cap: int | None = None,
         clock: Callable[[], float] = time.time,
+        runner: str | None = None,
     ) -> None:
         """`global_cap` and `installation_cap`: missions at once across every worker, and
         of one installation, held by the store's mission slots where the store has them
         (`global_cap` defaults to `concurrency`). `clock`: this host's time, which a worker
-        compares with the database's and the queue's."""
+        compares with the database's and the queue's. `runner`: the identity its claims,
+        slots and heartbeats are under (this process's owner id unless given)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         if heartbeat_s < 3:
@@ -154,7 +156,7 @@ class SaqQueue:
         self._requeue_s = requeue_s
         self._caps = (global_cap or concurrency, installation_cap)
         self._clock = clock
-        self._runner = owner_id()
+        self._runner = runner or owner_id()
         self._lock = threading.Lock()
         self._connecting = threading.Lock()
         self._running: set[str] = set()

@@ -453,9 +453,9 @@ def test_a_stale_workers_run_end_does_not_free_the_slot_of_the_worker_that_took_
 
         return mission
 
+    # A is a worker of another host.
     worker_a = SaqQueue(stalled, run(a_started, a_end), 1, url=redis_service.url,
-                        heartbeat_s=3, global_cap=1)  # fmt: skip
-    worker_a._runner = OTHER_HOST  # a worker of another host
+                        heartbeat_s=3, global_cap=1, runner=OTHER_HOST)  # fmt: skip
     worker_b = SaqQueue(store, run(b_started, b_end), 1, url=redis_service.url,
                         heartbeat_s=3, requeue_s=0.5, global_cap=1)  # fmt: skip
     a_result: list[str] = []

@@ -403,8 +403,10 @@ def test_a_live_workers_mission_survives_a_restarted_servers_recover(store: Stor
         release.wait(20)
         store.set_status(mid, "verified", expect="running")
 
-    worker = InProcessQueue(store, run, concurrency=1, heartbeat_s=0.1, stale_after_s=0.5)
-    worker._runner = "workerhost.invalid:42:9"  # a worker of another host
+    worker = InProcessQueue(
+        store, run, concurrency=1, heartbeat_s=0.1, stale_after_s=0.5,
+        runner="workerhost.invalid:42:9",  # a worker of another host
+    )  # fmt: skip
     try:
         worker.start()
         worker.submit(mission_id)
