@@ -221,22 +221,24 @@ def open_runtime(
         if feeder is not None:
             feeder.join(timeout=5)
         if reaper is not None:
-            # A round under way is not waited for long: its removals are the engine's, and
-            # the next process's rounds finish the work. The missions' own grace follows.
+            # A round under way is not waited for long: it runs on to its end on its daemon
+            # thread, and removes only other processes' sandboxes (never this one's, whose
+            # missions may run on past the grace below).
             reaper.join(timeout=REAPER_STOP_S)
         if queue is not None and not queue.stop(timeout=STOP_GRACE_S) and worker:
             # A server's missions end with it (the next start marks them interrupted); a
             # worker's run on, so a SIGTERM costs no retry.
             _wait_for_missions(queue)
-        if provider is not None:
-            provider.close()
-        store.close()
+        try:
+            if provider is not None:
+                provider.close()
+        finally:
+            store.close()  # its pending writes flushed, whatever the provider's close raised
 
 
 REAPER_STOP_S = 2.0
 """How long a stopping process waits for a reaping round under way before it goes on to
-its missions and closes the provider under it (the round then ends on its next engine
-call, and says so quietly)."""
+its missions and closes the provider (the round runs on to its end, or to the process's)."""
 
 STOP_GRACE_S = 30.0
 """How long a stopping process waits for its running missions before it stops their queue
@@ -299,9 +301,6 @@ def reap_now_and_then(provider: SandboxProvider, stop: threading.Event, every_s:
         try:
             removed = provider.reap_abandoned()
         except Exception as exc:  # noqa: BLE001 - logged; the next round tries again
-            if stop.is_set():  # the process is stopping and closed the provider under it
-                log.info("reaping round cut short by the shutdown", error=str(exc))
-                return
             log.error("sandboxes of gone processes not reaped", error=str(exc))
             continue
         if removed:
@@ -361,9 +360,11 @@ def start_up_once(
             thread.join(60)
         return interrupted
     finally:
-        if provider is not None:
-            provider.close()
-        store.close()
+        try:
+            if provider is not None:
+                provider.close()
+        finally:
+            store.close()
 
 
 class _NoQueue:

@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-import structlog.testing
 
-from loopwright.app.runtime import REAP_JITTER, reap_now_and_then
+from loopwright.app.runtime import REAP_JITTER, open_runtime, reap_now_and_then
 from loopwright.config import ConfigError, Settings
 from loopwright.sandbox.base import SandboxError
 from loopwright.sandbox.local import LocalProvider
+from loopwright.store.group_commit import GroupCommitClosed
 from tests.integration.app_harness import app_world
 from tests.scenarios import CORRECT
 
@@ -116,24 +116,24 @@ def test_a_stopping_server_does_not_wait_out_a_reaping_round_under_way(tmp_path:
             provider.release.set()
 
 
-def test_a_round_the_shutdown_cuts_short_ends_the_timer_without_an_error(tmp_path: Path) -> None:
-    """The provider closed under a round makes it fail: while stopping, that is expected,
-    and said as such, not logged as reaping that failed."""
-    stop = threading.Event()
+class CloseFails(LocalProvider):
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings.sandbox_limits)
 
-    class ClosedUnderIt(CountingProvider):
-        def reap_abandoned(self) -> list[str]:
-            super().reap_abandoned()
-            stop.set()  # the shutdown begins and closes the provider while the round runs
-            raise SandboxError("the engine client is closed")
+    def close(self) -> None:
+        super().close()
+        raise SandboxError("could not remove the local sandbox /tmp/x: busy")
 
-    provider = ClosedUnderIt(Settings.from_env({"LOOPWRIGHT_DATA_DIR": str(tmp_path)}))
-    with structlog.testing.capture_logs() as logs:
-        reaper = threading.Thread(target=reap_now_and_then, args=(provider, stop, 0.05))
-        reaper.start()
-        reaper.join(5)
-    assert not reaper.is_alive()
-    assert len(provider.rounds) == 1
-    assert [(line["log_level"], line["event"]) for line in logs] == [
-        ("info", "reaping round cut short by the shutdown")
-    ]
+
+def test_a_provider_that_fails_to_close_still_lets_the_store_close(tmp_path: Path) -> None:
+    """The store is closed last, whatever the provider's close raised: its writer finishes
+    what is pending and takes nothing more."""
+    with app_world(tmp_path, CORRECT, serve=False) as world:
+        with (
+            pytest.raises(SandboxError, match="could not remove the local sandbox"),
+            open_runtime(world.settings, provider_factory=CloseFails) as runtime,
+        ):
+            store = runtime.store
+            store.accept_delivery("d-before", "ping", None, decision="ignored: ping")
+        with pytest.raises(GroupCommitClosed):
+            store.accept_delivery("d-after", "ping", None, decision="ignored: ping")
