@@ -86,7 +86,9 @@ class InProcessQueue:
     slots every `heartbeat_s` seconds and frees the slots of dead processes
     (`expire_slots(stale_after_s)`); `recover` interrupts only missions whose runner is
     gone by the same measure. `runner` is the identity this queue's claims, slots and
-    heartbeats are under: this process's owner id unless given.
+    heartbeats are under: this process's owner id unless given. Only a stand-in for a
+    process elsewhere (a test's) passes another: a reaper on another host takes a sandbox
+    whose owner label differs from its mission's runner for abandoned.
 
     A mission whose `run` raises ends as `error` with the exception's message, redacted by
     `redactor` (token-shaped strings by default; pass one built with `Settings.secrets()`).

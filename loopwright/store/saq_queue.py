@@ -141,7 +141,8 @@ class SaqQueue:
         of one installation, held by the store's mission slots where the store has them
         (`global_cap` defaults to `concurrency`). `clock`: this host's time, which a worker
         compares with the database's and the queue's. `runner`: the identity its claims,
-        slots and heartbeats are under (this process's owner id unless given)."""
+        slots and heartbeats are under: this process's owner id unless given, which the
+        sandboxes' owner labels must match (see `InProcessQueue`)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         if heartbeat_s < 3:
