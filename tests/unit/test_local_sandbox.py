@@ -329,6 +329,19 @@ def test_close_removes_the_directory_and_is_idempotent(sandbox: LocalSandbox) ->
         sandbox.exec("true", timeout_s=5)
 
 
+def test_close_removes_a_tree_deeper_than_pythons_recursion_limit(
+    provider: LocalProvider, tree: Path
+) -> None:
+    # A hostile command can nest directories past what a recursive walk can follow: the
+    # close must still remove them, not raise RecursionError out of the mission's cleanup.
+    box = provider.create("deep", tree, network=False)
+    deep = 'python3 -c \'import os\nfor _ in range(1500):\n    os.mkdir("d"); os.chdir("d")\''
+    made = box.exec(deep, timeout_s=60)
+    assert made.exit_code == 0, made.output
+    box.close()
+    assert not box.root.exists()
+
+
 def test_provider_close_removes_open_sandboxes(tmp_path: Path, tree: Path) -> None:
     provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "boxes")
     assert provider.kind == "local"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -257,12 +258,29 @@ class LocalSandbox:
 
 
 def remove_tree(root: Path) -> None:
-    """Delete a sandbox directory, including read-only trees (e.g. Go's module cache)."""
+    """Delete a sandbox directory, whatever its commands left in it: read-only or unreadable
+    directories (Go's module cache), and trees deeper than Python's recursion limit, which
+    `shutil.rmtree` (recursive in this Python) cannot walk. For those, coreutils' `chmod -R`
+    and `rm -rf` walk any depth without recursion and never follow a link inside the tree;
+    nothing from the tree runs. Raises `OSError` when the tree is still there."""
     try:
         shutil.rmtree(root)
+        return
     except FileNotFoundError:
         return
-    except PermissionError:
-        for dirpath, _, _ in os.walk(root):  # walk does not follow symlinks out of the tree
-            os.chmod(dirpath, stat.S_IRWXU)
-        shutil.rmtree(root)
+    except (OSError, RecursionError):
+        if root.is_symlink() or not root.is_dir():
+            raise
+    problems = []
+    for argv in (
+        ["chmod", "-R", "u+rwx", "--", str(root)],
+        ["rm", "-rf", "--one-file-system", "--", str(root)],
+    ):
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, env=_COREUTILS)
+        if done.returncode != 0:
+            problems.append(done.stderr.strip()[-300:])
+    if os.path.lexists(root):
+        raise OSError(errno.ENOTEMPTY, f"{root} is still there ({'; '.join(problems)})")
+
+
+_COREUTILS = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
