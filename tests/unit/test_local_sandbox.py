@@ -336,10 +336,15 @@ def test_close_removes_a_tree_deeper_than_pythons_recursion_limit(
     # close must still remove them, not raise RecursionError out of the mission's cleanup.
     box = provider.create("deep", tree, network=False)
     deep = 'python3 -c \'import os\nfor _ in range(1500):\n    os.mkdir("d"); os.chdir("d")\''
-    made = box.exec(deep, timeout_s=60)
-    assert made.exit_code == 0, made.output
-    box.close()
-    assert not box.root.exists()
+    try:
+        made = box.exec(deep, timeout_s=60)
+        assert made.exit_code == 0, made.output
+        box.close()
+        assert not box.root.exists()
+    finally:
+        # Whatever failed above, no tree this deep is left for pytest's own (recursive)
+        # clean-up of old temporary directories to trip over in a later run.
+        subprocess.run(["rm", "-rf", "--", str(box.root)], check=False)
 
 
 def test_provider_close_removes_open_sandboxes(tmp_path: Path, tree: Path) -> None:
