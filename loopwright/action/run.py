@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
 import sys
 import uuid
 from collections.abc import Callable, Mapping
@@ -54,6 +53,7 @@ from loopwright.repo_config import RepoConfig, load_repo_config
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxError, SandboxProvider
 from loopwright.sandbox.factory import get_provider, sandbox_config
+from loopwright.sandbox.hosttree import discard_tree
 from loopwright.sandbox.workspace import WorkspaceError
 from loopwright.secret_env import SECRET_VARIABLES, HandoffError, restart_without_secrets
 
@@ -215,7 +215,7 @@ class ActionRun:
                 self.tracker.finish(
                     TrackedOutcome("error", message="the mission stopped unexpectedly")
                 )
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            discard_tree(self.scratch)
 
     def _track(self, request: MissionRequest, session: RepoSession) -> None:
         """👀 on the command and the App's tracking comment, before anything is cloned; what

@@ -8,7 +8,6 @@ handler only stores the mission, so it can answer GitHub at once.
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +38,7 @@ from loopwright.redaction import Redactor, redacted_result
 from loopwright.repo_config import RepoConfig
 from loopwright.request import MissionRequest
 from loopwright.sandbox.base import SandboxProvider
+from loopwright.sandbox.hosttree import discard_tree
 from loopwright.store.missions import MissionTakenOver, current_claim
 from loopwright.store.repository import Store
 
@@ -245,7 +245,7 @@ class AppMissionRunner:
         workdir = self.settings.data_dir / "missions" / mission_id
         if stored is not None and stored.attempts > 1:
             # This start begins from nothing: whatever a lost worker's start left goes.
-            shutil.rmtree(workdir, ignore_errors=True)
+            discard_tree(workdir)
         github_delivery = GitHubDelivery(
             request=request,
             session=session,
@@ -294,7 +294,7 @@ class AppMissionRunner:
                 if failure:
                     self.store.set_status(mission_id, "error", message=redactor.text(failure))
         finally:
-            shutil.rmtree(workdir / "checkout", ignore_errors=True)
+            discard_tree(workdir / "checkout")
 
     def _track(
         self,

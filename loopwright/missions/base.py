@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from loopwright.cancellation import Cancellation, Cancelled
 from loopwright.config import ConfigError, Settings
 from loopwright.events import EventBus, PhaseName
 from loopwright.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxProvider
+from loopwright.sandbox.hosttree import discard_tree
 from loopwright.sandbox.workspace import WorkspaceError
 from loopwright.verify.detect import DetectionError
 from loopwright.verify.diff import PatchError
@@ -176,7 +176,7 @@ def conclude(
     (workdir / "result.json").write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
     if result.patch:
         (workdir / "patch.diff").write_bytes(result.patch.encode("utf-8", "surrogateescape"))
-    shutil.rmtree(workdir / "trees", ignore_errors=True)
+    discard_tree(workdir / "trees")
 
 
 @contextlib.contextmanager

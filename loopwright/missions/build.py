@@ -27,7 +27,13 @@ from loopwright.config import ConfigError, Settings, effective_network
 from loopwright.events import EventBus
 from loopwright.missions.base import Mission, MissionFailed, Outcome
 from loopwright.missions.standby import Standby
-from loopwright.missions.trees import changed_files, read_text, tree_files, write_into_sandbox
+from loopwright.missions.trees import (
+    changed_files,
+    patch_depth_problem,
+    read_text,
+    tree_files,
+    write_into_sandbox,
+)
 from loopwright.missions.verification import setup_phase
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.repo_config import load_repo_config
@@ -230,6 +236,11 @@ class BuildMission(Mission[BuildResult]):
 
     def _verify(self, base: Path, patch: str) -> tuple[Path, bool]:
         self.events.enter("verify")
+        too_deep = patch_depth_problem(patch)
+        if too_deep is not None:
+            # Refused before a copy of the tree is made: the host never walks such a path.
+            self.events.leave("verify", "unverified")
+            raise MissionFailed("unverified", too_deep)
         tree = copy_tree(base, self.workdir / "trees" / "verify")
         apply_patch(tree, patch)
         reasons: list[str] = []

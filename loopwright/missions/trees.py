@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from loopwright.sandbox.base import Sandbox, SandboxError
+from loopwright.sandbox.hosttree import MAX_DEPTH, depth_problem, shorten
 from loopwright.verify.diff import parse_patch
 from loopwright.verify.testfiles import Status as ChangeStatus
 
@@ -43,6 +44,19 @@ def changed_files(patch: str) -> list[tuple[str, ChangeStatus]]:
             status: ChangeStatus = "modified" if file.status == "renamed" else file.status
             out.append((file.path, status))
     return list(dict.fromkeys(out))
+
+
+def patch_depth_problem(patch: str) -> str | None:
+    """Why `patch` cannot be verified or delivered: a path it writes is nested deeper than a
+    tree on the host may be (`hosttree.MAX_DEPTH`); None when every path is within it."""
+    too_deep = depth_problem(path for path, _status in changed_files(patch))
+    if too_deep is None:
+        return None
+    path, levels = too_deep
+    return (
+        f"the patch writes {shorten(path)}, a path nested {levels} directories deep; "
+        f"Loopwright verifies and delivers paths up to {MAX_DEPTH} deep"
+    )
 
 
 def tree_files(root: Path) -> list[str]:

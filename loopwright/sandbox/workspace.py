@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from loopwright import git as host_git
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
+from loopwright.sandbox.hosttree import MAX_DEPTH, depth_problem, shorten
 
 # Options for git *inside* a sandbox: the tree there is disposable, but the export still
 # must not run anything the model configured. The identity spares git its default one,
@@ -96,7 +97,8 @@ def snapshot(source: Path, dest: Path) -> str:
     """Copy the working tree of the repository at `source` (tracked and untracked files
     that are not ignored) into `dest` as a fresh one-commit repository.
 
-    Returns the source's HEAD commit, or "" for a repository without commits.
+    Returns the source's HEAD commit, or "" for a repository without commits. A tree holding
+    a path deeper than `hosttree.MAX_DEPTH` is refused before anything is copied.
     """
     if not source.is_dir():
         raise WorkspaceError(f"{source} is not a directory; pass a git repository path or URL")
@@ -105,8 +107,17 @@ def snapshot(source: Path, dest: Path) -> str:
         raise WorkspaceError(f"{source} is not a git repository; run `git init` there first")
     listed = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
     head = git(["rev-parse", "--verify", "-q", "HEAD"], root, check=False).strip()
+    paths = sorted(set(filter(None, listed.split("\0"))))
+    too_deep = depth_problem(paths)
+    if too_deep is not None:
+        path, levels = too_deep
+        raise WorkspaceError(
+            f"the repository holds {shorten(path)}, a path nested {levels} directories deep; "
+            f"Loopwright copies trees up to {MAX_DEPTH} deep. Move or remove it (an untracked "
+            "file can also be listed in .gitignore) and run again"
+        )
     dest.mkdir(parents=True, exist_ok=False)
-    for rel in sorted(set(filter(None, listed.split("\0")))):
+    for rel in paths:
         if rel.endswith("/") or _names_git_dir(rel):
             continue  # a nested repository or its metadata is never copied or acted on
         if not _inside(root, rel):

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from loopwright.config import SandboxLimits
 from loopwright.sandbox.base import SandboxError
+from loopwright.sandbox.hosttree import MAX_DEPTH, remove_tree
 from loopwright.sandbox.isolation import choose_isolation, make_undumpable
-from loopwright.sandbox.local.sandbox import LocalSandbox, remove_tree
+from loopwright.sandbox.local.sandbox import LocalSandbox
 
 
 class LocalProvider:
@@ -67,6 +68,15 @@ class LocalProvider:
         except (OSError, shutil.Error) as exc:
             remove_tree(root)
             raise SandboxError(f"could not copy {tree} into a local sandbox: {exc}") from exc
+        except RecursionError:
+            remove_tree(root)
+            raise SandboxError(
+                f"could not copy {tree} into a local sandbox: a path in it is nested deeper "
+                f"than the copy can walk (a snapshot holds none deeper than {MAX_DEPTH})"
+            ) from None
+        except BaseException:
+            remove_tree(root)  # an interrupt leaves no copy behind either
+            raise
         if self._notice is not None:
             # Once per provider: where commands cannot run as the unprivileged user.
             self._notice(self.isolation.note)

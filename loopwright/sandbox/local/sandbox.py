@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import errno
 import os
 import shutil
 import stat
@@ -24,6 +23,7 @@ from loopwright.sandbox.base import (
     RawCallback,
     SandboxError,
 )
+from loopwright.sandbox.hosttree import make_dirs, remove_tree
 from loopwright.sandbox.isolation import LAUNCHER, Isolation
 from loopwright.sandbox.local.processes import PipeReader, emit, pump, stop
 from loopwright.sandbox.output import CappedOutput
@@ -146,9 +146,8 @@ class LocalSandbox:
         self._require_open()
         target = resolve_inside(self.workspace, path, for_write=True)
         rel = normalize_relative(path)
-        missing = [d for d in (target.parent, *target.parent.parents) if not d.exists()]
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            missing = make_dirs(target.parent)
         except (FileExistsError, NotADirectoryError):
             raise FileToolError(
                 f"cannot write {rel}: one of its parent directories is a file"
@@ -255,32 +254,3 @@ class LocalSandbox:
                 "repository. The path must stay inside the repository."
             )
         return os.path.relpath(resolved, root)
-
-
-def remove_tree(root: Path) -> None:
-    """Delete a sandbox directory, whatever its commands left in it: read-only or unreadable
-    directories (Go's module cache), and trees deeper than Python's recursion limit, which
-    `shutil.rmtree` (recursive in this Python) cannot walk. For those, coreutils' `chmod -R`
-    and `rm -rf` walk any depth without recursion and never follow a link inside the tree;
-    nothing from the tree runs. Raises `OSError` when the tree is still there."""
-    try:
-        shutil.rmtree(root)
-        return
-    except FileNotFoundError:
-        return
-    except (OSError, RecursionError):
-        if root.is_symlink() or not root.is_dir():
-            raise
-    problems = []
-    for argv in (
-        ["chmod", "-R", "u+rwx", "--", str(root)],
-        ["rm", "-rf", "--one-file-system", "--", str(root)],
-    ):
-        done = subprocess.run(argv, capture_output=True, text=True, check=False, env=_COREUTILS)
-        if done.returncode != 0:
-            problems.append(done.stderr.strip()[-300:])
-    if os.path.lexists(root):
-        raise OSError(errno.ENOTEMPTY, f"{root} is still there ({'; '.join(problems)})")
-
-
-_COREUTILS = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}

@@ -1,0 +1,135 @@
+"""A repository or a model that nests a path deeper than the host's walkers can go.
+
+Git stores a path 1,200 directories deep; Python's copies, walks and removals of it raise
+`RecursionError`. The real CLI runs each case: the snapshot refuses such a repository with
+what to fix, verification refuses such a patch with why, nothing is left in the data
+directory, and the user's tree is untouched.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwright.sandbox.hosttree import MAX_DEPTH, remove_tree
+from tests.conftest import init_repo, step, tool
+from tests.integration.test_adversarial import hostile_session, tree_digest
+from tests.scenarios import EDIT, FIX_NEW, PLAN, model_env
+
+LEVELS = 1_200
+
+
+@pytest.fixture
+def cleanup() -> Iterator[list[Path]]:
+    """Deep trees the test made, removed by the test itself whatever fails: pytest's own
+    clean-up of old temporary directories recurses and would trip over one left behind."""
+    trees: list[Path] = []
+    yield trees
+    for tree in trees:
+        remove_tree(tree)
+
+
+def nest(root: Path, top: str) -> str:
+    """A file `LEVELS` directories below `root/top`, made by coreutils; its relative path."""
+    folder = "/".join([top, *["d"] * LEVELS])
+    subprocess.run(["mkdir", "-p", "--", str(root / folder)], check=True)
+    (root / folder / "leaf.txt").write_text("deep\n")
+    return f"{folder}/leaf.txt"
+
+
+@pytest.mark.parametrize("source", ["path", "url"])
+def test_a_repository_nesting_a_path_too_deep_is_refused_with_what_to_fix(
+    example_repo: Any, scripted: Any, run_cli: Any, tmp_path: Path, cleanup: list[Path],
+    source: str,
+) -> None:  # fmt: skip
+    """Before, the snapshot raised `RecursionError` out of the mission. A clone (the URL
+    case) holds the path too: it is removed with the mission's other trees."""
+    repo = example_repo("python-invoice")
+    cleanup += [repo / "vendor", tmp_path / "data"]
+    nest(repo, "vendor")
+    init_repo(repo)
+    before = tree_digest(repo / "invoice")
+    server = scripted(hostile_session())
+    target = str(repo) if source == "path" else f"file://{repo}"
+    run = run_cli("fix", target, "--sandbox", "local", env=model_env(server))
+    assert run.exit_code == 2, run.stderr
+    assert run.result["status"] == "error"
+    assert run.result["message"] == (
+        f"the repository holds vendor/d/d/…({LEVELS - 4} more)…/d/d/leaf.txt, a path nested "
+        f"{LEVELS + 1} directories deep; Loopwright copies trees up to {MAX_DEPTH} deep. Move "
+        "or remove it (an untracked file can also be listed in .gitignore) and run again"
+    )
+    assert run.of_type("error")[-1]["kind"] == "WorkspaceError"
+    assert run.of_type("done")
+    mission = tmp_path / "data" / "missions" / run.result["mission"]
+    assert (mission / "result.json").is_file()
+    assert not (mission / "trees").exists()
+    assert tree_digest(repo / "invoice") == before
+
+
+@pytest.mark.parametrize("sandbox", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_patch_writing_a_path_too_deep_is_refused_by_verification(
+    example_repo: Any, scripted: Any, run_cli: Any, tmp_path: Path, cleanup: list[Path],
+    sandbox: str,
+) -> None:  # fmt: skip
+    """The model fixes the bug and also makes a file 1,201 directories deep. Before,
+    verification's copy of the tree raised `RecursionError` and the mission lost its result;
+    now it is not verified, for that reason, and nothing is applied."""
+    repo = example_repo("python-invoice")
+    cleanup += [tmp_path / "data", repo / ".deep"]  # .deep: should a regression apply it
+    before = tree_digest(repo)
+    folder = "/".join([".deep", *["d"] * LEVELS])
+    make = tool("run_command", command=f"mkdir -p {folder} && echo deep > {folder}/leaf.txt")
+    server = scripted(hostile_session(make, fix=True))
+    run = run_cli("fix", str(repo), "--sandbox", sandbox, env=model_env(server))
+    assert run.exit_code == 1, run.stderr
+    assert run.result["status"] == "unverified"
+    assert run.result["message"] == (
+        f"the patch writes .deep/d/d/…({LEVELS - 4} more)…/d/d/leaf.txt, a path nested "
+        f"{LEVELS + 1} directories deep; Loopwright verifies and delivers paths up to "
+        f"{MAX_DEPTH} deep"
+    )
+    assert f"+++ b/{folder}/leaf.txt" in run.result["patch"]
+    assert FIX_NEW in run.result["patch"]
+    verify = [e for e in run.of_type("stage") if e["stage"] == "verify"]
+    assert verify[-1]["status"] == "unverified"
+    assert not run.of_type("error")
+    mission = tmp_path / "data" / "missions" / run.result["mission"]
+    assert (mission / "patch.diff").read_text() == run.result["patch"]
+    assert not (mission / "trees").exists()
+    assert tree_digest(repo) == before
+    assert not list(Path("/tmp").glob(f"loopwright-{run.result['mission'][:20]}*"))
+
+
+def test_an_attempt_writing_a_path_too_deep_fails_and_the_next_one_is_verified(
+    example_repo: Any, scripted: Any, run_cli: Any, tmp_path: Path, cleanup: list[Path]
+) -> None:
+    """With independent attempts, such a patch does not pass its attempt (the reason says
+    why), the path is undone, and the next attempt's fix alone is verified."""
+    repo = example_repo("python-invoice")
+    cleanup += [tmp_path / "data", repo / ".deep"]  # .deep: should a regression apply it
+    folder = "/".join([".deep", *["d"] * LEVELS])
+    make = tool("run_command", command=f"mkdir -p {folder} && echo deep > {folder}/leaf.txt")
+    tests = tool("run_command", command="python -m pytest -q")
+    finish = tool("finish", summary="done")
+    server = scripted(
+        [step(PLAN), step(EDIT), step(make), step(finish), step(EDIT), step(tests), step(finish)]
+    )
+    env = model_env(server, LOOPWRIGHT_ATTEMPTS="nano=2", LOOPWRIGHT_ATTEMPT_STEPS="6")
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=env)
+    assert run.exit_code == 0, run.stderr
+    assert run.result["status"] == "verified"
+    attempts = [(e["attempt"], e["status"]) for e in run.of_type("attempt")]
+    assert attempts == [(1, "started"), (1, "failed"), (2, "started"), (2, "passed")]
+    assert run.of_type("attempt")[1]["reason"] == (
+        f"the patch writes .deep/d/d/…({LEVELS - 4} more)…/d/d/leaf.txt, a path nested "
+        f"{LEVELS + 1} directories deep; Loopwright verifies and delivers paths up to "
+        f"{MAX_DEPTH} deep"
+    )
+    assert ".deep" not in run.result["patch"] and FIX_NEW in run.result["patch"]
+    assert FIX_NEW in (repo / "invoice/totals.py").read_text()
+    assert not list(Path("/tmp").glob(f"loopwright-{run.result['mission'][:20]}*"))
