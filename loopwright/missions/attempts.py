@@ -28,7 +28,7 @@ from loopwright.config import NetworkMode, Settings
 from loopwright.events import EventBus
 from loopwright.instructions import RepoInstructions
 from loopwright.missions.base import timed_phase
-from loopwright.missions.trees import patch_depth_problem, read_text, restore_base, tree_files
+from loopwright.missions.trees import patch_path_problem, read_text, restore_base, tree_files
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.repo_config import RepoConfig
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
@@ -252,9 +252,9 @@ class Attempts:
             return False, outcome.reason or "the attempt ended without finish"
         if not patch.strip():
             return False, "the attempt finished without changing anything"
-        too_deep = patch_depth_problem(patch)
-        if too_deep is not None:
-            return False, too_deep
+        unfit = patch_path_problem(patch)
+        if unfit is not None:
+            return False, unfit
         check = run_suite(self.sandbox, self.plan, timeout_s=self.settings.command_timeout_s)
         if _passes(check):
             return True, ""

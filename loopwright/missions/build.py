@@ -29,7 +29,7 @@ from loopwright.missions.base import Mission, MissionFailed, Outcome
 from loopwright.missions.standby import Standby
 from loopwright.missions.trees import (
     changed_files,
-    patch_depth_problem,
+    patch_path_problem,
     read_text,
     tree_files,
     write_into_sandbox,
@@ -236,11 +236,11 @@ class BuildMission(Mission[BuildResult]):
 
     def _verify(self, base: Path, patch: str) -> tuple[Path, bool]:
         self.events.enter("verify")
-        too_deep = patch_depth_problem(patch)
-        if too_deep is not None:
+        unfit = patch_path_problem(patch)
+        if unfit is not None:
             # Refused before a copy of the tree is made: the host never walks such a path.
             self.events.leave("verify", "unverified")
-            raise MissionFailed("unverified", too_deep)
+            raise MissionFailed("unverified", unfit)
         tree = copy_tree(base, self.workdir / "trees" / "verify")
         apply_patch(tree, patch)
         reasons: list[str] = []

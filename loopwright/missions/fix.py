@@ -36,7 +36,7 @@ from loopwright.missions.delivery import Deliverer, apply_locally
 from loopwright.missions.reproduction import Flaky, reproduce
 from loopwright.missions.result import MissionResult
 from loopwright.missions.standby import Standby
-from loopwright.missions.trees import patch_depth_problem, write_into_sandbox, write_into_tree
+from loopwright.missions.trees import patch_path_problem, write_into_sandbox, write_into_tree
 from loopwright.missions.verification import (
     VerificationLayout,
     plan_verification,
@@ -314,11 +314,11 @@ class FixMission(Mission[MissionResult]):
         product changes; test and test-configuration changes stay out unless the repository
         allows them, and new test files run in a separate pass."""
         self.events.enter("verify")
-        too_deep = patch_depth_problem(patch)
-        if too_deep is not None:
+        unfit = patch_path_problem(patch)
+        if unfit is not None:
             # Refused before a copy of the tree is made: the host never walks such a path.
             self.events.leave("verify", "unverified")
-            raise MissionFailed("unverified", too_deep)
+            raise MissionFailed("unverified", unfit)
         protected = (
             repo.protected_paths if repo.protected_paths is not None else DEFAULT_PROTECTED_PATHS
         )

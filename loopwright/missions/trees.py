@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from loopwright.sandbox.base import Sandbox, SandboxError
-from loopwright.sandbox.hosttree import MAX_DEPTH, depth_problem, shorten
+from loopwright.sandbox.hosttree import path_problem
 from loopwright.verify.diff import parse_patch
 from loopwright.verify.testfiles import Status as ChangeStatus
 
@@ -46,17 +46,13 @@ def changed_files(patch: str) -> list[tuple[str, ChangeStatus]]:
     return list(dict.fromkeys(out))
 
 
-def patch_depth_problem(patch: str) -> str | None:
-    """Why `patch` cannot be verified or delivered: a path it writes is nested deeper than a
-    tree on the host may be (`hosttree.MAX_DEPTH`); None when every path is within it."""
-    too_deep = depth_problem(path for path, _status in changed_files(patch))
-    if too_deep is None:
+def patch_path_problem(patch: str) -> str | None:
+    """Why `patch` cannot be verified or delivered: a path it writes is too deep or too long
+    for a tree on the host (`hosttree.path_problem`); None when every path can be."""
+    problem = path_problem(path for path, _status in changed_files(patch))
+    if problem is None:
         return None
-    path, levels = too_deep
-    return (
-        f"the patch writes {shorten(path)}, a path nested {levels} directories deep; "
-        f"Loopwright verifies and delivers paths up to {MAX_DEPTH} deep"
-    )
+    return f"the patch writes {problem}, which Loopwright cannot verify or deliver"
 
 
 def tree_files(root: Path) -> list[str]:

@@ -8,9 +8,10 @@ makes them raise `RecursionError`, which is not an `OSError` and escapes the han
 for file errors. Git stores such paths without complaint, and a sandboxed command can make
 them. Two rules keep them out of the code that walks trees:
 
-- No path deeper than `MAX_DEPTH` directories enters a tree the host copies or walks: the
+- No path deeper than `MAX_DEPTH` directories (or too long for the system's calls: over
+  `MAX_PATH_BYTES`, or a name over `NAME_MAX`) enters a tree the host copies or walks: the
   snapshot refuses such a repository, and verification refuses such a patch
-  (`depth_problem` finds the path).
+  (`path_problem` finds the path).
 - The few operations that meet trees nobody has checked (a local sandbox's workspace,
   which its commands fill; a clone, removed whether or not its snapshot was refused) work
   at any depth: `make_dirs`, `remove_tree`, `discard_tree`.
@@ -31,6 +32,14 @@ MAX_DEPTH = 256
 deep). The walkers above use at most two frames a level, so a tree this deep stays well
 inside the recursion limit even below a server's call stack."""
 
+MAX_PATH_BYTES = 2048
+"""The longest relative path a host tree may hold. Its absolute path (a data or temporary
+directory, a mission's folders, then this) must stay under the system's 4,096 bytes, or
+every call on it fails with `ENAMETOOLONG`."""
+
+NAME_MAX = 255
+"""The longest name of one file or directory the file systems take."""
+
 _COREUTILS = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 
 
@@ -39,20 +48,47 @@ def depth(path: str) -> int:
     return path.strip("/").count("/")
 
 
-def depth_problem(paths: Iterable[str]) -> tuple[str, int] | None:
-    """The deepest of `paths` with its depth, when it is deeper than `MAX_DEPTH`."""
-    deepest = max(paths, key=depth, default=None)
-    if deepest is None or depth(deepest) <= MAX_DEPTH:
-        return None
-    return deepest, depth(deepest)
+def path_problem(paths: Iterable[str]) -> str | None:
+    """Why one of `paths` (relative, slash-separated) cannot be in a host tree: nested
+    deeper than `MAX_DEPTH`, longer than `MAX_PATH_BYTES`, or with a name longer than
+    `NAME_MAX`; said as the path and what is wrong with it. None when all of them can."""
+    deepest: tuple[int, str] | None = None
+    longest: tuple[int, str] | None = None
+    named: tuple[int, str, str] | None = None
+    for path in paths:
+        levels = depth(path)
+        if levels > MAX_DEPTH and (deepest is None or levels > deepest[0]):
+            deepest = (levels, path)
+        size = len(os.fsencode(path))
+        if size > MAX_PATH_BYTES and (longest is None or size > longest[0]):
+            longest = (size, path)
+        if named is None and size > NAME_MAX:
+            for name in path.split("/"):
+                if len(os.fsencode(name)) > NAME_MAX:
+                    named = (len(os.fsencode(name)), name, path)
+                    break
+    if deepest is not None:
+        levels, path = deepest
+        return (
+            f"{shorten(path)}, a path nested {levels} directories deep (the limit is {MAX_DEPTH})"
+        )
+    if longest is not None:
+        size, path = longest
+        return f"{shorten(path)}, a path of {size} bytes (the limit is {MAX_PATH_BYTES})"
+    if named is not None:
+        size, _name, path = named
+        return f"{shorten(path)}, with a name of {size} bytes (the limit is {NAME_MAX})"
+    return None
 
 
-def shorten(path: str, keep: int = 3) -> str:
-    """`path` with the middle of a long run of directories elided, for a message."""
+def shorten(path: str, keep: int = 3, width: int = 40) -> str:
+    """`path` for a message: the middle of a long run of directories elided, and the middle
+    of each long name."""
     parts = path.strip("/").split("/")
-    if len(parts) <= 2 * keep + 1:
-        return path
-    return "/".join([*parts[:keep], f"…({len(parts) - 2 * keep} more)…", *parts[-keep:]])
+    if len(parts) > 2 * keep + 1:
+        parts = [*parts[:keep], f"…({len(parts) - 2 * keep} more)…", *parts[-keep:]]
+    half = width // 2
+    return "/".join(p if len(p) <= width else f"{p[:half]}…{p[-half:]}" for p in parts)
 
 
 def make_dirs(path: Path) -> list[Path]:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from loopwright import git as host_git
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
-from loopwright.sandbox.hosttree import MAX_DEPTH, depth_problem, shorten
+from loopwright.sandbox.hosttree import path_problem
 
 # Options for git *inside* a sandbox: the tree there is disposable, but the export still
 # must not run anything the model configured. The identity spares git its default one,
@@ -98,7 +98,8 @@ def snapshot(source: Path, dest: Path) -> str:
     that are not ignored) into `dest` as a fresh one-commit repository.
 
     Returns the source's HEAD commit, or "" for a repository without commits. A tree holding
-    a path deeper than `hosttree.MAX_DEPTH` is refused before anything is copied.
+    a path too deep or too long for the host (`hosttree.path_problem`) is refused before
+    anything is copied.
     """
     if not source.is_dir():
         raise WorkspaceError(f"{source} is not a directory; pass a git repository path or URL")
@@ -108,13 +109,11 @@ def snapshot(source: Path, dest: Path) -> str:
     listed = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root)
     head = git(["rev-parse", "--verify", "-q", "HEAD"], root, check=False).strip()
     paths = sorted(set(filter(None, listed.split("\0"))))
-    too_deep = depth_problem(paths)
-    if too_deep is not None:
-        path, levels = too_deep
+    problem = path_problem(paths)
+    if problem is not None:
         raise WorkspaceError(
-            f"the repository holds {shorten(path)}, a path nested {levels} directories deep; "
-            f"Loopwright copies trees up to {MAX_DEPTH} deep. Move or remove it (an untracked "
-            "file can also be listed in .gitignore) and run again"
+            f"the repository holds {problem}, which Loopwright cannot copy. Move or remove it "
+            "(an untracked file can also be listed in .gitignore) and run again"
         )
     dest.mkdir(parents=True, exist_ok=False)
     for rel in paths:

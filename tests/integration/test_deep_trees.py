@@ -8,6 +8,7 @@ directory, and the user's tree is untouched.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,8 +61,9 @@ def test_a_repository_nesting_a_path_too_deep_is_refused_with_what_to_fix(
     assert run.result["status"] == "error"
     assert run.result["message"] == (
         f"the repository holds vendor/d/d/…({LEVELS - 4} more)…/d/d/leaf.txt, a path nested "
-        f"{LEVELS + 1} directories deep; Loopwright copies trees up to {MAX_DEPTH} deep. Move "
-        "or remove it (an untracked file can also be listed in .gitignore) and run again"
+        f"{LEVELS + 1} directories deep (the limit is {MAX_DEPTH}), which Loopwright cannot "
+        "copy. Move or remove it (an untracked file can also be listed in .gitignore) and run "
+        "again"
     )
     assert run.of_type("error")[-1]["kind"] == "WorkspaceError"
     assert run.of_type("done")
@@ -90,8 +92,8 @@ def test_a_patch_writing_a_path_too_deep_is_refused_by_verification(
     assert run.result["status"] == "unverified"
     assert run.result["message"] == (
         f"the patch writes .deep/d/d/…({LEVELS - 4} more)…/d/d/leaf.txt, a path nested "
-        f"{LEVELS + 1} directories deep; Loopwright verifies and delivers paths up to "
-        f"{MAX_DEPTH} deep"
+        f"{LEVELS + 1} directories deep (the limit is {MAX_DEPTH}), which Loopwright cannot "
+        "verify or deliver"
     )
     assert f"+++ b/{folder}/leaf.txt" in run.result["patch"]
     assert FIX_NEW in run.result["patch"]
@@ -127,9 +129,75 @@ def test_an_attempt_writing_a_path_too_deep_fails_and_the_next_one_is_verified(
     assert attempts == [(1, "started"), (1, "failed"), (2, "started"), (2, "passed")]
     assert run.of_type("attempt")[1]["reason"] == (
         f"the patch writes .deep/d/d/…({LEVELS - 4} more)…/d/d/leaf.txt, a path nested "
-        f"{LEVELS + 1} directories deep; Loopwright verifies and delivers paths up to "
-        f"{MAX_DEPTH} deep"
+        f"{LEVELS + 1} directories deep (the limit is {MAX_DEPTH}), which Loopwright cannot "
+        "verify or deliver"
     )
     assert ".deep" not in run.result["patch"] and FIX_NEW in run.result["patch"]
     assert FIX_NEW in (repo / "invoice/totals.py").read_text()
     assert not list(Path("/tmp").glob(f"loopwright-{run.result['mission'][:20]}*"))
+
+
+def long_path(total: int = 4060) -> str:
+    """A path 17 directories deep (within the depth limit) of `total` bytes: its absolute
+    path anywhere on the host is over the system's 4,096 bytes."""
+    parts = ["n" * 240] * 16
+    used = sum(len(p) + 1 for p in parts) + len("leaf.txt")
+    return "/".join([*parts, "m" * (total - used - 1)]) + "/leaf.txt"
+
+
+def write_relative(root: Path, rel: str) -> None:
+    """Write the file `rel` under `root` one directory at a time, through descriptors: its
+    absolute path is too long for any call that takes one."""
+    *folders, name = rel.split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for folder in folders:
+            os.mkdir(folder, dir_fd=fd)
+            inner = os.open(folder, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        leaf = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(leaf, b"long\n")
+        os.close(leaf)
+    finally:
+        os.close(fd)
+
+
+def test_a_repository_holding_a_path_too_long_for_the_host_is_refused(
+    example_repo: Any, scripted: Any, run_cli: Any, tmp_path: Path, cleanup: list[Path]
+) -> None:
+    """Git lists it; before, the snapshot's first look at it raised `ENAMETOOLONG` out of
+    the mission, which ended without a `done` event."""
+    repo = example_repo("python-invoice")
+    cleanup += [repo / ("n" * 240), tmp_path / "data"]
+    write_relative(repo, long_path())
+    init_repo(repo)
+    server = scripted(hostile_session())
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+    assert run.exit_code == 2, run.stderr
+    assert run.result["status"] == "error"
+    assert (
+        "a path of 4060 bytes (the limit is 2048), which Loopwright cannot copy. Move"
+        in (run.result["message"])
+    )
+    assert run.of_type("done")
+    assert not server.requests
+
+
+def test_a_patch_writing_a_path_too_long_for_the_host_is_refused_by_verification(
+    example_repo: Any, scripted: Any, run_cli: Any, tmp_path: Path, cleanup: list[Path]
+) -> None:
+    repo = example_repo("python-invoice")
+    cleanup += [tmp_path / "data", repo / ("n" * 240)]
+    folder = long_path().rsplit("/", 1)[0]
+    make = tool("run_command", command=f"mkdir -p {folder} && cd {folder} && echo x > leaf.txt")
+    server = scripted(hostile_session(make, fix=True))
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+    assert run.exit_code == 1, run.stderr
+    assert run.result["status"] == "unverified"
+    assert run.result["message"].startswith("the patch writes nnnnnnnnnnnnnnnnnnnn…")
+    assert run.result["message"].endswith(
+        "a path of 4060 bytes (the limit is 2048), which Loopwright cannot verify or deliver"
+    )
+    assert run.of_type("done")
+    assert not (repo / ("n" * 240)).exists()

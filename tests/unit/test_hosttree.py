@@ -12,15 +12,17 @@ from typing import TypeVar
 import pytest
 
 from loopwright.config import SandboxLimits
-from loopwright.missions.trees import patch_depth_problem, tree_files
+from loopwright.missions.trees import patch_path_problem, tree_files
 from loopwright.sandbox.base import SandboxError
 from loopwright.sandbox.docker.copy_in import write_tree_tar
 from loopwright.sandbox.docker.provider import workspace_tar
 from loopwright.sandbox.hosttree import (
     MAX_DEPTH,
-    depth_problem,
+    MAX_PATH_BYTES,
+    NAME_MAX,
     discard_tree,
     make_dirs,
+    path_problem,
     remove_tree,
     shorten,
 )
@@ -59,6 +61,10 @@ def deep_file(root: Path, levels: int, name: str = "leaf.txt", under: str = "") 
     return f"{folder}/{name}"
 
 
+LONG = "/".join(["n" * 200] * 11)  # 2,210 bytes, 10 deep
+NAMED = "src/" + "x" * (NAME_MAX + 1) + ".py"
+
+
 @pytest.mark.parametrize(
     ("paths", "expected"),
     [
@@ -66,20 +72,47 @@ def deep_file(root: Path, levels: int, name: str = "leaf.txt", under: str = "") 
         (["a.txt", "src/b.py"], None),
         ([f"{chain(MAX_DEPTH)}/f"], None),
         ([f"{chain(MAX_DEPTH)}/"], None),
-        (["a.txt", f"{chain(MAX_DEPTH + 1)}/f"], (f"{chain(MAX_DEPTH + 1)}/f", MAX_DEPTH + 1)),
-        ([f"{chain(MAX_DEPTH + 1)}/f", f"{chain(400)}/g"], (f"{chain(400)}/g", 400)),
+        (["/".join(["n" * 200] * 10) + "/" + "m" * 38], None),  # 2,048 bytes
+        (["x" * NAME_MAX], None),
+        (
+            ["a.txt", f"{chain(MAX_DEPTH + 1)}/f"],
+            f"d/d/d/…({MAX_DEPTH - 4} more)…/d/d/f, a path nested {MAX_DEPTH + 1} directories "
+            f"deep (the limit is {MAX_DEPTH})",
+        ),
+        (
+            [f"{chain(MAX_DEPTH + 1)}/f", f"{chain(400)}/g", LONG, NAMED],
+            f"d/d/d/…(395 more)…/d/d/g, a path nested 400 directories deep (the limit is "
+            f"{MAX_DEPTH})",
+        ),
+        (
+            ["a.txt", "/".join(["n" * 200] * 10) + "/" + "m" * 39, LONG, NAMED],
+            f"{'n' * 20}…{'n' * 20}/" * 3
+            + f"…(5 more)…/{'n' * 20}…{'n' * 20}" * 1
+            + f"/{'n' * 20}…{'n' * 20}" * 2
+            + f", a path of {len(LONG)} bytes (the limit is {MAX_PATH_BYTES})",
+        ),
+        (
+            ["a.txt", NAMED],
+            f"src/{'x' * 20}…{'x' * 17}.py, with a name of {NAME_MAX + 4} bytes (the limit is "
+            f"{NAME_MAX})",
+        ),
+        (
+            ["é" * 128],  # 256 bytes in UTF-8
+            f"{'é' * 20}…{'é' * 20}, with a name of 256 bytes (the limit is {NAME_MAX})",
+        ),
     ],
 )
-def test_depth_problem_names_the_deepest_path_over_the_limit(
-    paths: list[str], expected: tuple[str, int] | None
+def test_path_problem_names_the_worst_path_and_what_is_wrong_with_it(
+    paths: list[str], expected: str | None
 ) -> None:
-    assert depth_problem(paths) == expected
+    assert path_problem(paths) == expected
 
 
-def test_shorten_elides_the_middle_of_a_long_path_only() -> None:
+def test_shorten_elides_the_middle_of_a_long_path_and_of_long_names_only() -> None:
     assert shorten("a/b/c.txt") == "a/b/c.txt"
     assert shorten("a/b/c/d/e/f/g.txt") == "a/b/c/d/e/f/g.txt"
     assert shorten("a/b/c/d/e/f/g/h.txt") == "a/b/c/…(2 more)…/f/g/h.txt"
+    assert shorten("a/" + "0123456789" * 4 + ".py") == "a/01234567890123456789…34567890123456789.py"
 
 
 def test_make_dirs_creates_a_chain_deeper_than_the_recursion_limit(scratch: Path) -> None:
@@ -123,14 +156,14 @@ def test_discard_tree_never_raises_and_keeps_a_linked_root(scratch: Path) -> Non
     assert (scratch / "real" / "kept.txt").read_text() == "kept"
 
 
-def test_patch_depth_problem_names_the_path_the_patch_writes() -> None:
+def test_patch_path_problem_names_the_path_the_patch_writes() -> None:
     shallow = _new_file_patch("src/app.py")
     deep = _new_file_patch(f"{chain(MAX_DEPTH + 1)}/x.py")
-    assert patch_depth_problem(shallow) is None
-    assert patch_depth_problem(shallow + deep) == (
+    assert patch_path_problem(shallow) is None
+    assert patch_path_problem(shallow + deep) == (
         f"the patch writes d/d/d/…({MAX_DEPTH - 4} more)…/d/d/x.py, a path nested "
-        f"{MAX_DEPTH + 1} directories deep; Loopwright verifies and delivers paths up to "
-        f"{MAX_DEPTH} deep"
+        f"{MAX_DEPTH + 1} directories deep (the limit is {MAX_DEPTH}), which Loopwright "
+        "cannot verify or deliver"
     )
 
 
@@ -142,8 +175,9 @@ def test_snapshot_refuses_a_tree_over_the_limit_before_copying_anything(scratch:
         snapshot(repo, scratch / "snap")
     assert str(refused.value) == (
         f"the repository holds d/d/d/…({MAX_DEPTH - 4} more)…/d/d/leaf.txt, a path nested "
-        f"{MAX_DEPTH + 1} directories deep; Loopwright copies trees up to {MAX_DEPTH} deep. "
-        "Move or remove it (an untracked file can also be listed in .gitignore) and run again"
+        f"{MAX_DEPTH + 1} directories deep (the limit is {MAX_DEPTH}), which Loopwright cannot "
+        "copy. Move or remove it (an untracked file can also be listed in .gitignore) and run "
+        "again"
     )
     assert not (scratch / "snap").exists()
     assert (repo / rel).read_text() == "deep\n"

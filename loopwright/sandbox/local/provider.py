@@ -72,7 +72,7 @@ class LocalProvider:
             remove_tree(root)
             raise SandboxError(
                 f"could not copy {tree} into a local sandbox: a path in it is nested deeper "
-                f"than the copy can walk (a snapshot holds none deeper than {MAX_DEPTH})"
+                f"than the copy can walk (no snapshot holds one deeper than {MAX_DEPTH})"
             ) from None
         except BaseException:
             remove_tree(root)  # an interrupt leaves no copy behind either
