@@ -9,6 +9,7 @@ directory, and the user's tree is untouched.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -201,3 +202,76 @@ def test_a_patch_writing_a_path_too_long_for_the_host_is_refused_by_verification
     )
     assert run.of_type("done")
     assert not (repo / ("n" * 240)).exists()
+
+
+CHAIN = (
+    "import os\n"
+    "for i in range(1500): os.symlink(f'l{i + 1}', f'.chain/l{i}')\n"
+    "open('.chain/l1500', 'w').write('x')\n"
+)
+LINK_CHAIN = tool("run_command", command="mkdir -p .chain && python3 -c " + shlex.quote(CHAIN))
+LINK_LOOP = tool("run_command", command="ln -s loop loop")
+NOTHING = tool("run_command", command="true")
+LOOP_REFUSAL = "goes through a loop of symlinks, or through more links than can be followed"
+LONG_REFUSAL = "is too long for the file system (a name over 255 bytes, or a path over 4,096"
+
+
+@pytest.mark.parametrize(
+    ("setup", "call", "refusal"),
+    [
+        (LINK_CHAIN, tool("read_file", path=".chain/l0"), LOOP_REFUSAL),
+        (LINK_CHAIN, tool("write_file", path=".chain/l0", content="y"), LOOP_REFUSAL),
+        (LINK_CHAIN, tool("edit_file", path=".chain/l0", old="x", new="y"), LOOP_REFUSAL),
+        # Not resolved, so not judged: the kernel follows no more than 40 links either.
+        (LINK_CHAIN, tool("run_command", command="echo y > .chain/l0"), "Too many levels of"),
+        (LINK_LOOP, tool("read_file", path="loop"), LOOP_REFUSAL),
+        (LINK_LOOP, tool("write_file", path="loop/x", content="y"), LOOP_REFUSAL),
+        (NOTHING, tool("read_file", path="x" * 300), LONG_REFUSAL),
+        (NOTHING, tool("write_file", path="a/" * 2100 + "f", content="y"), LONG_REFUSAL),
+    ],
+    ids=["chain-read", "chain-write", "chain-edit", "chain-command", "loop-read", "loop-write",
+         "long-name", "long-path"],
+)  # fmt: skip
+def test_a_path_the_system_cannot_resolve_is_a_refusal_the_model_reads(
+    example_repo: Any, scripted: Any, run_cli: Any, tmp_path: Path, cleanup: list[Path],
+    setup: dict[str, Any], call: dict[str, Any], refusal: str,
+) -> None:  # fmt: skip
+    """A chain of 1,500 symlinks (Python's `realpath` recurses once a link), a link to
+    itself, a name or a path too long for the file system: the tool refuses, saying why,
+    and the mission goes on to verify the fix (a command writing through the chain runs
+    and fails). Before, `RecursionError` or `OSError` escaped the tool and ended the mission
+    without a message or a `done` event."""
+    repo = example_repo("python-invoice")
+    cleanup.append(tmp_path / "data")
+    server = scripted(hostile_session(setup, call, fix=True))
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+    refused = run.of_type("tool_result")[2]  # after the plan's and the setup's
+    assert refused["tool"] == call["name"]
+    assert refused["status"] == ("failed" if call["name"] == "run_command" else "refused")
+    assert refusal in refused["output"]
+    assert run.result["status"] == "verified", run.result["message"]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    ("setup", "call", "refusal"),
+    [
+        (LINK_CHAIN, tool("read_file", path=".chain/l0"), LOOP_REFUSAL),
+        (LINK_LOOP, tool("write_file", path="loop/x", content="y"), LOOP_REFUSAL),
+        (NOTHING, tool("read_file", path="x" * 300), LONG_REFUSAL),
+    ],
+    ids=["chain-read", "loop-write", "long-name"],
+)
+def test_the_container_refuses_the_same_paths_with_the_same_words(
+    example_repo: Any, scripted: Any, run_cli: Any, tmp_path: Path, cleanup: list[Path],
+    setup: dict[str, Any], call: dict[str, Any], refusal: str,
+) -> None:  # fmt: skip
+    """The same rules, run by the container's Python (`scripts/resolve_path.py`)."""
+    repo = example_repo("python-invoice")
+    cleanup.append(tmp_path / "data")
+    server = scripted(hostile_session(setup, call, fix=True))
+    run = run_cli("fix", str(repo), "--sandbox", "docker", env=model_env(server))
+    refused = run.of_type("tool_result")[2]
+    assert (refused["tool"], refused["status"]) == (call["name"], "refused")
+    assert refusal in refused["output"]
+    assert run.result["status"] == "verified", run.result["message"]

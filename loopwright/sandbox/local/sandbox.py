@@ -28,6 +28,7 @@ from loopwright.sandbox.isolation import LAUNCHER, Isolation
 from loopwright.sandbox.local.processes import PipeReader, emit, pump, stop
 from loopwright.sandbox.output import CappedOutput
 from loopwright.sandbox.paths import normalize_relative, resolve_inside
+from loopwright.sandbox.scripts.resolve_path import MESSAGES
 
 
 class LocalSandbox:
@@ -247,7 +248,10 @@ class LocalSandbox:
         self._require_open()
         rel = normalize_relative(path)
         root = os.path.realpath(self.workspace)
-        resolved = os.path.realpath(os.path.join(root, rel))
+        try:
+            resolved = os.path.realpath(os.path.join(root, rel))
+        except RecursionError:  # realpath recurses once per link it follows
+            raise FileToolError(MESSAGES["loop"].format(path=repr(rel))) from None
         if os.path.commonpath([root, resolved]) != root:
             raise FileToolError(
                 f"Refused: {rel!r} resolves, through a symlink, to a location outside the "

@@ -9,6 +9,7 @@ newer than Python 3.7, since it runs on whatever python3 the sandbox image has.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -60,6 +61,14 @@ MESSAGES = {
     "special": (
         "Refused: {path} is not a regular file (a device, pipe or socket); only regular "
         "files can be read or written."
+    ),
+    "long": (
+        "Refused: {path} is too long for the file system (a name over 255 bytes, or a path "
+        "over 4,096 in all). Give a shorter path."
+    ),
+    "loop": (
+        "Refused: {path} goes through a loop of symlinks, or through more links than can be "
+        "followed. Give the real file path instead."
     ),
 }
 
@@ -121,7 +130,10 @@ def resolve(root: str, rel: str, *, for_write: bool) -> str:
     # open(O_CREAT) follows a dangling link to wherever it points, so never write through one.
     if for_write and os.path.islink(candidate) and not os.path.exists(candidate):
         raise Refusal("dangling", shown)
-    resolved = os.path.realpath(candidate)
+    try:
+        resolved = os.path.realpath(candidate)
+    except RecursionError:  # realpath recurses once per link it follows
+        raise Refusal("loop", shown) from None
     root_parts = _components(real_root)
     if _components(resolved)[: len(root_parts)] != root_parts:
         raise Refusal("outside", shown)
@@ -131,6 +143,12 @@ def resolve(root: str, rel: str, *, for_write: bool) -> str:
         mode = os.stat(resolved).st_mode
     except (FileNotFoundError, NotADirectoryError):
         return resolved  # missing, or a parent is a file: the read or write reports it
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise Refusal("long", shown) from None
+        if exc.errno == errno.ELOOP:
+            raise Refusal("loop", shown) from None
+        return resolved  # not readable, say: the read or write reports it
     if stat.S_ISDIR(mode):
         raise Refusal("directory", "/".join(parts))
     if not stat.S_ISREG(mode):
