@@ -16,6 +16,12 @@ class Cancelled(Exception):
     """Raised where a mission notices it was cancelled; the message is the summary."""
 
 
+class Superseded(Exception):
+    """Raised where a run finds it is no longer its mission's run (another worker took the
+    mission over). It stops at once and reports nothing: no result is made of it, since the
+    run that replaced it reports."""
+
+
 class Cancellation:
     def __init__(self) -> None:
         self._set = threading.Event()

@@ -15,7 +15,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_FIX, EXIT_FLAKY, EXIT_ENVIRONM
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
 EXIT_CODES = """exit codes:
   0  verified (or the command succeeded)
-  1  not verified (the fix failed verification, or a budget ran out)
+  1  not verified (the fix failed verification, or a budget ran out), or a failure of
+     Loopwright's own (the message says so)
   2  usage or configuration error (bad flags or settings, not a directory, not a git
      repository, a bad .loopwright.yml, no test command found)
   3  nothing to fix (the tests already pass)

@@ -11,10 +11,13 @@ import contextlib
 import json
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
+
+import structlog
 
 from loopwright.agent.budget import Budget
 from loopwright.agent.context import Conversation
@@ -22,7 +25,7 @@ from loopwright.agent.loop import AgentLoop
 from loopwright.agent.model import Model, ModelError, Sampling
 from loopwright.agent.pair import PairMode
 from loopwright.agent.tools import Toolbox
-from loopwright.cancellation import Cancellation, Cancelled
+from loopwright.cancellation import Cancellation, Cancelled, Superseded
 from loopwright.config import ConfigError, Settings
 from loopwright.events import EventBus, PhaseName
 from loopwright.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxProvider
@@ -30,6 +33,8 @@ from loopwright.sandbox.hosttree import discard_tree
 from loopwright.sandbox.workspace import WorkspaceError
 from loopwright.verify.detect import DetectionError
 from loopwright.verify.diff import PatchError
+
+log = structlog.get_logger(__name__)
 
 Status = Literal[
     "verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error", "cancelled"
@@ -272,6 +277,13 @@ class Mission(Generic[R]):
                 self.result.status = "error"
                 self.result.message = str(exc)
                 self.events.emit("error", message=str(exc), kind=type(exc).__name__)
+        except Superseded:
+            raise  # the run that replaced this one reports; cleaned up below all the same
+        except Exception as exc:  # noqa: BLE001 - every mission ends with a result and `done`
+            if self.cancellation.cancelled:
+                self._cancelled()
+            else:
+                self._failed_unexpectedly(exc)
         finally:
             conclude(
                 self.result,
@@ -283,6 +295,23 @@ class Mission(Generic[R]):
             )
         announce_done(self.result, self.events, **self.done_fields())
         return self.result
+
+    def _failed_unexpectedly(self, exc: Exception) -> None:
+        """A failure no stage turned into a message of its own: a defect of Loopwright's,
+        reported as one, with its traceback in the log."""
+        message = (
+            f"Loopwright failed unexpectedly ({type(exc).__name__}: {exc}); this is a defect "
+            "of Loopwright's: please report it with the mission's events"
+        )
+        log.error(
+            "mission failed unexpectedly",
+            mission=self.result.mission,
+            error=f"{type(exc).__name__}: {exc}",
+            traceback="".join(traceback.format_exception(exc)),
+        )
+        self.result.status = "error"
+        self.result.message = message
+        self.events.emit("error", message=message, kind=type(exc).__name__)
 
     def _cancelled(self) -> None:
         summary = self.cancellation.summary or "Cancelled."

@@ -39,6 +39,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from loopwright.cancellation import Superseded
 from loopwright.request import MissionRequest
 from loopwright.sandbox.docker.reaper import owner_alive
 from loopwright.store.direct import DirectStatement
@@ -92,7 +93,7 @@ class MissionClaim:
     attempts: int
 
 
-class MissionTakenOver(RuntimeError):
+class MissionTakenOver(Superseded, RuntimeError):
     """A write of a mission whose run is no longer this worker's: another worker took it
     over (this one was taken as lost), so this run must stop without a word to GitHub."""
 
