@@ -230,7 +230,7 @@ def ci_workflow_names(root: Path) -> list[str]:
             continue
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             continue
         if not isinstance(data, dict):
             continue

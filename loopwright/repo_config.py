@@ -186,6 +186,8 @@ def parse_repo_config(text: str, source: str) -> RepoConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source} is not valid YAML: {exc}".replace("\n", " ")) from None
+    except RecursionError:
+        raise ConfigError(f"{source} nests too deeply to be read as YAML") from None
     if data is None:
         return RepoConfig(source=source)
     if not isinstance(data, dict):

@@ -125,7 +125,7 @@ class ActionEnv:
         event_path = Path(need("GITHUB_EVENT_PATH", outside))
         try:
             payload = json.loads(event_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise UsageError(
                 f"GITHUB_EVENT_PATH={event_path} is not a readable event: {exc}"
             ) from None

@@ -57,5 +57,5 @@ def _loaded(function: dict[str, Any]) -> Any:
         return arguments
     try:
         return json.loads(arguments)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return arguments

@@ -390,6 +390,6 @@ def _signal_for(tool: str, outcome: ToolOutcome) -> Signal:
 def _command_of(arguments: str) -> str:
     try:
         data = json.loads(arguments)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return ""
     return str(data.get("command", "")) if isinstance(data, dict) else ""

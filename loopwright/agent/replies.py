@@ -176,7 +176,7 @@ def _canonical(arguments: str) -> str:
     """Arguments in one spelling, so a call repeated with other whitespace is seen as one."""
     try:
         return json.dumps(json.loads(arguments), sort_keys=True)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return arguments
 
 
@@ -307,6 +307,6 @@ def _readable_arguments(raw: str) -> Any:
     """
     try:
         parsed = json.loads(raw)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return raw
     return parsed if isinstance(parsed, dict) and json.dumps(parsed) == raw else raw

@@ -90,7 +90,7 @@ def post_decision(
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body or b"null")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         data = None
     if not isinstance(data, dict):
         raise ClientException(

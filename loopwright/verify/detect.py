@@ -287,7 +287,7 @@ def _package_json(tree: Path) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -344,7 +344,7 @@ def _toml(path: Path) -> dict[str, Any]:
         return {}
     try:
         return tomllib.loads(_read(path))
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return {}
 
 

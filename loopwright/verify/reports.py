@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,6 +25,10 @@ SUITE_ID = "<suite>"
 
 MESSAGE_LIMIT = 4000
 """Characters of failure text kept per test; the full log is kept elsewhere."""
+
+MAX_SUITE_DEPTH = 256
+"""The deepest nesting of test suites a JUnit report may have (pytest writes one level,
+node one per `describe`)."""
 
 # When the same id is reported twice (a failure in the call and an error in teardown, or two
 # node tests with the same name in different files), the worse outcome must win.
@@ -107,7 +111,7 @@ def parse_junit(xml_text: str) -> list[TestResult]:
         raise ReportError(f"the JUnit report is not well-formed XML: {exc}") from exc
     flavour = _flavour(root)
     results: list[TestResult] = []
-    _walk(root, [], flavour, results)
+    _walk(root, flavour, results)
     return _merge(results)
 
 
@@ -201,10 +205,22 @@ def _flavour(root: ET.Element) -> Flavour:
     return "generic"
 
 
-def _walk(element: ET.Element, suites: list[str], flavour: Flavour, out: list[TestResult]) -> None:
-    for child in element:
-        if child.tag == "testsuite":
-            _walk(child, [*suites, child.get("name", "")], flavour, out)
+def _walk(root: ET.Element, flavour: Flavour, out: list[TestResult]) -> None:
+    """Each test case under `root` in document order, with the names of the suites it is
+    nested in; without recursion, and refusing nesting no real report has (a test run
+    controls what its report says)."""
+    stack: list[tuple[Iterator[ET.Element], list[str]]] = [(iter(root), [])]
+    while stack:
+        children, suites = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+        elif child.tag == "testsuite":
+            if len(suites) >= MAX_SUITE_DEPTH:
+                raise ReportError(
+                    f"the JUnit report nests test suites more than {MAX_SUITE_DEPTH} deep"
+                )
+            stack.append((iter(child), [*suites, child.get("name", "")]))
         elif child.tag == "testcase":
             out.append(_case_result(child, suites, flavour))
 
@@ -279,7 +295,7 @@ def _json_object(line: str) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

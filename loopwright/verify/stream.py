@@ -181,7 +181,7 @@ class StreamParser:
             return
         try:
             body = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             body = None
         if not isinstance(body, dict):
             self._problems.append(f"record {seq} is signed but unreadable")

@@ -95,7 +95,7 @@ def find_app(tree: Path, repo: RepoConfig) -> AppConfig | None:
         return repo.app
     try:
         package = json.loads((tree / "package.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     scripts = package.get("scripts") if isinstance(package, dict) else None
     start = scripts.get("start") if isinstance(scripts, dict) else None

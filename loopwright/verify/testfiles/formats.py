@@ -50,7 +50,7 @@ def toml_table(text: str | None) -> dict[str, Any]:
         return {}
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return {}
 
 
@@ -60,7 +60,7 @@ def json_object(text: str | None) -> dict[str, Any] | None:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
