@@ -68,7 +68,7 @@ def read_tree_instructions(root: Path) -> RepoInstructions | None:
         candidate = root / path
         try:
             resolved = candidate.resolve()
-        except OSError:
+        except (OSError, RecursionError):  # resolve recurses once per link it follows
             return None
         if not resolved.is_relative_to(top) or not resolved.is_file():
             return None
