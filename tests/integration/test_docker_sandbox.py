@@ -427,6 +427,15 @@ def test_write_and_read_files_as_the_sandbox_user(sandbox: DockerSandbox) -> Non
     assert sandbox.read_file("src/app.py").startswith(b"def add")
 
 
+def test_write_file_makes_parents_deeper_than_the_recursion_limit(sandbox: DockerSandbox) -> None:
+    """The resident made a file's parents with `os.makedirs`, which recurses once a level:
+    at 1,500 it answered "maximum recursion depth exceeded". The local sandbox writes there."""
+    deep = "d/" * 1500 + "leaf.txt"
+    sandbox.write_file(deep, b"deep\n")
+    assert sandbox.read_file(deep) == b"deep\n"
+    assert run(sandbox, f"stat -c %u {'d/' * 1500}").split() == ["10001"]
+
+
 def test_symlinks_cannot_take_file_tools_outside_the_workspace(
     sandbox: DockerSandbox, tmp_path: Path
 ) -> None:

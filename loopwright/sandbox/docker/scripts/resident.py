@@ -465,6 +465,21 @@ class Server:
         self.send({"id": rid, "op": "done"})
 
 
+def _make_parents(path: str) -> None:
+    """`os.makedirs(path, exist_ok=True)` one level at a time: `makedirs` recurses once a
+    level, and a write tool's path may be nested deeper than the interpreter recurses."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise
+
+
 class _FeedReader:
     """A file-like reader over the payloads of a copy's `data` frames (`None` ends it)."""
 
@@ -517,7 +532,7 @@ def _file_op(
             return 4, b"", f"{rel} is a directory\n"
         parent = os.path.dirname(path)
         try:
-            os.makedirs(parent, exist_ok=True)
+            _make_parents(parent)
         except OSError as exc:
             return 4, b"", f"mkdir: cannot create directory '{parent}': {exc.strerror}\n"
         try:
