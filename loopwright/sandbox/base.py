@@ -22,6 +22,8 @@ RawCallback = Callable[[bytes], None]
 MISSION_LABEL = "loopwright.mission"
 WORKSPACE = "/workspace"
 SANDBOX_UID = 10001
+MAX_FILE_BYTES = 10_000_000
+"""The most a file read returns; a larger file is refused, saying its size."""
 
 
 @dataclass(frozen=True)

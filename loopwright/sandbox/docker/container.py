@@ -19,6 +19,7 @@ import docker.errors
 
 from loopwright.config import SandboxLimits, Settings
 from loopwright.sandbox.base import (
+    MAX_FILE_BYTES,
     SANDBOX_UID,
     WORKSPACE,
     ExecResult,
@@ -53,7 +54,6 @@ from loopwright.sandbox.paths import CONTAINER_RESOLVER, normalize_relative
 TIMEOUT_EXIT = 124
 WRAPPER_CHECK_S = 0.5
 """While a command's output is open, how often to check that its wrapper still runs."""
-MAX_FILE_BYTES = 10_000_000
 CHANNEL_GRACE_S = 30.0
 """How long past a command's timeout the host waits for the resident server to report it."""
 SCRIPT_TIMEOUT_S = 120.0

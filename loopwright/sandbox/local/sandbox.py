@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from loopwright.sandbox.base import (
+    MAX_FILE_BYTES,
     ExecResult,
     FileToolError,
     OutputCallback,
@@ -134,7 +135,15 @@ class LocalSandbox:
         self._require_open()
         target = resolve_inside(self.workspace, path, for_write=False)
         try:
-            return target.read_bytes()
+            with target.open("rb") as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
+                if len(data) > MAX_FILE_BYTES:
+                    size = os.fstat(handle.fileno()).st_size
+                    raise FileToolError(
+                        f"{normalize_relative(path)} is {size} bytes, more than the "
+                        f"{MAX_FILE_BYTES} bytes a file read may return"
+                    )
+                return data
         except FileNotFoundError:
             raise FileToolError(
                 f"{normalize_relative(path)} does not exist in the repository; list files "
