@@ -338,12 +338,13 @@ def tree_fingerprint(source: Path) -> str | None:
             continue
         src = root / rel
         if src.is_symlink():
-            kind, data = "link", os.readlink(src).encode()
+            kind, data = "link", os.fsencode(os.readlink(src))
         elif src.is_file():
             kind = "exec" if src.stat().st_mode & 0o100 else "file"
             data = src.read_bytes()
         else:
             continue
-        digest.update(f"{kind} {rel}\0{len(data)}\0".encode())
+        # A name git lists with bytes that are not UTF-8 is hashed as those bytes.
+        digest.update(f"{kind} {rel}\0{len(data)}\0".encode("utf-8", "surrogateescape"))
         digest.update(data)
     return "sha256:" + digest.hexdigest()
