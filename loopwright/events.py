@@ -477,6 +477,11 @@ class EventBus:
                 sink(event)
         return event
 
+    def scrub(self, fields: JsonObject) -> JsonObject:
+        """`fields` as an event would carry them: secrets masked, lone surrogates replaced
+        (for what the mission writes elsewhere, such as its log)."""
+        return self._redactor.data(fields)
+
     def enter(self, stage: Stage, **fields: Any) -> None:
         """Mark the start of a pipeline stage."""
         self.stage = stage

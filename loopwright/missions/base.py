@@ -303,12 +303,14 @@ class Mission(Generic[R]):
             f"Loopwright failed unexpectedly ({type(exc).__name__}: {exc}); this is a defect "
             "of Loopwright's: please report it with the mission's events"
         )
-        log.error(
-            "mission failed unexpectedly",
-            mission=self.result.mission,
-            error=f"{type(exc).__name__}: {exc}",
-            traceback="".join(traceback.format_exception(exc)),
-        )
+        fields = {
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": "".join(traceback.format_exception(exc)),
+        }
+        # With the mission's own secrets masked (an installation token, say), not only the
+        # settings' ones the log's redaction knows.
+        scrubbed = self.events.scrub(fields)
+        log.error("mission failed unexpectedly", mission=self.result.mission, **scrubbed)
         self.result.status = "error"
         self.result.message = message
         self.events.emit("error", message=message, kind=type(exc).__name__)
