@@ -72,6 +72,12 @@ _REASONS = {
 
 def check_command(command: str) -> Refusal | None:
     """The refusal for a bash command string, or None when it may run."""
+    if "\0" in command:
+        return Refusal(
+            "unparseable",
+            "The command contains a NUL byte, which no command line can carry. Nothing was "
+            "run. Send the command without it (printf '\\0' writes one where a file needs it).",
+        )
     try:
         return _check(command, 0)
     except RecursionError:

@@ -14,6 +14,7 @@ import pydantic
 from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, ChoiceDeltaToolCall
 
 from loopwright.agent.textcalls import Recovered, recover_calls, split_reasoning
+from loopwright.redaction import LONE_SURROGATE
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,16 @@ class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: str = ""
+
+
+def as_text(value: str) -> str:
+    """`value` as text every encoder takes. JSON can carry half of a surrogate pair
+    (`\\ud83d`), and a stream may split a pair across two chunks: a split pair is joined
+    into its character, a lone half becomes U+FFFD. Nothing later (the request that sends
+    the conversation back, an event, a file) can then fail to encode the model's text."""
+    if LONE_SURROGATE.search(value) is None:
+        return value
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 class ReplyAssembler:
@@ -131,9 +142,12 @@ class ReplyAssembler:
         *,
         json_format: bool = False,
     ) -> ModelReply:
-        text, thoughts = split_reasoning("".join(self.content))
-        reasoning = "".join(self.reasoning) + thoughts
-        partial = [(p.id, p.name, p.arguments) for _, p in sorted(self.calls.items())]
+        text, thoughts = split_reasoning(as_text("".join(self.content)))
+        reasoning = as_text("".join(self.reasoning)) + thoughts
+        partial = [
+            (as_text(p.id), as_text(p.name), as_text(p.arguments))
+            for _, p in sorted(self.calls.items())
+        ]
         source: ToolCallSource = "native"
         extra = 0
         if tools:

@@ -34,7 +34,9 @@ from loopwright.agent.policy import (
 )
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.protected_paths import protected_by
+from loopwright.redaction import LONE_SURROGATE
 from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, Sandbox
+from loopwright.sandbox.hosttree import path_problem
 from loopwright.sandbox.paths import normalize_relative
 
 Status = Literal["ok", "failed", "refused", "error"]
@@ -250,6 +252,15 @@ class Toolbox:
             return ToolOutcome(
                 "error", f"The arguments for {name} must be a JSON object.", invalid=True
             )
+        surrogate = _lone_surrogate(data)
+        if surrogate is not None:
+            return ToolOutcome(
+                "error",
+                f"The arguments for {name} hold \\u{ord(surrogate):04x}, half of a surrogate "
+                "pair, which is not a character. Send text as the characters themselves (or "
+                "as a complete pair of \\u escapes).",
+                invalid=True,
+            )
         model, _ = TOOLS[name]
         try:
             args = model.model_validate(data)
@@ -298,6 +309,12 @@ class Toolbox:
         the test guard must judge: as written, and resolved when that differs.
         """
         rel = normalize_relative(path)
+        problem = path_problem([rel])
+        if problem is not None:
+            raise FileToolError(
+                f"Refused: {problem}. Loopwright cannot verify or deliver such a path; "
+                "choose a shorter one."
+            )
         pattern = protected_by(rel, self._protected)
         resolved = None
         if pattern is None and (self._protected or self._test_guard):
@@ -376,7 +393,14 @@ class Toolbox:
         # A test file is refused whatever the edit, before `old` is looked for: a model
         # told its text was not found would try again for nothing.
         self._check_test_edit(paths, None)
-        text = self._sandbox.read_file(args.path).decode("utf-8", errors="strict")
+        try:
+            text = self._sandbox.read_file(args.path).decode("utf-8", errors="strict")
+        except UnicodeDecodeError as exc:
+            return ToolOutcome(
+                "error",
+                f"{args.path} is not UTF-8 text (byte {exc.start}), so edit_file cannot edit "
+                "it; change it with run_command, or rewrite it whole with write_file.",
+            )
         count = text.count(args.old)
         if count == 0:
             hint = (
@@ -505,3 +529,21 @@ def _squash(text: str) -> str:
 
 def _is_refusal(exc: FileToolError) -> bool:
     return str(exc).startswith("Refused")
+
+
+def _lone_surrogate(data: Any) -> str | None:
+    """The first lone surrogate in any string of the parsed arguments `data` (JSON's
+    `\\ud800` decodes to one): it cannot be encoded, written, run or logged."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            found = LONE_SURROGATE.search(value)
+            if found is not None:
+                return found.group()
+        elif isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None

@@ -227,7 +227,8 @@ LONG_REFUSAL = "is too long for the file system (a name over 255 bytes, or a pat
         (LINK_LOOP, tool("read_file", path="loop"), LOOP_REFUSAL),
         (LINK_LOOP, tool("write_file", path="loop/x", content="y"), LOOP_REFUSAL),
         (NOTHING, tool("read_file", path="x" * 300), LONG_REFUSAL),
-        (NOTHING, tool("write_file", path="a/" * 2100 + "f", content="y"), LONG_REFUSAL),
+        # A write this long is refused before, for its depth (test_hostile_tool_input).
+        (NOTHING, tool("read_file", path="a/" * 2100 + "f"), LONG_REFUSAL),
     ],
     ids=["chain-read", "chain-write", "chain-edit", "chain-command", "loop-read", "loop-write",
          "long-name", "long-path"],
