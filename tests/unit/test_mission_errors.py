@@ -35,23 +35,32 @@ class PatchReadingMission(Mission[MissionResult]):
         self.result.status = "verified"
 
 
-def test_a_patch_the_parser_refuses_ends_the_mission_with_an_error(tmp_path: Path) -> None:
+def run_mission(
+    kind: type[Mission[MissionResult]], mission: str, tmp_path: Path, sink: EventList | None = None
+) -> tuple[MissionResult, EventList, Settings]:
+    """Run a mission of `kind` on local sandboxes under `tmp_path/boxes`; its result, its
+    events (also in `sink` as they come) and its settings."""
     settings = Settings(sandbox="local", data_dir=tmp_path / "data")
-    sink = EventList()
+    sink = sink if sink is not None else EventList()
     (tmp_path / "boxes").mkdir()
     provider = get_provider(settings, LocalSandboxConfig(base_dir=tmp_path / "boxes"))
     model = OpenAIModel(settings)
     try:
-        result = PatchReadingMission(
-            MissionResult(mission="m1", status="error"),
+        result = kind(
+            MissionResult(mission=mission, status="error"),
             settings=settings,
             provider=provider,
             model=model,
-            events=EventBus("m1", [sink], Redactor()),
+            events=EventBus(mission, [sink], Redactor()),
         ).run()
     finally:
         model.close()
         provider.close()
+    return result, sink, settings
+
+
+def test_a_patch_the_parser_refuses_ends_the_mission_with_an_error(tmp_path: Path) -> None:
+    result, sink, settings = run_mission(PatchReadingMission, "m1", tmp_path)
 
     assert result.status == "error"
     assert result.message == "malformed diff: Hunk is shorter than expected"
@@ -87,22 +96,7 @@ def test_an_unexpected_failure_still_ends_the_mission_with_a_result_and_done(
 ) -> None:
     """Before, the exception left `run`: no `error` or `done` event, and `result.json` said
     `error` with an empty message."""
-    settings = Settings(sandbox="local", data_dir=tmp_path / "data")
-    sink = EventList()
-    (tmp_path / "boxes").mkdir()
-    provider = get_provider(settings, LocalSandboxConfig(base_dir=tmp_path / "boxes"))
-    model = OpenAIModel(settings)
-    try:
-        result = DefectiveMission(
-            MissionResult(mission="m2", status="error"),
-            settings=settings,
-            provider=provider,
-            model=model,
-            events=EventBus("m2", [sink], Redactor()),
-        ).run()
-    finally:
-        model.close()
-        provider.close()
+    result, sink, settings = run_mission(DefectiveMission, "m2", tmp_path)
 
     assert result.status == "error"
     assert result.message == (
@@ -134,22 +128,9 @@ def test_a_run_another_worker_took_over_stops_without_a_result_of_its_own(
 ) -> None:
     """Not a failure to report: the run that replaced it reports. The exception leaves
     `run` (the queue logs it), after the sandboxes are removed."""
-    settings = Settings(sandbox="local", data_dir=tmp_path / "data")
     sink = EventList()
-    (tmp_path / "boxes").mkdir()
-    provider = get_provider(settings, LocalSandboxConfig(base_dir=tmp_path / "boxes"))
-    model = OpenAIModel(settings)
-    try:
-        with pytest.raises(MissionTakenOver):
-            TakenOverMission(
-                MissionResult(mission="m3", status="error"),
-                settings=settings,
-                provider=provider,
-                model=model,
-                events=EventBus("m3", [sink], Redactor()),
-            ).run()
-    finally:
-        model.close()
-        provider.close()
+    with pytest.raises(MissionTakenOver):
+        run_mission(TakenOverMission, "m3", tmp_path, sink)
     assert sink.of_type("error") == [] and sink.of_type("done") == []
+    assert [e.fields["status"] for e in sink.of_type("stage")] == ["started"]
     assert list((tmp_path / "boxes").iterdir()) == []
