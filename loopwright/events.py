@@ -9,12 +9,13 @@ every sink. `event_schemas()` publishes the same models as JSON Schemas.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol, get_args
+from typing import IO, Any, Literal, Protocol, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -53,6 +54,25 @@ PhaseName = Literal[
     "deliver",
 ]
 JsonObject = dict[str, Any]
+
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""Half of a UTF-16 surrogate pair on its own: not a character, so no UTF-8 encoder takes
+it. JSON's `\\ud800` decodes to one, and so does an undecodable byte of a file name read
+with `surrogateescape`."""
+
+
+def encodable(value: Any) -> Any:
+    """A JSON-shaped value with every lone surrogate in its strings replaced by U+FFFD, so
+    a UTF-8 file, terminal, browser or database column takes it (a copy only where one
+    was found)."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub("\ufffd", value) if LONE_SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {encodable(k): encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [encodable(v) for v in value]
+    return value
 
 
 class Scrubber(Protocol):
@@ -469,7 +489,7 @@ class EventBus:
                 mission=self.mission,
                 type=type,
                 stage=stage if stage is not None else self.stage,
-                fields=self._redactor.data(fields),
+                fields=encodable(self._redactor.data(fields)),
             )
             check_event(event.to_dict())
             self._seq += 1
@@ -480,7 +500,7 @@ class EventBus:
     def scrub(self, fields: JsonObject) -> JsonObject:
         """`fields` as an event would carry them: secrets masked, lone surrogates replaced
         (for what the mission writes elsewhere, such as its log)."""
-        return self._redactor.data(fields)
+        return cast(JsonObject, encodable(self._redactor.data(fields)))
 
     def enter(self, stage: Stage, **fields: Any) -> None:
         """Mark the start of a pipeline stage."""

@@ -63,11 +63,6 @@ def encoded_forms(secret: str) -> set[str]:
     return {form for form in forms if len(form) >= MIN_SECRET}
 
 
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-"""Half of a UTF-16 surrogate pair on its own: not a character, so no UTF-8 encoder takes
-it. JSON's `\\ud800` decodes to one, and so does an undecodable byte under `surrogateescape`."""
-
-
 class Redactor:
     """Masks known secret values (and their encodings) and anything shaped like a GitHub or
     model API token."""
@@ -87,11 +82,9 @@ class Redactor:
         return TOKEN_PATTERN.sub(MASK, value)
 
     def data(self, value: Any) -> Any:
-        """Redact every string inside a JSON-shaped value, and make it text that encodes: a
-        lone surrogate (a model's `\\ud800`, a file name's undecodable byte) becomes U+FFFD,
-        since no UTF-8 file, terminal or database column takes one."""
+        """Redact every string inside a JSON-shaped value."""
         if isinstance(value, str):
-            return LONE_SURROGATE.sub("\ufffd", self.text(value))
+            return self.text(value)
         if isinstance(value, dict):
             return {k: self.data(v) for k, v in value.items()}
         if isinstance(value, list | tuple):

@@ -25,6 +25,7 @@ from loopwright.agent.replies import (
     as_chunk,
 )
 from loopwright.config import Settings, Tier
+from loopwright.events import encodable
 from loopwright.redaction import Redactor
 from loopwright.retry_after import finite_number, parse_retry_after
 
@@ -178,6 +179,9 @@ class OpenAIModel:
         where = _where(tier)
         json_format = tier.tool_format == "json" and bool(tools)
         sent = json_tool_messages(messages, tools) if json_format else _sendable(messages)
+        # A tool's answer may quote a file name that is not UTF-8 (a lone surrogate here),
+        # which the client's strict encoding of the request would refuse.
+        sent = encodable(sent)
         native = tools and not json_format
         try:
             # An empty tools array is a 400 at OpenAI, so a tool-less call omits both fields.

@@ -14,7 +14,7 @@ import pydantic
 from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, ChoiceDeltaToolCall
 
 from loopwright.agent.textcalls import Recovered, recover_calls, split_reasoning
-from loopwright.redaction import LONE_SURROGATE
+from loopwright.events import LONE_SURROGATE
 
 
 @dataclass(frozen=True)

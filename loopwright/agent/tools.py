@@ -33,8 +33,8 @@ from loopwright.agent.policy import (
     write_targets,
 )
 from loopwright.agent.testguard import TestEditGuard
+from loopwright.events import LONE_SURROGATE
 from loopwright.protected_paths import protected_by
-from loopwright.redaction import LONE_SURROGATE
 from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, Sandbox
 from loopwright.sandbox.hosttree import path_problem
 from loopwright.sandbox.paths import normalize_relative

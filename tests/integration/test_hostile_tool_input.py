@@ -95,3 +95,38 @@ def test_a_repository_with_a_name_that_is_not_utf8_is_fixed(
     run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
     assert run.result["status"] == "verified", run.result["message"]
     assert json.dumps(run.result)  # the result is text
+
+
+LINKED_WORKFLOW = tool(
+    "run_command",
+    command=(
+        "python3 -c \"import os; os.makedirs(b'.github/workflows', exist_ok=True); "
+        "open(b'.github/workflows/caf\\xe9.yml', 'wb').write(b'x'); "
+        "os.symlink(b'.github/workflows/caf\\xe9.yml', b'wf')\""
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [tool("write_file", path="wf", content="y"), tool("run_command", command="echo y > wf")],
+    ids=["write", "command"],
+)
+def test_a_refusal_quoting_a_name_that_is_not_utf8_reaches_the_model(
+    example_repo: Any, scripted: Any, run_cli: Any, call: dict[str, Any]
+) -> None:
+    """A link to a protected file whose name is not UTF-8: the refusal names the file, with
+    its undecodable byte, and the next request still goes out (the client encodes it as
+    strict UTF-8, and refused it before), so the mission reaches its verdict."""
+    repo = example_repo("python-invoice")
+    server = scripted(hostile_session(LINKED_WORKFLOW, call, fix=True))
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+    refused = run.of_type("tool_result")[2]
+    assert refused["status"] == "refused"
+    assert "through a symlink to .github/workflows/caf\ufffd.yml" in refused["output"]
+    # The file the model planted under .github/workflows is in the patch: not verified.
+    assert run.result["status"] == "unverified", run.result["message"]
+    assert run.result["message"].startswith(".github/workflows/caf\ufffd.yml: ")
+    assert "is a protected path" in run.result["message"]
+    sent = server.requests[3]["messages"][-1]["content"]
+    assert "caf\ufffd.yml" in sent

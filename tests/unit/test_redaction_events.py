@@ -4,7 +4,8 @@ import re
 import pytest
 
 from loopwright.events import Event, EventBus, EventList, NdjsonWriter
-from loopwright.redaction import MASK, Redactor
+from loopwright.missions.result import MissionResult
+from loopwright.redaction import MASK, Redactor, redacted_result
 
 
 @pytest.mark.parametrize(
@@ -140,3 +141,26 @@ def test_events_mask_encoded_secrets_before_any_sink_sees_them(tmp_path):
     )
     output = sink.events[0].to_dict()["output"]
     assert output == f"{MASK}\n{MASK}\n"
+
+
+def test_events_carry_a_lone_surrogate_as_u_fffd_and_write_as_utf8(tmp_path):
+    """Half of a surrogate pair (a model's `\\ud800`, a file name's undecodable byte under
+    surrogateescape) is no character: every sink writes UTF-8, so the bus replaces it."""
+    writer = NdjsonWriter(tmp_path / "events.ndjson")
+    bus = EventBus("m1", [writer], Redactor())
+    bus.emit("error", message="caf\udce9 and \ud800", kind="X")
+    writer.close()
+    line = (tmp_path / "events.ndjson").read_text(encoding="utf-8")
+    assert json.loads(line)["message"] == "caf\ufffd and \ufffd"
+    assert bus.scrub({"a": ["\udfff"]}) == {"a": ["\ufffd"]}
+
+
+def test_a_stored_result_keeps_a_patch_with_bytes_that_are_not_utf8_exact():
+    """A patch read with surrogateescape carries a Latin-1 byte as a lone surrogate; the
+    stored result (what the API serves for `git apply`) must keep it, unlike an event."""
+    patch = "--- a/latin1.txt\n+++ b/latin1.txt\n@@ -1 +1 @@\n-caf\udce9\n+caf\udce9 au lait\n"
+    stored = redacted_result(
+        MissionResult(mission="m1", status="verified", patch=patch), Redactor()
+    )
+    assert stored.patch == patch
+    assert stored.patch.encode("utf-8", "surrogateescape").count(b"\xe9") == 2
