@@ -63,9 +63,8 @@ with `surrogateescape`."""
 
 
 def encodable(value: Any) -> Any:
-    """A JSON-shaped value with every lone surrogate in its strings replaced by U+FFFD, so
-    a UTF-8 file, terminal, browser or database column takes it (a copy only where one
-    was found)."""
+    """A copy of a JSON-shaped value with every lone surrogate in its strings replaced by
+    U+FFFD, so a UTF-8 file, terminal, browser or database column takes it."""
     if isinstance(value, str):
         return LONE_SURROGATE.sub("\ufffd", value) if LONE_SURROGATE.search(value) else value
     if isinstance(value, dict):
