@@ -147,6 +147,28 @@ def test_unparsable_python_is_a_finding() -> None:
     assert "does not parse as Python" in found.detail
 
 
+LONG_CHAIN = "TOTAL = " + " + ".join(["1"] * 900) + "\n"  # Python imports it; the scan recursed
+
+
+def test_python_nested_too_deeply_to_scan_is_a_finding_not_a_crash() -> None:
+    """Before, `RecursionError` left the verification; the file is valid Python."""
+    compile(LONG_CHAIN, "shop/mod.py", "exec")
+    [found] = reach_findings("shop/mod.py", "x = 1\n", LONG_CHAIN)
+    assert (found.key, found.line) == ("uncheckable", 1)
+    assert found.detail == (
+        "shop/mod.py nests its code too deeply to be checked for code that reaches into the "
+        "test run (a long chain of operators, say); split it"
+    )
+
+
+def test_a_file_the_scan_cannot_check_is_a_finding_even_when_its_base_was_too() -> None:
+    """What the patch adds to such a file is not checked either, so it is never let through
+    as already present in the base."""
+    added = LONG_CHAIN + "import atexit\natexit.register(repr)\n"
+    [found] = reach_findings("shop/mod.py", LONG_CHAIN, added)
+    assert found.key == "uncheckable"
+
+
 def test_other_files_are_not_scanned() -> None:
     assert reach_findings("README.md", None, "import atexit\nprocess.exit(0)\n") == []
     assert reach_findings("shop/mod.py", "import atexit\n", None) == []

@@ -18,7 +18,7 @@ import difflib
 from collections import Counter
 from collections.abc import Iterable
 
-from loopwright.verify.reach.found import JS_SUFFIXES, PY_SUFFIXES, Reach
+from loopwright.verify.reach.found import JS_SUFFIXES, PY_SUFFIXES, UNCHECKABLE, Reach
 from loopwright.verify.reach.javascript import javascript_reaches
 from loopwright.verify.reach.python import python_reaches
 
@@ -38,6 +38,8 @@ def reach_findings(path: str, old: str | None, new: str | None) -> list[Reach]:
     after = scan(path, new)
     changed = _changed_lines(old or "", new)
     extra = Counter(r.key for r in after) - before
+    if any(r.key == UNCHECKABLE for r in after):
+        extra[UNCHECKABLE] = max(extra[UNCHECKABLE], 1)  # nothing of it was checked
     found: list[Reach] = []
     for key, count in extra.items():
         hits = [r for r in after if r.key == key]

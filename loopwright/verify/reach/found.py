@@ -9,6 +9,11 @@ PY_SUFFIXES = (".py",)
 JS_SUFFIXES = (".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx")
 
 
+UNCHECKABLE = "uncheckable"
+"""The key of a file the scan could not walk: a finding whether or not the base version
+was uncheckable too, since nothing the patch adds to it was checked."""
+
+
 @dataclass(frozen=True)
 class Reach:
     """One construct that reaches into the test run."""

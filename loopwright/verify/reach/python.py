@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from loopwright.verify.reach.found import SUSPICIOUS_TEXT, Reach
+from loopwright.verify.reach.found import SUSPICIOUS_TEXT, UNCHECKABLE, Reach
 from loopwright.verify.reach.pycompare import (
     COMPARISONS,
     compares_both,
@@ -31,6 +31,20 @@ def python_reaches(path: str, text: str | None) -> list[Reach]:
         return []
     try:
         tree = ast.parse(text, filename=path)
+        scanner = _PythonScan(path)
+        scanner.visit(tree)
+    except RecursionError:
+        # Valid Python (it may still import) whose expressions nest deeper than the scan,
+        # one frame a level, can walk: it cannot be checked, so it cannot be verified.
+        return [
+            Reach(
+                path,
+                1,
+                UNCHECKABLE,
+                f"{path} nests its code too deeply to be checked for code that reaches into "
+                "the test run (a long chain of operators, say); split it",
+            )
+        ]
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", None) or 1
         return [
@@ -43,8 +57,6 @@ def python_reaches(path: str, text: str | None) -> list[Reach]:
                 "into the test run",
             )
         ]
-    scanner = _PythonScan(path)
-    scanner.visit(tree)
     return scanner.found
 
 
