@@ -13,7 +13,8 @@ from loopwright.config import ConfigError
 from loopwright.repo_config import RepoConfig, parse_repo_config
 from loopwright.verify.detect import DetectionError, detect_tests
 from loopwright.verify.reports import MAX_SUITE_DEPTH, ReportError, parse_go_json, parse_junit
-from loopwright.verify.testfiles.formats import json_object, toml_table
+from loopwright.verify.testfiles.formats import MAX_NESTING, json_object, toml_table
+from loopwright.verify.testfiles.sections import package_change, pyproject_change
 from loopwright.verify.web import find_app
 
 LEVELS = 100_000
@@ -93,3 +94,30 @@ def test_a_go_json_line_nested_too_deep_is_skipped_like_any_line_that_is_not_an_
     event = {"Action": "pass", "Package": "example.com/p", "Test": "TestA"}
     text = "{" + '"x": ' * 1 + DEEP_JSON + "}\n" + json.dumps(event) + "\n"
     assert [(r.id, r.outcome) for r in parse_go_json(text)] == [("example.com/p::TestA", "passed")]
+
+
+DOTTED = "[x]\n" + ".".join(["a"] * 5_000) + " = 1\n"  # tomllib builds this without recursing
+
+
+def test_a_pyproject_whose_dotted_key_nests_deep_is_judged_as_unreadable() -> None:
+    """Its tables were copied and compared recursively, which raised `RecursionError` out
+    of verification. Now both its test and install sections count as changed."""
+    old = "[tool.pytest.ini_options]\naddopts = '-q'\n"
+    for before, after in ((old, old + DOTTED), (old + DOTTED, old + DOTTED + "y = 2\n")):
+        test_config, dependency, product = pyproject_change(before, after)
+        assert test_config == dependency
+        assert test_config == [
+            "pyproject.toml is not valid TOML (or nests too deeply to read), so its test and "
+            "install sections cannot be told apart"
+        ]
+        assert product is False
+    assert toml_table(DOTTED) == {}
+    assert toml_table("[x]\n" + ".".join(["a"] * (MAX_NESTING - 1)) + " = 1\n") != {}
+
+
+def test_a_package_json_nested_past_the_limit_is_judged_as_unreadable() -> None:
+    nested = '{"scripts": {"test": "node --test"}, "x": ' + "[" * 900 + "]" * 900 + "}"
+    test_config, dependency, _product = package_change('{"scripts": {}}', nested)
+    assert test_config == dependency
+    assert "nests too deeply to read" in test_config[0]
+    assert json_object('{"a": ' + "[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1) + "}")

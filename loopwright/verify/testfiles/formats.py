@@ -44,25 +44,50 @@ def package_test_script(read: Reader) -> str | None:
     return script if isinstance(script, str) else None
 
 
+MAX_NESTING = 64
+"""The deepest nesting of tables and arrays read. Deeper documents read as unreadable: the
+comparisons of their values (and the copies `strip_keys` makes) recurse once a level, and a
+dotted TOML key builds any depth without the parser recursing."""
+
+
 def toml_table(text: str | None) -> dict[str, Any]:
-    """The TOML document `text` (empty when absent or not valid TOML)."""
+    """The TOML document `text` (empty when absent, not valid TOML, or nested deeper than
+    `MAX_NESTING`)."""
     if not text:
         return {}
     try:
-        return tomllib.loads(text)
+        value = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError):
         return {}
+    return value if _nesting_within(value, MAX_NESTING) else {}
 
 
 def json_object(text: str | None) -> dict[str, Any] | None:
-    """The JSON object `text` (empty when absent; None when it is not a JSON object)."""
+    """The JSON object `text` (empty when absent; None when it is not a JSON object, or is
+    nested deeper than `MAX_NESTING`)."""
     if text is None:
         return {}
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, dict) else None
+    if not isinstance(value, dict) or not _nesting_within(value, MAX_NESTING):
+        return None
+    return value
+
+
+def _nesting_within(value: Any, limit: int) -> bool:
+    """Whether `value`'s dicts and lists nest no deeper than `limit` (walked without
+    recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list):
+            if level >= limit:
+                return False
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, level + 1) for child in children)
+    return True
 
 
 def dig(data: Mapping[str, Any], key: tuple[str, ...]) -> Any:

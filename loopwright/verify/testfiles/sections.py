@@ -76,8 +76,8 @@ def pyproject_change(old: str | None, new: str | None) -> tuple[list[str], list[
     if (old and not before) or (new and not after):
         # Unreadable TOML cannot be split into sections; assume the worst of both.
         why = (
-            "pyproject.toml is not valid TOML, so its test and install sections cannot be "
-            "told apart"
+            "pyproject.toml is not valid TOML (or nests too deeply to read), so its test and "
+            "install sections cannot be told apart"
         )
         return [why], [why], False
     test_config, dependency = [], []
@@ -99,7 +99,10 @@ def package_change(old: str | None, new: str | None) -> tuple[list[str], list[st
     """What a change to package.json touches, key by key and script by script."""
     before, after = json_object(old), json_object(new)
     if before is None or after is None:
-        why = "package.json is not a valid JSON object, so its scripts cannot be told apart"
+        why = (
+            "package.json is not a valid JSON object (or nests too deeply to read), so its "
+            "scripts cannot be told apart"
+        )
         return [why], [why], False
     test_config, dependency = [], []
     old_scripts, new_scripts = package_scripts(before), package_scripts(after)
