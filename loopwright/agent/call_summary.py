@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from loopwright.jsonshape import nests_within
+
 
 @dataclass(frozen=True)
 class CallDescription:
@@ -24,6 +26,10 @@ class CallDescription:
     args_error: str | None = None
 
 
+MAX_ARGUMENT_NESTING = 32
+"""The deepest a call's arguments may nest (no tool's schema goes past four levels): deeper
+arguments are refused where they come in, before an event, the redaction or a copy of them
+walks them one frame a level."""
 SUMMARY_CHARS = 120
 MINUS = "\u2212"
 """Lines removed, as in "(+1 \u22121)": a minus sign, not a hyphen."""
@@ -41,6 +47,10 @@ def describe_call(name: str, raw_arguments: str) -> CallDescription:
     if not isinstance(data, dict):
         return CallDescription(
             {}, f"Called {_short(name)} with arguments that are not an object", "not an object"
+        )
+    if not nests_within(data, MAX_ARGUMENT_NESTING):
+        return CallDescription(
+            {}, f"Called {_short(name)} with arguments nested too deeply", "nested too deeply"
         )
     if name not in _summaries:
         return CallDescription(data, f"Called the unknown tool `{_short(name)}`")

@@ -237,6 +237,11 @@ class OpenAIModel:
                 f"model endpoint {url} sent a malformed stream ({exc.msg}); "
                 f"check {where} points at an OpenAI-compatible /v1 endpoint"
             ) from None
+        except RecursionError:
+            raise _Retryable(
+                f"model endpoint {url} sent JSON nested too deeply to read; "
+                f"check {where} points at an OpenAI-compatible /v1 endpoint"
+            ) from None
         return reply.reply(messages, tools, time.monotonic() - started, json_format=json_format)
 
     def _raise_for_status(self, exc: openai.APIStatusError, tier: Tier, url: str) -> NoReturn:
@@ -358,7 +363,7 @@ def _has_bad_arguments(message: dict[str, Any]) -> bool:
 def _is_json_object(text: str) -> bool:
     try:
         return isinstance(json.loads(text), dict)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return False
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from loopwright.agent.call_summary import json_problem
+from loopwright.agent.call_summary import MAX_ARGUMENT_NESTING, json_problem
 from loopwright.agent.change_review import ChangeReview, finish_request
 from loopwright.agent.context import PlanItem
 from loopwright.agent.pair import ApprovalRequest, NeedsApproval
@@ -34,6 +34,7 @@ from loopwright.agent.policy import (
 )
 from loopwright.agent.testguard import TestEditGuard
 from loopwright.events import LONE_SURROGATE
+from loopwright.jsonshape import nests_within
 from loopwright.protected_paths import protected_by
 from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, Sandbox
 from loopwright.sandbox.hosttree import path_problem
@@ -251,6 +252,13 @@ class Toolbox:
         if not isinstance(data, dict):
             return ToolOutcome(
                 "error", f"The arguments for {name} must be a JSON object.", invalid=True
+            )
+        if not nests_within(data, MAX_ARGUMENT_NESTING):
+            return ToolOutcome(
+                "error",
+                f"The arguments for {name} nest deeper than {MAX_ARGUMENT_NESTING} levels. Send "
+                "a JSON object matching the tool's schema.",
+                invalid=True,
             )
         surrogate = _lone_surrogate(data)
         if surrogate is not None:

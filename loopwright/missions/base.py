@@ -35,6 +35,7 @@ from loopwright.verify.detect import DetectionError
 from loopwright.verify.diff import PatchError
 
 log = structlog.get_logger(__name__)
+TRACEBACK_FRAMES = 40
 
 Status = Literal[
     "verified", "unverified", "flaky", "nothing_to_fix", "budget_exceeded", "error", "cancelled"
@@ -305,7 +306,8 @@ class Mission(Generic[R]):
         )
         fields = {
             "error": f"{type(exc).__name__}: {exc}",
-            "traceback": "".join(traceback.format_exception(exc)),
+            # The innermost frames: a RecursionError's whole stack is a thousand of them.
+            "traceback": "".join(traceback.format_exception(exc, limit=-TRACEBACK_FRAMES)),
         }
         # With the mission's own secrets masked (an installation token, say), not only the
         # settings' ones the log's redaction knows.

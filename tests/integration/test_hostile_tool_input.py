@@ -130,3 +130,34 @@ def test_a_refusal_quoting_a_name_that_is_not_utf8_reaches_the_model(
     assert "is a protected path" in run.result["message"]
     sent = server.requests[3]["messages"][-1]["content"]
     assert "caf\ufffd.yml" in sent
+
+
+def nested(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("levels", [40, 500, 950])
+def test_tool_arguments_nested_deep_are_refused_where_they_come_in(
+    example_repo: Any, scripted: Any, run_cli: Any, levels: int
+) -> None:
+    """The tool-call event's redaction walked the arguments one frame a level (500 deep
+    ended the mission), and the next request's check of the history parsed them again
+    (950 deep). Now they are invalid arguments, said so in the event and to the model."""
+    repo = example_repo("python-invoice")
+    call = {"name": "update_plan", "arguments": {"items": nested(levels)}}
+    server = scripted(hostile_session(call, fix=True))
+    run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
+    described = run.of_type("tool_call")[1]
+    assert (described["args"], described["args_error"]) == ({}, "nested too deeply")
+    result = run.of_type("tool_result")[1]
+    assert result["status"] == "error"
+    said = (
+        "are not valid JSON (nested too deeply)"  # past what the JSON parser itself takes
+        if levels == 950
+        else "nest deeper than 32 levels. Send a JSON object matching the tool's schema."
+    )
+    assert said in result["output"]
+    assert run.result["status"] == "verified", run.result["message"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from loopwright.config import ConfigError
+from loopwright.jsonshape import nests_within
 from loopwright.repo_config import RepoConfig, parse_repo_config
 from loopwright.verify.detect import DetectionError, detect_tests
 from loopwright.verify.reports import MAX_SUITE_DEPTH, ReportError, parse_go_json, parse_junit
@@ -121,3 +122,20 @@ def test_a_package_json_nested_past_the_limit_is_judged_as_unreadable() -> None:
     assert test_config == dependency
     assert "nests too deeply to read" in test_config[0]
     assert json_object('{"a": ' + "[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1) + "}")
+
+
+@pytest.mark.parametrize(
+    ("value", "levels"),
+    [("x", 0), ({}, 1), ([], 1), ({"a": [1]}, 2), ([[[]]], 3), ({"a": {"b": ({"c": 1},)}}, 4)],
+)
+def test_nests_within_counts_levels_of_objects_and_arrays(value: object, levels: int) -> None:
+    assert nests_within(value, levels)
+    assert levels == 0 or not nests_within(value, levels - 1)
+
+
+def test_nests_within_walks_a_value_deeper_than_python_recurses() -> None:
+    value: list[object] = []
+    for _ in range(100_000):
+        value = [value]
+    assert not nests_within(value, 5_000)
+    assert nests_within(value, 100_001)

@@ -9,6 +9,8 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from loopwright.jsonshape import nests_within
+
 Reader = Callable[[str], str | None]
 """Returns the text of a base file by relative path, or None when it does not exist."""
 
@@ -59,7 +61,7 @@ def toml_table(text: str | None) -> dict[str, Any]:
         value = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError):
         return {}
-    return value if _nesting_within(value, MAX_NESTING) else {}
+    return value if nests_within(value, MAX_NESTING) else {}
 
 
 def json_object(text: str | None) -> dict[str, Any] | None:
@@ -71,23 +73,9 @@ def json_object(text: str | None) -> dict[str, Any] | None:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(value, dict) or not _nesting_within(value, MAX_NESTING):
+    if not isinstance(value, dict) or not nests_within(value, MAX_NESTING):
         return None
     return value
-
-
-def _nesting_within(value: Any, limit: int) -> bool:
-    """Whether `value`'s dicts and lists nest no deeper than `limit` (walked without
-    recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict | list):
-            if level >= limit:
-                return False
-            children = node.values() if isinstance(node, dict) else node
-            stack.extend((child, level + 1) for child in children)
-    return True
 
 
 def dig(data: Mapping[str, Any], key: tuple[str, ...]) -> Any:
