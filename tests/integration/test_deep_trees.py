@@ -1,9 +1,11 @@
-"""A repository or a model that nests a path deeper than the host's walkers can go.
+"""A repository or a model that makes paths the host cannot walk or resolve.
 
-Git stores a path 1,200 directories deep; Python's copies, walks and removals of it raise
-`RecursionError`. The real CLI runs each case: the snapshot refuses such a repository with
-what to fix, verification refuses such a patch with why, nothing is left in the data
-directory, and the user's tree is untouched.
+Git stores a path 1,200 directories deep, or one whose absolute form is longer than the
+system takes; Python's copies, walks and removals of the first raise `RecursionError`, and
+every call on the second `ENAMETOOLONG`, as `realpath` does on a chain of 1,500 symlinks.
+The real CLI runs each case: the snapshot refuses such a repository with what to fix,
+verification refuses such a patch with why, the file tools refuse such a path to the model,
+nothing is left in the data directory, and the user's tree is untouched.
 """
 
 from __future__ import annotations
