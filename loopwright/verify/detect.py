@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from loopwright.verify.stream import STREAM_ENV
+from loopwright.verify.testfiles.formats import dig
 
 Runner = Literal["pytest", "node", "npm", "go", "cargo", "make", "custom"]
 ReportKind = Literal["junit", "node-tap", "node-junit", "go-json"]
@@ -251,7 +252,7 @@ def _pytest_signal(tree: Path) -> str | None:
         return "[pytest] in tox.ini"
     if _has_section(tree / "setup.cfg", "tool:pytest"):
         return "[tool:pytest] in setup.cfg"
-    if "pytest" in _toml(tree / "pyproject.toml").get("tool", {}):
+    if isinstance(dig(_toml(tree / "pyproject.toml"), ("tool", "pytest")), dict):
         return "[tool.pytest.ini_options] in pyproject.toml"
     for conftest in ("conftest.py", "tests/conftest.py", "test/conftest.py"):
         if (tree / conftest).is_file():
@@ -270,7 +271,8 @@ def _python_setup(tree: Path) -> str | None:
     ]
     pyproject = _toml(tree / "pyproject.toml")
     if "project" in pyproject or (tree / "setup.py").is_file():
-        extras = pyproject.get("project", {}).get("optional-dependencies", {})
+        extras = dig(pyproject, ("project", "optional-dependencies"))
+        extras = extras if isinstance(extras, dict) else {}
         group = next((g for g in PYTHON_TEST_EXTRAS if g in extras), None)
         installs.append(["-e", f".[{group}]" if group else "."])
     if not installs:

@@ -14,6 +14,7 @@ from loopwright.jsonshape import nests_within
 from loopwright.repo_config import RepoConfig, parse_repo_config
 from loopwright.verify.detect import DetectionError, detect_tests
 from loopwright.verify.reports import MAX_SUITE_DEPTH, ReportError, parse_go_json, parse_junit
+from loopwright.verify.testfiles.base import read_base_config
 from loopwright.verify.testfiles.formats import MAX_NESTING, json_object, toml_table
 from loopwright.verify.testfiles.sections import package_change, pyproject_change
 from loopwright.verify.web import find_app
@@ -139,3 +140,26 @@ def test_nests_within_walks_a_value_deeper_than_python_recurses() -> None:
         value = [value]
     assert not nests_within(value, 5_000)
     assert nests_within(value, 100_001)
+
+
+def test_a_test_script_nesting_node_options_a_thousand_times_is_read_in_a_loop() -> None:
+    """`node_preloads` called itself once per nested `NODE_OPTIONS=`: 1,000 of them in a
+    repository's scripts.test raised `RecursionError` out of verification."""
+    script = "NODE_OPTIONS=" * 1000 + "--require=./setup.js jest"
+    files = {"package.json": json.dumps({"scripts": {"test": script}}), "setup.js": ""}
+    config = read_base_config(list(files), files.get, test_command=None, setup_command=None)
+    assert "setup.js" in config.preload_paths
+
+
+@pytest.mark.parametrize("text", ["tool = 1\n", "tool = [1]\n", "project = 'x'\n"])
+def test_a_pyproject_whose_tables_are_other_types_reads_as_having_none(
+    tmp_path: Path, text: str
+) -> None:
+    """`tool = 1` made detection and the test-configuration reader call `.get` on an int."""
+    (tmp_path / "pyproject.toml").write_text(text)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
+    assert detect_tests(tmp_path).reason.startswith("found tests/test_x.py → ")
+    files = {"pyproject.toml": text}
+    config = read_base_config(list(files), files.get, test_command=None, setup_command=None)
+    assert config.plugin_paths == frozenset()

@@ -169,6 +169,14 @@ def test_a_file_the_scan_cannot_check_is_a_finding_even_when_its_base_was_too() 
     assert found.key == "uncheckable"
 
 
+def test_python_the_parser_itself_cannot_hold_is_unparsable_not_a_crash() -> None:
+    """20,000 unary minus signs overflow the parser's stack: a `MemoryError`, not a
+    `SyntaxError`, which left the verification."""
+    [found] = reach_findings("shop/mod.py", "x = 1\n", "x = " + "-" * 20_000 + "1\n")
+    assert found.key == "unparsable"
+    assert "does not parse as Python (MemoryError" in found.detail
+
+
 def test_other_files_are_not_scanned() -> None:
     assert reach_findings("README.md", None, "import atexit\nprocess.exit(0)\n") == []
     assert reach_findings("shop/mod.py", "import atexit\n", None) == []

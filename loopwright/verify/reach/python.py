@@ -45,7 +45,7 @@ def python_reaches(path: str, text: str | None) -> list[Reach]:
                 "the test run (a long chain of operators, say); split it",
             )
         ]
-    except (SyntaxError, ValueError) as exc:
+    except (SyntaxError, ValueError, MemoryError) as exc:  # MemoryError: the parser's stack
         line = getattr(exc, "lineno", None) or 1
         return [
             Reach(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from loopwright.verify.testfiles.commands import command_files, node_preloads
 from loopwright.verify.testfiles.formats import (
     Reader,
+    dig,
     ini_sections,
     package_test_script,
     toml_table,
@@ -56,7 +57,7 @@ def read_base_config(
             body = "\n".join(ini_sections(text).get(section, []))
             plugins.update(_ADDOPTS_PLUGIN.findall(body))
     pyproject = toml_table(read("pyproject.toml"))
-    options = pyproject.get("tool", {}).get("pytest", {}).get("ini_options", {})
+    options = dig(pyproject, ("tool", "pytest", "ini_options"))
     addopts = options.get("addopts", "") if isinstance(options, dict) else ""
     if isinstance(addopts, list):
         addopts = " ".join(str(a) for a in addopts)

@@ -23,21 +23,22 @@ def _words(command: str) -> list[str]:
 
 
 def node_preloads(command: str) -> list[str]:
-    """The files a node command line preloads, as repository-relative paths."""
-    words = _words(command)
+    """The files a node command line preloads, as repository-relative paths (also those of
+    `NODE_OPTIONS=` values inside it, however often nested: read in a loop)."""
     found: list[str] = []
-    for index, word in enumerate(words):
-        for flag in _NODE_PRELOAD_FLAGS:
-            value = None
-            if word == flag and index + 1 < len(words):
-                value = words[index + 1]
-            elif word.startswith(flag + "=") and flag.startswith("--"):
-                value = word[len(flag) + 1 :]
-            if value:
-                found.append(_relative(value))
-    for word in words:
-        if word.startswith("NODE_OPTIONS="):
-            found.extend(node_preloads(word.split("=", 1)[1]))
+    pending = [command]
+    while pending:
+        words = _words(pending.pop(0))
+        for index, word in enumerate(words):
+            for flag in _NODE_PRELOAD_FLAGS:
+                value = None
+                if word == flag and index + 1 < len(words):
+                    value = words[index + 1]
+                elif word.startswith(flag + "=") and flag.startswith("--"):
+                    value = word[len(flag) + 1 :]
+                if value:
+                    found.append(_relative(value))
+        pending += [w.split("=", 1)[1] for w in words if w.startswith("NODE_OPTIONS=")]
     return found
 
 
