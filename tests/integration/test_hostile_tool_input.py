@@ -132,11 +132,10 @@ def test_a_refusal_quoting_a_name_that_is_not_utf8_reaches_the_model(
     assert "caf\ufffd.yml" in sent
 
 
-def nested(levels: int) -> Any:
-    value: Any = "x"
-    for _ in range(levels):
-        value = [value]
-    return value
+def nested(levels: int) -> str:
+    """`update_plan` arguments whose items nest `levels` deep, as the JSON text the model
+    sends (text here, so the script's own serialisation never walks the nesting)."""
+    return '{"items": ' + "[" * levels + '"x"' + "]" * levels + "}"
 
 
 @pytest.mark.parametrize("levels", [40, 500, 950])
@@ -147,7 +146,7 @@ def test_tool_arguments_nested_deep_are_refused_where_they_come_in(
     ended the mission), and the next request's check of the history parsed them again
     (950 deep). Now they are invalid arguments, said so in the event and to the model."""
     repo = example_repo("python-invoice")
-    call = {"name": "update_plan", "arguments": {"items": nested(levels)}}
+    call = {"name": "update_plan", "arguments": nested(levels)}
     server = scripted(hostile_session(call, fix=True))
     run = run_cli("fix", str(repo), "--sandbox", "local", env=model_env(server))
     described = run.of_type("tool_call")[1]
