@@ -7,6 +7,9 @@ with a sync driver such as `postgresql+psycopg://`) from `LOOPWRIGHT_DATABASE_UR
 PostgreSQL's text and JSONB cannot hold a NUL character, which a command's output (and so a
 `tool_result` event or an error message) may carry. On PostgreSQL the store writes U+FFFD
 (the replacement character) in its place rather than failing the write; SQLite keeps it.
+Neither can hold a lone surrogate (how Python keeps a byte that is not UTF-8, in a file name
+or a patch read with `surrogateescape`): both dialects store U+FFFD for one. A patch's
+exact bytes are kept beside its text (`missions.stored_result`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from loopwright.config import ConfigError, Settings
+from loopwright.events import LONE_SURROGATE, encodable
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_S = 30.0
@@ -58,7 +62,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(
             parsed,
             pool_pre_ping=True,
-            json_serializer=_json_without_nul,
+            json_serializer=functools.partial(stored_json, nul_free=True),
             connect_args=timeout,
             **isolation,
         )
@@ -80,8 +84,11 @@ def make_engine(url: str) -> Engine:
         connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
         pool_size=10,
         max_overflow=20,
+        json_serializer=stored_json,
+        json_deserializer=_loaded_json,
     )
     event.listen(engine, "connect", _sqlite_pragmas)
+    event.listen(engine, "before_cursor_execute", _sqlite_text_parameters, retval=True)
     return engine
 
 
@@ -98,19 +105,62 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-def without_nul(value: Any) -> Any:
-    """`value` (JSON-shaped data) with every NUL in its strings and keys replaced."""
+def valid_text(value: Any, *, nul_free: bool = False) -> Any:
+    """`value` (JSON-shaped data) with every lone surrogate in its strings and keys replaced
+    by U+FFFD, and with `nul_free` every NUL too. A name or an output read from bytes that
+    are not UTF-8 holds lone surrogates (`surrogateescape`); no column stores them: SQLite's
+    driver cannot encode them, and PostgreSQL refuses them in text and in JSONB."""
     if isinstance(value, str):
-        return value.replace(NUL, NUL_STAND_IN)
+        if nul_free:
+            value = value.replace(NUL, NUL_STAND_IN)
+        return value if value.isascii() else encodable(value)
     if isinstance(value, dict):
-        return {without_nul(k): without_nul(v) for k, v in value.items()}
+        return {valid_text(k, nul_free=nul_free): valid_text(v, nul_free=nul_free)
+                for k, v in value.items()}  # fmt: skip
     if isinstance(value, list | tuple):
-        return [without_nul(v) for v in value]
+        return [valid_text(v, nul_free=nul_free) for v in value]
     return value
 
 
-def _json_without_nul(value: Any) -> str:
-    return json.dumps(without_nul(value))
+def stored_json(value: Any, *, nul_free: bool = False) -> str:
+    """The text of a JSON column. `json.dumps` writes every non-ASCII character as an
+    escape, so a NUL can only appear as `\\u0000` and a surrogate as `\\udXXX` (an astral
+    character's pair too): only a text holding one is made again from `valid_text`."""
+    text = json.dumps(value)
+    if "\\ud" in text or (nul_free and "\\u0000" in text):
+        text = json.dumps(valid_text(value, nul_free=nul_free))
+    return text
+
+
+def _loaded_json(text: str) -> Any:
+    """A JSON column's value, read from SQLite. A row written before the store made its
+    strings valid may hold a lone surrogate's escape, which would fail every page and API
+    answer that shows it: such a value is read with U+FFFD in its place."""
+    value = json.loads(text)
+    return valid_text(value) if "\\ud" in text else value
+
+
+def _sqlite_text_parameters(
+    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, executemany: bool
+) -> tuple[str, Any]:
+    """SQLite's driver raises on a string holding a lone surrogate: such a string is stored
+    with U+FFFD in its place (ASCII strings, nearly all of them, are passed as they are)."""
+    rows = parameters if executemany else [parameters]
+    if any(_needs_valid_text(row) for row in rows):
+        fixed = [_valid_row(row) for row in rows]
+        parameters = fixed if executemany else fixed[0]
+    return statement, parameters
+
+
+def _needs_valid_text(row: Any) -> bool:
+    values = row.values() if isinstance(row, dict) else row
+    return any(isinstance(v, str) and not v.isascii() and LONE_SURROGATE.search(v) for v in values)
+
+
+def _valid_row(row: Any) -> Any:
+    if isinstance(row, dict):
+        return {k: valid_text(v) if isinstance(v, str) else v for k, v in row.items()}
+    return type(row)(valid_text(v) if isinstance(v, str) else v for v in row)
 
 
 def _psycopg_text_without_nul(dbapi_connection: Any, _record: Any) -> None:
@@ -122,16 +172,17 @@ def _psycopg_text_without_nul(dbapi_connection: Any, _record: Any) -> None:
 @functools.cache
 def _nul_free_dumpers() -> tuple[type, type]:
     """psycopg's `str` dumpers (its pure-Python ones: the C ones cannot be subclassed),
-    replacing NUL before dumping. Imported here: only PostgreSQL engines need psycopg."""
+    replacing NUL and lone surrogates before dumping. Imported here: only PostgreSQL
+    engines need psycopg."""
     from psycopg.types.string import StrBinaryDumper, StrDumperUnknown
 
     class NulFreeText(StrDumperUnknown):
         def dump(self, obj: str) -> Any:
-            return super().dump(obj.replace(NUL, NUL_STAND_IN))
+            return super().dump(valid_text(obj, nul_free=True))
 
     class NulFreeBinary(StrBinaryDumper):
         def dump(self, obj: str) -> Any:
-            return super().dump(obj.replace(NUL, NUL_STAND_IN))
+            return super().dump(valid_text(obj, nul_free=True))
 
     return NulFreeText, NulFreeBinary
 

@@ -14,10 +14,11 @@ Without a claim (the CLI's missions) nothing is checked.
 
 from __future__ import annotations
 
+import base64
 import socket
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -40,6 +41,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from loopwright.cancellation import Superseded
+from loopwright.events import LONE_SURROGATE
 from loopwright.request import MissionRequest
 from loopwright.sandbox.docker.reaper import owner_alive
 from loopwright.store.direct import DirectStatement
@@ -78,6 +80,36 @@ class FinishedResult(Protocol):
     usage: dict[str, dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]: ...
+
+
+PATCH_BASE64 = "patch_base64"
+"""The key of a stored result that holds its patch's exact bytes, when they are not UTF-8."""
+
+
+def stored_result(result: dict[str, Any]) -> dict[str, Any]:
+    """What the store keeps of a result. A patch of a file that is not UTF-8 (Latin-1 text,
+    say) holds lone surrogates, which no column stores: the result's `patch` is kept with
+    U+FFFD in their place, for reading, and its exact bytes in base64 under `PATCH_BASE64`,
+    which `patch_bytes` gives back (what `git apply` takes)."""
+    patch = result.get("patch")
+    if not isinstance(patch, str) or patch.isascii() or not LONE_SURROGATE.search(patch):
+        return result
+    try:
+        exact = patch.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte stands for: not from a file
+        return result
+    return {**result, PATCH_BASE64: base64.b64encode(exact).decode("ascii")}
+
+
+def patch_bytes(result: Mapping[str, Any] | None) -> bytes | None:
+    """A stored result's patch as the bytes the mission made, or None without one."""
+    result = result or {}
+    exact = result.get(PATCH_BASE64)
+    if isinstance(exact, str):
+        with suppress(ValueError):
+            return base64.b64decode(exact, validate=True)
+    patch = result.get("patch")
+    return patch.encode("utf-8") if isinstance(patch, str) and patch else None
 
 
 class MissionNotFound(LookupError):
@@ -474,7 +506,7 @@ class MissionRecords:
         """Store a mission's result, its final status and its per-tier usage."""
         values: dict[str, Any] = {
             "status": result.status,
-            "result": result.to_dict(),
+            "result": stored_result(result.to_dict()),
             "message": result.message or None,
             "cost_usd": result.cost_usd,
             "finished_at": utcnow(),

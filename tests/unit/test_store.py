@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,13 @@ from loopwright.store import (
     open_store,
 )
 from loopwright.store.deliveries import _columns
-from loopwright.store.missions import MissionTakenOver, claimed, lock_head, mission_row
+from loopwright.store.missions import (
+    MissionTakenOver,
+    claimed,
+    lock_head,
+    mission_row,
+    patch_bytes,
+)
 from loopwright.store.models import Base, utcnow
 from loopwright.store.sessions import session_key
 from tests.services import PostgresCluster
@@ -1270,3 +1277,63 @@ def test_guidance_is_taken_only_while_the_pair_mode_loop_runs(store: Store):
     with pytest.raises(DecisionRefused, match="its loop has ended"):
         send()
     assert store.take_guidance(mission.id) == []
+
+
+LATIN1_PATCH = (
+    "diff --git a/menu.txt b/menu.txt\n--- a/menu.txt\n+++ b/menu.txt\n@@ -1 +1 @@\n"
+    "-cafe\n+caf\udce9 \U0001f375\n"
+)
+"""A patch to a Latin-1 file, as a mission reads git's bytes: the byte 0xE9 is the lone
+surrogate U+DCE9. The emoji is UTF-8, and stays exact."""
+
+
+def test_text_that_is_not_utf8_is_stored_readable_and_a_patch_keeps_its_bytes(
+    url: str, store: Store
+):
+    """No column holds a lone surrogate (SQLite's driver cannot encode one, PostgreSQL
+    refuses it): the store keeps U+FFFD for reading, and a patch's exact bytes beside it."""
+    exact = LATIN1_PATCH.encode("utf-8", "surrogateescape")
+    assert b"caf\xe9 \xf0\x9f\x8d\xb5" in exact
+    mission, _ = store.create_mission(request())
+    store.mark_running(mission.id)
+    bus = EventBus(mission.id, sinks=[store.event_sink(mission.id)], redactor=Redactor())
+    bus.emit("tool_result", id="c1", tool="run_command", status="failed",
+             output="cat menu.txt: caf\udce9", exit_code=1)  # fmt: skip
+    result = MissionResult(mission.id, "verified", summary="fixed caf\udce9", patch=LATIN1_PATCH)
+    store.mark_finished(result)
+    done = store.get_mission(mission.id)
+    assert done is not None and done.result is not None
+    assert done.result["patch"] == LATIN1_PATCH.replace("\udce9", "\ufffd")
+    assert "\U0001f375" in done.result["patch"]
+    assert done.result["summary"] == "fixed caf\ufffd"
+    assert patch_bytes(done.result) == exact
+    (event,) = store.events_after(mission.id, 0)
+    assert event["output"] == "cat menu.txt: caf\ufffd"
+    # A text column: a message quoting a name that is not UTF-8.
+    assert store.set_status(mission.id, "error", message="no such file: caf\udce9.txt")
+    assert store.get_mission(mission.id).message == "no such file: caf\ufffd.txt"  # type: ignore[union-attr]
+    # A UTF-8 patch is stored as it is, with nothing beside it.
+    other, _ = store.create_mission(request(2))
+    store.mark_running(other.id)
+    store.mark_finished(MissionResult(other.id, "verified", patch="+th\xe9 \U0001f375\n"))
+    kept = store.get_mission(other.id)
+    assert kept is not None and kept.result == {**kept.result, "patch": "+th\xe9 \U0001f375\n"}
+    assert "patch_base64" not in kept.result
+    assert patch_bytes(kept.result) == "+th\xe9 \U0001f375\n".encode()
+
+
+def test_a_row_stored_with_a_lone_surrogate_is_read_with_u_fffd(tmp_path: Path):
+    """A SQLite row written before the store kept strings valid holds a surrogate's escape;
+    it is read with U+FFFD, so the pages and the API that show it still answer."""
+    url = sqlite_url(tmp_path / "old.db")
+    migrate(url)
+    with Store(url) as store:
+        mission, _ = store.create_mission(request())
+    with closing(sqlite3.connect(tmp_path / "old.db")) as conn, conn:
+        conn.execute(
+            "UPDATE missions SET result = ? WHERE id = ?",
+            ('{"patch": "+caf\\udce9\\n", "summary": "\\ud83c\\udf75"}', mission.id),
+        )
+    with Store(url) as store:
+        read = store.get_mission(mission.id)
+    assert read is not None and read.result == {"patch": "+caf\ufffd\n", "summary": "\U0001f375"}
