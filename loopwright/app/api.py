@@ -29,6 +29,7 @@ from loopwright.app.params import (
     clamp_cursor,
 )
 from loopwright.config import Settings
+from loopwright.store.missions import patch_bytes
 from loopwright.store.models import Mission
 from loopwright.store.repository import Store
 
@@ -423,15 +424,24 @@ def _patch_of(mission: Mission) -> str | None:
 )
 def mission_patch(
     store: NamedDependency[Store], viewer: NamedDependency[Viewer], mission_id: FromPath[str]
-) -> Response[str]:
-    """The unified diff the mission produced (`git apply` takes it as it is)."""
-    patch = _patch_of(visible_mission(store, viewer, mission_id))
+) -> Response[bytes]:
+    """The unified diff the mission produced, byte for byte (`git apply` takes it as it
+    is, a change to a file that is not UTF-8 too)."""
+    patch = patch_bytes(visible_mission(store, viewer, mission_id).result)
     if not patch:
         raise NotFoundException(f"mission {mission_id} has no patch (yet)")
+    try:
+        patch.decode("utf-8")
+        content_type = "text/x-diff; charset=utf-8"
+    except UnicodeDecodeError:  # the bytes of a file in another encoding: no charset is true
+        content_type = "text/x-diff"
+    # Given as a header: Litestar adds "; charset=utf-8" to any text/* media type it sets.
     return Response(
         patch,
-        media_type="text/x-diff; charset=utf-8",
-        headers={"Content-Disposition": f'inline; filename="{mission_id}.diff"'},
+        headers={
+            "Content-Type": content_type,
+            "Content-Disposition": f'inline; filename="{mission_id}.diff"',
+        },
     )
 
 
