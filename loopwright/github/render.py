@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from loopwright.events import encodable
 from loopwright.github.markdown import (
     TITLE_LIMIT,
     ZWJ,
@@ -346,8 +347,18 @@ def fork_patch_comment(
     link = safe_url(mission_url)
     if link:
         intro += ["", f"[Watch the mission live]({link})"]
-    text = "\n".join(intro) + "\n\n"
     diff = redactor.text(patch)
+    shown_diff = encodable(diff)
+    if shown_diff != diff:
+        view = f"[live view]({link})" if link else "live view"
+        intro += [
+            "",
+            "Some changed lines are not UTF-8 (a file in another encoding): a comment cannot "
+            "hold those bytes, so they show as \ufffd below, and `git apply` refuses "
+            f"those lines. The exact patch is the `patch.diff` link of the mission's {view}.",
+        ]
+        diff = shown_diff
+    text = "\n".join(intro) + "\n\n"
     note = ""
     room = COMMENT_LIMIT - len(text) - 200
     if len(diff) > room:

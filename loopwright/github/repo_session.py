@@ -1,5 +1,7 @@
 """One mission's REST access to one repository: the few reads and writes a mission makes,
-each failure turned into a `GitHubError` that names the call and GitHub's answer."""
+each failure turned into a `GitHubError` that names the call and GitHub's answer. Text it
+writes (comments, pull requests, check output) is sent as UTF-8: a lone surrogate (a byte
+of a name or a patch that is not UTF-8) goes as U+FFFD rather than failing the request."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any, Literal, Required, TypedDict
 from githubkit import GitHub
 from githubkit.exception import GitHubException, RequestFailed
 
+from loopwright.events import encodable
 from loopwright.github.client import GitHubError
 from loopwright.github.gitops import BOT_EMAIL, MISSION_TRAILER
 from loopwright.instructions import RepoInstructions, first_instructions
@@ -212,9 +215,9 @@ class RepoSession:
                 status="completed",
                 conclusion=conclusion,
                 output={
-                    "title": output["title"],
-                    "summary": output["summary"],
-                    "text": output.get("text", ""),
+                    "title": encodable(output["title"]),
+                    "summary": encodable(output["summary"]),
+                    "text": encodable(output.get("text", "")),
                 },
             ),
         )
@@ -223,7 +226,7 @@ class RepoSession:
         data = self._call(
             f"commenting on #{number}",
             lambda: self.gh.rest.issues.create_comment(
-                self.owner, self.name, number, data={"body": body}
+                self.owner, self.name, number, data={"body": encodable(body)}
             ).json(),
         )
         return str(data.get("html_url", ""))
@@ -233,7 +236,7 @@ class RepoSession:
         data = self._call(
             f"commenting on #{number}",
             lambda: self.gh.rest.issues.create_comment(
-                self.owner, self.name, number, data={"body": body}
+                self.owner, self.name, number, data={"body": encodable(body)}
             ).json(),
         )
         return int(data["id"]), str(data.get("html_url", ""))
@@ -242,7 +245,7 @@ class RepoSession:
         self._call(
             f"editing comment {comment_id}",
             lambda: self.gh.rest.issues.update_comment(
-                self.owner, self.name, comment_id, data={"body": body}
+                self.owner, self.name, comment_id, data={"body": encodable(body)}
             ),
         )
 
@@ -288,7 +291,12 @@ class RepoSession:
             lambda: self.gh.rest.pulls.create(
                 self.owner,
                 self.name,
-                data={"title": title, "head": branch, "base": base, "body": body},
+                data={
+                    "title": encodable(title),
+                    "head": branch,
+                    "base": base,
+                    "body": encodable(body),
+                },
             ).json(),
         )
         return _pull_info(data)
@@ -297,7 +305,10 @@ class RepoSession:
         data = self._call(
             f"updating pull request #{number}",
             lambda: self.gh.rest.pulls.update(
-                self.owner, self.name, number, data={"title": title, "body": body}
+                self.owner,
+                self.name,
+                number,
+                data={"title": encodable(title), "body": encodable(body)},
             ).json(),
         )
         return _pull_info(data)

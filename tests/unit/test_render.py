@@ -690,3 +690,20 @@ def test_pr_title_is_one_inert_line(summary: str, expected: str) -> None:
     assert pr_title(summary) == expected
     assert len(pr_title(summary).replace(ZWJ, "")) < 72
     assert "\n" not in pr_title(summary) and "\r" not in pr_title(summary)
+
+
+LATIN1_PATCH = (
+    'diff --git "a/caf\\351.txt" "b/caf\\351.txt"\n--- "a/caf\\351.txt"\n+++ "b/caf\\351.txt"\n'
+    "@@ -1 +1 @@\n-cafe\n+caf\udce9\n"
+)
+"""A patch to a Latin-1 file with a Latin-1 name, as a mission reads git's bytes: the byte
+0xE9 in the content is the lone surrogate U+DCE9, which no UTF-8 request body can carry."""
+
+
+def test_a_fork_comment_says_where_the_exact_patch_is_when_it_is_not_utf8() -> None:
+    comment = fork_patch_comment(RESULT, LATIN1_PATCH, mission_url=MISSION_URL)
+    assert "+caf\ufffd\n" in comment
+    comment.encode("utf-8")  # what the API client sends: strict UTF-8
+    assert "not UTF-8" in comment and f"[live view]({MISSION_URL})" in comment
+    # A UTF-8 patch gets no such note.
+    assert "not UTF-8" not in fork_patch_comment(RESULT, PATCH, mission_url=MISSION_URL)

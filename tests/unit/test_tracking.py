@@ -296,3 +296,20 @@ def test_note_adds_a_line_to_a_running_mission_and_to_a_stored_comment(fake_sess
     body = github.comments("acme/app", number)[0]["body"]
     assert body.index("- a first note") < body.index("- a later note") < body.index("Outcome")
     github.assert_no_rejections()
+
+
+def test_text_with_bytes_that_are_not_utf8_reaches_github_as_u_fffd(fake_session):
+    """A lone surrogate (a byte of a Latin-1 name or patch) cannot be sent in a UTF-8
+    request body: the session sends U+FFFD in its place instead of failing the write."""
+    github, session, number = fake_session
+    comment_id, _ = session.post_comment(number, "fixed caf\udce9.txt")
+    session.comment(number, "see caf\udce9.txt")
+    check = session.start_check(SHA, "http://loopwright.test/m", "a1b2c3d4e5f6")
+    session.finish_check(check, "success", {"title": "caf\udce9", "summary": "s\udce9"})
+    bodies = sorted(c["body"] for c in github.comments("acme/app", number))
+    assert bodies == ["fixed caf\ufffd.txt", "see caf\ufffd.txt"]
+    session.edit_comment(comment_id, "edited caf\udce9")
+    assert session.comment_body(comment_id) == "edited caf\ufffd"
+    (run,) = github.check_runs("acme/app")
+    assert (run["output"]["title"], run["output"]["summary"]) == ("caf\ufffd", "s\ufffd")
+    github.assert_no_rejections()
