@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopwright.verify.reach import reach_findings
+from loopwright.verify.reach.python import python_reaches
 
 PY_REACHES = [
     ("import pytest\n", "imports:pytest"),
@@ -147,26 +148,67 @@ def test_unparsable_python_is_a_finding() -> None:
     assert "does not parse as Python" in found.detail
 
 
-LONG_CHAIN = "TOTAL = " + " + ".join(["1"] * 900) + "\n"  # Python imports it; the scan recursed
+DEEP_SUBSCRIPTS = "TOTAL = GRID" + "[0]" * 900 + "\n"  # Python imports it; the scan recursed
 
 
 def test_python_nested_too_deeply_to_scan_is_a_finding_not_a_crash() -> None:
     """Before, `RecursionError` left the verification; the file is valid Python."""
-    compile(LONG_CHAIN, "shop/mod.py", "exec")
-    [found] = reach_findings("shop/mod.py", "x = 1\n", LONG_CHAIN)
+    compile(DEEP_SUBSCRIPTS, "shop/mod.py", "exec")
+    [found] = reach_findings("shop/mod.py", "x = 1\n", DEEP_SUBSCRIPTS)
     assert (found.key, found.line) == ("uncheckable", 1)
     assert found.detail == (
         "shop/mod.py nests its code too deeply to be checked for code that reaches into the "
-        "test run (a long chain of operators, say); split it"
+        "test run (calls, brackets or blocks inside one another hundreds deep); split it"
     )
 
 
 def test_a_file_the_scan_cannot_check_is_a_finding_even_when_its_base_was_too() -> None:
     """What the patch adds to such a file is not checked either, so it is never let through
     as already present in the base."""
-    added = LONG_CHAIN + "import atexit\natexit.register(repr)\n"
-    [found] = reach_findings("shop/mod.py", LONG_CHAIN, added)
+    added = DEEP_SUBSCRIPTS + "import atexit\natexit.register(repr)\n"
+    [found] = reach_findings("shop/mod.py", DEEP_SUBSCRIPTS, added)
     assert found.key == "uncheckable"
+
+
+def _dispatch(branches: int, last: str) -> str:
+    lines = ["import sys", "", "", "def run(op):"]
+    for n in range(branches):
+        lines += [f"    {'if' if n == 0 else 'elif'} op == {n}:", f"        return {n}"]
+    return "\n".join([*lines, "    else:", f"        return {last}", ""])
+
+
+def test_generated_code_with_long_chains_and_dispatches_is_checked() -> None:
+    """A sum of 1,500 terms (generated formulas) and an `if`/`elif` of 1,000 branches are
+    walked in a loop: they were reported uncheckable (a frame per operand or branch), so
+    a fix touching such a file could not be verified. What they hide is still found."""
+    total = "TOTAL = " + " + ".join(f"c{n}" for n in range(1_500)) + "\n"
+    assert reach_findings("shop/formula.py", "TOTAL = 0\n", total) == []
+    hidden = " + ".join(['""'] * 1_500 + ['"mod"', '"ules"'])
+    built = f"import sys\nloaded = getattr(sys, {hidden})\n"
+    assert {f.key for f in reach_findings("shop/formula.py", "import sys\n", built)} == {
+        "uses:sys.modules",
+        "module-value:sys",
+    }
+    assert reach_findings("shop/ops.py", _dispatch(1, "None"), _dispatch(1_000, "None")) == []
+    [found] = reach_findings("shop/ops.py", _dispatch(1, "None"), _dispatch(1_000, "sys.modules"))
+    assert (found.key, found.line) == ("uses:sys.modules", 2_006)
+
+
+def test_a_chain_is_read_in_the_order_a_recursive_walk_reads_it() -> None:
+    """Findings keep the order they had: the first operation down the chain that folds is
+    read as text, then each right operand above it from the bottom up."""
+    text = 'import os, sys\nv = "sys.mod" + "ules" + os.environ + sys.__dict__\n'
+    assert [f.key for f in python_reaches("shop/mod.py", text)] == [
+        "text:sys.modules",
+        "uses:os.environ",
+        "namespace:sys",
+    ]
+    text = "import os, sys\nv = sys.__dict__ + os.environ + 'sys.mod' - __builtins__\n"
+    assert [f.key for f in python_reaches("shop/mod.py", text)] == [
+        "namespace:sys",
+        "uses:os.environ",
+        "uses:__builtins__",
+    ]
 
 
 def test_python_the_parser_itself_cannot_hold_is_unparsable_not_a_crash() -> None:

@@ -19,20 +19,8 @@ def fold(node: ast.AST) -> str | None:
         if isinstance(node.value, bytes):
             return node.value.decode("latin-1")
         return None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = fold(node.left), fold(node.right)
-        return left + right if left is not None and right is not None else None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-        left = fold(node.left)
-        if left is not None and isinstance(node.right, ast.Constant | ast.Tuple):
-            values = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
-            parts = [fold(v) for v in values]
-            if all(p is not None for p in parts):
-                try:
-                    return left % tuple(parts)
-                except (TypeError, ValueError):
-                    return None
-        return None
+    if isinstance(node, ast.BinOp):
+        return spine_folds(left_spine(node))[0]
     if isinstance(node, ast.JoinedStr):
         parts = [fold(v) for v in node.values]
         return "".join(p for p in parts if p is not None) if all(parts) else None
@@ -45,10 +33,6 @@ def fold(node: ast.AST) -> str | None:
         ):
             return value[slice(*numbers)]
         return None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-        # pathlib: Path("/") / "proc"
-        left, right = fold(node.left), fold(node.right)
-        return posixpath.join(left, right) if left is not None and right is not None else None
     if isinstance(node, ast.Call):
         if (
             isinstance(node.func, ast.Attribute)
@@ -87,6 +71,47 @@ def fold(node: ast.AST) -> str | None:
             value = fold(node.func.value)
             return getattr(value, node.func.attr)() if value is not None else None
         return fold_encoded(node)
+    return None
+
+
+def left_spine(node: ast.BinOp) -> list[ast.BinOp]:
+    """`node` and the operations down its left side, top first: `a + b + c` nests one
+    `BinOp` per operator there, so generated code (a long sum, a long string built piece by
+    piece) is read in a loop, not a frame per operand."""
+    spine = [node]
+    while isinstance(spine[-1].left, ast.BinOp):
+        spine.append(spine[-1].left)
+    return spine
+
+
+def spine_folds(spine: list[ast.BinOp]) -> list[str | None]:
+    """What each operation of a `left_spine` folds to, top first, in one pass from the
+    bottom up (each from the one below it)."""
+    values: list[str | None] = [None] * len(spine)
+    below = fold(spine[-1].left)
+    for index in range(len(spine) - 1, -1, -1):
+        below = values[index] = _fold_operation(spine[index], below)
+    return values
+
+
+def _fold_operation(node: ast.BinOp, left: str | None) -> str | None:
+    """`node` folded, given what its left operand folds to."""
+    if left is None:
+        return None
+    if isinstance(node.op, ast.Add):
+        right = fold(node.right)
+        return left + right if right is not None else None
+    if isinstance(node.op, ast.Div):  # pathlib: Path("/") / "proc"
+        right = fold(node.right)
+        return posixpath.join(left, right) if right is not None else None
+    if isinstance(node.op, ast.Mod) and isinstance(node.right, ast.Constant | ast.Tuple):
+        values = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+        parts = [fold(v) for v in values]
+        if all(p is not None for p in parts):
+            try:
+                return left % tuple(parts)
+            except (TypeError, ValueError):
+                return None
     return None
 
 
@@ -165,8 +190,12 @@ def const_int(node: ast.AST | None) -> int | None:
 
 
 def pieces(node: ast.AST) -> Iterator[str]:
-    if isinstance(node, ast.BinOp):
-        yield from pieces(node.left)
-        yield from pieces(node.right)
-    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-        yield node.value
+    """The string constants of an expression's operations, left to right (a stack, not a
+    frame per operation)."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp):
+            stack += (node.right, node.left)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value

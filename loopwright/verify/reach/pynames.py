@@ -110,14 +110,21 @@ class PythonNames(ast.NodeVisitor):
         return False
 
     def visit_If(self, node: ast.If) -> None:
-        guard = _is_main_guard(node.test)
-        self.visit(node.test)
-        self.main_guard += guard
-        for statement in node.body:
-            self.visit(statement)
-        self.main_guard -= guard
-        for statement in node.orelse:
-            self.visit(statement)
+        """An `elif` is an `If` alone in the `orelse` of the one before: a chain of them (a
+        long dispatch) is walked in a loop, in the same order, not a frame per branch."""
+        while True:
+            guard = _is_main_guard(node.test)
+            self.visit(node.test)
+            self.main_guard += guard
+            for statement in node.body:
+                self.visit(statement)
+            self.main_guard -= guard
+            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+                continue
+            for statement in node.orelse:
+                self.visit(statement)
+            return
 
 
 def _is_main_guard(test: ast.AST) -> bool:

@@ -22,7 +22,7 @@ from loopwright.verify.reach.pydanger import (
     PASSABLE,
     danger,
 )
-from loopwright.verify.reach.pyfold import fold, pieces
+from loopwright.verify.reach.pyfold import fold, left_spine, pieces, spine_folds
 from loopwright.verify.reach.pynames import PythonNames
 
 
@@ -42,7 +42,8 @@ def python_reaches(path: str, text: str | None) -> list[Reach]:
                 1,
                 UNCHECKABLE,
                 f"{path} nests its code too deeply to be checked for code that reaches into "
-                "the test run (a long chain of operators, say); split it",
+                "the test run (calls, brackets or blocks inside one another hundreds deep); "
+                "split it",
             )
         ]
     except (SyntaxError, ValueError, MemoryError) as exc:  # MemoryError: the parser's stack
@@ -317,13 +318,25 @@ class _PythonScan(PythonNames):
         self.text(node, node.value)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        folded = fold(node)
-        if folded is not None:
-            self.text(node, folded)
-            for piece in pieces(node):
-                self.text(node, piece)
-            return
-        self.generic_visit(node)
+        """The first operation down the left spine that folds to a constant is read as text
+        (and what it is built of); above it, each operand is visited, in the order a
+        recursive walk takes: the folded part (or the spine's last left operand) first, then
+        each right operand from the bottom up. A loop, so a long chain takes no frame per
+        operand."""
+        spine = left_spine(node)
+        unfolded = spine
+        for index, folded in enumerate(spine_folds(spine)):
+            if folded is not None:
+                part, unfolded = spine[index], spine[:index]
+                self.text(part, folded)
+                for piece in pieces(part):
+                    self.text(part, piece)
+                break
+        else:
+            self.visit(spine[-1].left)
+        for part in reversed(unfolded):
+            self.visit(part.op)
+            self.visit(part.right)
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         constant = "".join(
