@@ -14,9 +14,9 @@ default is filled in: a missing one is an error), and it keeps what callers rely
   `DBAPIError` whose SQLSTATE tells the group commit that a deadlock may be run again);
 - a lost connection is invalidated, as SQLAlchemy invalidates it;
 - the engine's `before_cursor_execute` and `after_cursor_execute` listeners (statement
-  logging, tracing) see each statement, with no execution context (which SQLAlchemy
-  documents may be None); a listener cannot change the statement (`retval=True`), and
-  the engine's `echo` does not show it.
+  logging, tracing, the store's own text checks) see each statement, with no execution
+  context (which SQLAlchemy documents may be None); what a `before_cursor_execute`
+  listener returns is run, as SQLAlchemy runs it, and the engine's `echo` does not show it.
 """
 
 from __future__ import annotations
@@ -70,12 +70,12 @@ class DirectStatement:
         assert dbapi_connection is not None  # a connection in a transaction holds one
         cursor = dbapi_connection.cursor()
         try:
-            if dispatch.before_cursor_execute:
-                dispatch.before_cursor_execute(
-                    connection, cursor, prepared.sql, driver_params, None, False
-                )
+            sql = prepared.sql
+            # SQLAlchemy wraps a listener made without `retval=True` to return what it got.
+            for listener in dispatch.before_cursor_execute:
+                sql, driver_params = listener(connection, cursor, sql, driver_params, None, False)
             try:
-                cursor.execute(prepared.sql, driver_params)
+                cursor.execute(sql, driver_params)
                 row = cursor.fetchone() if cursor.description else None
             except dialect.loaded_dbapi.Error as exc:
                 # As SQLAlchemy's own execution does: a lost connection is invalidated, so
@@ -85,7 +85,7 @@ class DirectStatement:
                 if lost:
                     connection.invalidate(exc)
                 raise DBAPIError.instance(
-                    prepared.sql,
+                    sql,
                     driver_params,
                     exc,
                     dialect.loaded_dbapi.Error,
@@ -93,9 +93,7 @@ class DirectStatement:
                     dialect=dialect,
                 ) from exc
             if dispatch.after_cursor_execute:
-                dispatch.after_cursor_execute(
-                    connection, cursor, prepared.sql, driver_params, None, False
-                )
+                dispatch.after_cursor_execute(connection, cursor, sql, driver_params, None, False)
         finally:
             if not connection.invalidated:
                 cursor.close()

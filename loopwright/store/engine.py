@@ -144,11 +144,15 @@ def _sqlite_text_parameters(
     _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, executemany: bool
 ) -> tuple[str, Any]:
     """SQLite's driver raises on a string holding a lone surrogate: such a string is stored
-    with U+FFFD in its place (ASCII strings, nearly all of them, are passed as they are)."""
-    rows = parameters if executemany else [parameters]
+    with U+FFFD in its place (ASCII strings, nearly all of them, are passed as they are).
+
+    `executemany` parameters are rows, except in SQLAlchemy's "insertmanyvalues" batch (a
+    multi-row INSERT ... RETURNING), which is one flat row of every row's values."""
+    many = executemany and bool(parameters) and isinstance(parameters[0], tuple | list | dict)
+    rows = parameters if many else [parameters]
     if any(_needs_valid_text(row) for row in rows):
         fixed = [_valid_row(row) for row in rows]
-        parameters = fixed if executemany else fixed[0]
+        parameters = fixed if many else fixed[0]
     return statement, parameters
 
 
@@ -160,7 +164,7 @@ def _needs_valid_text(row: Any) -> bool:
 def _valid_row(row: Any) -> Any:
     if isinstance(row, dict):
         return {k: valid_text(v) if isinstance(v, str) else v for k, v in row.items()}
-    return type(row)(valid_text(v) if isinstance(v, str) else v for v in row)
+    return type(row)([valid_text(v) if isinstance(v, str) else v for v in row])
 
 
 def _psycopg_text_without_nul(dbapi_connection: Any, _record: Any) -> None:

@@ -88,11 +88,15 @@ PATCH_BASE64 = "patch_base64"
 
 def stored_result(result: dict[str, Any]) -> dict[str, Any]:
     """What the store keeps of a result. A patch of a file that is not UTF-8 (Latin-1 text,
-    say) holds lone surrogates, which no column stores: the result's `patch` is kept with
-    U+FFFD in their place, for reading, and its exact bytes in base64 under `PATCH_BASE64`,
-    which `patch_bytes` gives back (what `git apply` takes)."""
+    say) holds lone surrogates, which no column stores, and a patch of a file git diffs as
+    text may hold NUL, which PostgreSQL does not: the result's `patch` is kept with U+FFFD
+    in their place, for reading, and its exact bytes in base64 under `PATCH_BASE64`, which
+    `patch_bytes` gives back (what `git apply` takes)."""
+    result = {k: v for k, v in result.items() if k != PATCH_BASE64}  # only ever the store's
     patch = result.get("patch")
-    if not isinstance(patch, str) or patch.isascii() or not LONE_SURROGATE.search(patch):
+    if not isinstance(patch, str):
+        return result
+    if "\x00" not in patch and (patch.isascii() or not LONE_SURROGATE.search(patch)):
         return result
     try:
         exact = patch.encode("utf-8", "surrogateescape")

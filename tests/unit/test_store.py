@@ -3,6 +3,7 @@ migrations, race-safe dedupe, deliveries, claims, revocations, the event log, co
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import datetime
 import sqlite3
@@ -19,8 +20,9 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, event, insert, inspect, text, update
+from sqlalchemy import create_engine, event, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError, StatementError
+from sqlalchemy.orm import Session
 
 from loopwright.agent.pair import ApprovalRequest
 from loopwright.config import ConfigError, Settings
@@ -46,8 +48,9 @@ from loopwright.store.missions import (
     lock_head,
     mission_row,
     patch_bytes,
+    stored_result,
 )
-from loopwright.store.models import Base, utcnow
+from loopwright.store.models import Base, Delivery, PairDecisionRecord, utcnow
 from loopwright.store.sessions import session_key
 from tests.services import PostgresCluster
 
@@ -1337,3 +1340,44 @@ def test_a_row_stored_with_a_lone_surrogate_is_read_with_u_fffd(tmp_path: Path):
     with Store(url) as store:
         read = store.get_mission(mission.id)
     assert read is not None and read.result == {"patch": "+caf\ufffd\n", "summary": "\U0001f375"}
+
+
+def test_a_patch_holding_nul_keeps_its_bytes_and_only_the_store_writes_patch_base64(
+    url: str, store: Store
+):
+    """A file git diffs as text may hold NUL, which PostgreSQL's JSONB cannot: the exact
+    bytes are kept beside the text. A `patch_base64` that comes with a result is not kept."""
+    mission, _ = store.create_mission(request())
+    store.mark_running(mission.id)
+    store.mark_finished(MissionResult(mission.id, "verified", patch="+a\x00b\n"))
+    done = store.get_mission(mission.id)
+    assert done is not None and patch_bytes(done.result) == b"+a\x00b\n"
+    planted = {"patch": "+ok\n", "patch_base64": base64.b64encode(b"+evil\n").decode()}
+    assert stored_result(planted) == {"patch": "+ok\n"}
+
+
+def test_rows_written_together_take_the_same_care_of_text(url: str, store: Store):
+    """Several rows in one flush (one INSERT of many rows, on SQLite a flat list of every
+    row's values) and a statement on the driver's cursor (the webhook's) are stored too."""
+    mission, _ = store.create_mission(request())
+    now = utcnow()
+    with Session(store.engine) as session, session.begin():
+        session.add_all(
+            PairDecisionRecord(
+                mission_id=mission.id, kind="redirect", decided_by="@ann", text=text, decided_at=now
+            )
+            for text in ("use the cache", "not caf\udce9", "")
+        )
+    with Session(store.engine) as session:
+        texts = session.scalars(
+            select(PairDecisionRecord.text).order_by(PairDecisionRecord.id)
+        ).all()
+    assert texts == ["use the cache", "not caf\ufffd", ""]
+    accepted = store.accept_delivery(
+        "d-1", "check_run", "caf\udce9", decision="mission", request=request(2, check="caf\udce9")
+    )
+    assert accepted.mission is not None
+    stored = store.get_mission(accepted.mission.id)
+    assert stored is not None and stored.request["check_name"] == "caf\ufffd"
+    with Session(store.engine) as session:
+        assert session.scalars(select(Delivery.action)).all() == ["caf\ufffd"]
