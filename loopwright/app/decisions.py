@@ -22,6 +22,7 @@ from litestar.status_codes import HTTP_202_ACCEPTED, HTTP_400_BAD_REQUEST, HTTP_
 from loopwright.app.api import Viewer, require_token, visible_mission
 from loopwright.app.cancel import by_bearer, check_csrf, require_writer
 from loopwright.app.pair import BadDecision, check_decision, decide
+from loopwright.app.params import json_problem
 from loopwright.app.runtime import Runtime
 from loopwright.config import Settings
 from loopwright.request import MissionRequest
@@ -97,5 +98,12 @@ def _json_object(body: bytes) -> dict[str, Any]:
             'send a JSON object, e.g. {"decision": "reject", "text": "use the standard '
             'library instead"} (Content-Type: application/json)',
             status_code=HTTP_400_BAD_REQUEST,
+        )
+    # A lone surrogate (`\ud83c`, half an emoji a client cut) would be stored as U+FFFD and
+    # then fail the answer: refused first, as a webhook's payload is, and nothing is stored.
+    problem = json_problem(data, body)
+    if problem:
+        raise ClientException(
+            f"{problem}; send the text as UTF-8", status_code=HTTP_400_BAD_REQUEST
         )
     return data

@@ -348,6 +348,10 @@ def test_guidance_to_a_mission_without_pair_mode_is_refused(tmp_path):
         answer = post(world, mission_id, {"decision": "redirect", "text": "look at totals.py"})
         assert answer.status_code == 409, answer.text
         assert "pair mode is not on" in answer.json()["detail"]
+        # Half an emoji (a lone surrogate) is refused before anything is decided or stored.
+        split = post(world, mission_id, {"decision": "redirect", "text": "look at caf\ud83c"})
+        assert split.status_code == 400, split.text
+        assert "lone surrogate" in split.json()["detail"]
         comment(world, "/loopwright redirect look at totals.py")
         reply = until(lambda: replies(world), "the reply")[0]
         assert "nothing was decided" in reply and "pair mode is not on" in reply
