@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from loopwright.action.plan import EXIT_FAILED, EXIT_OK, ActionEnv
-from loopwright.events import Event
+from loopwright.events import Event, encodable
 from loopwright.github import render
 from loopwright.github.delivery import Delivered
 from loopwright.missions.result import MissionResult
@@ -110,7 +110,8 @@ def report(action: ActionEnv, outcome: Outcome, redactor: Redactor) -> None:
     }
     if action.output_path is not None:
         write_outputs(action.output_path, outputs)
-    summary = step_summary(outcome, redactor, action.artifact_dir)
+    # A name or a test output read from bytes that are not UTF-8 is written as U+FFFD.
+    summary = encodable(step_summary(outcome, redactor, action.artifact_dir))
     (action.artifact_dir / "summary.md").write_text(summary, encoding="utf-8")
     if action.summary_path is not None:
         with action.summary_path.open("a", encoding="utf-8") as handle:

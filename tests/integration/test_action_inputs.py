@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,17 @@ import yaml
 
 from loopwright.action import run as entrypoint
 from loopwright.action.plan import ActionEnv, UsageError, plan_event
-from loopwright.action.report import escape_data, escape_property, workflow_command
+from loopwright.action.report import (
+    Outcome,
+    escape_data,
+    escape_property,
+    report,
+    workflow_command,
+)
 from loopwright.events import STAGES
 from loopwright.github.triggers import Ignore, NeedsPermission
+from loopwright.missions.result import MissionResult
+from loopwright.redaction import Redactor
 from tests.conftest import ROOT, step
 from tests.integration.test_action import (
     REPO,
@@ -262,3 +271,23 @@ def test_the_run_leaves_what_it_made_out_of_the_closing_collections(tmp_path: Pa
     assert "GITHUB_EVENT_NAME is not set" in ran.stderr
     assert counts["frozen"] > 10_000
     assert counts["walked"] < counts["frozen"] / 10
+
+
+def test_the_step_summary_is_written_when_the_result_quotes_bytes_that_are_not_utf8(
+    tmp_path: Path,
+) -> None:
+    """A message or a test output read from a Latin-1 name holds lone surrogates; the
+    summary file and `$GITHUB_STEP_SUMMARY` are UTF-8, so they get U+FFFD instead of the
+    step ending in a traceback after the delivery."""
+    summary = tmp_path / "step-summary.md"
+    action = replace(
+        comment_env(tmp_path, "@acme-bot fix", GITHUB_STEP_SUMMARY=str(summary)),
+        artifact_dir=tmp_path / "artifacts",
+    )
+    action.artifact_dir.mkdir()
+    message = "verification failed: tests/test_caf\udce9.py::test_menu failed"
+    result = MissionResult("a1b2c3d4e5f6", "unverified", message=message, patch="+caf\udce9\n")
+    report(action, Outcome("unverified", message, result=result), Redactor())
+    written = summary.read_text(encoding="utf-8")
+    assert "caf\ufffd.py" in written
+    assert (action.artifact_dir / "summary.md").read_text(encoding="utf-8") == written.rstrip("\n")
