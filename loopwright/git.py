@@ -40,7 +40,15 @@ CREDENTIAL_HELPER = (
 
 # Passed with -c, which git reads after every configuration file, so these win over
 # anything a repository's own `.git/config` says.
+PATCH_FORMAT: tuple[tuple[str, str], ...] = (
+    ("core.quotePath", "true"),
+    ("diff.noprefix", "false"),
+    ("diff.mnemonicPrefix", "false"),
+)
+"""A diff's headers as Loopwright's patch reader takes them (quoted names, `a/` and `b/`),
+whatever the repository's own config says; the sandbox's git is given the same."""
 OWNED_CONFIG: tuple[tuple[str, str], ...] = (
+    *PATCH_FORMAT,
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
     ("core.attributesFile", "/dev/null"),

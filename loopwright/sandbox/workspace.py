@@ -32,6 +32,7 @@ SANDBOX_GIT = [
     "-c", "core.pager=cat",
     "-c", "user.name=Loopwright",
     "-c", "user.email=loopwright@sandbox.invalid",
+    *(item for key, value in host_git.PATCH_FORMAT for item in ("-c", f"{key}={value}")),
 ]  # fmt: skip
 
 # Installed dependencies and caches never belong in a patch.

@@ -296,7 +296,12 @@ def _unquote(value: str) -> str:
             out.append(_ESCAPES.get(nxt, ord(nxt)))
             i += 2
             continue
-        out.extend(char.encode("utf-8"))
+        # A byte that is not UTF-8 arrives as a lone surrogate (`surrogateescape`): git
+        # leaves a name's bytes raw inside quotes when `core.quotePath` is off.
+        try:
+            out.extend(char.encode("utf-8", "surrogateescape"))
+        except UnicodeEncodeError:  # a surrogate that stands for no byte
+            out.extend("\ufffd".encode())
         i += 1
     return out.decode("utf-8", errors="replace")
 

@@ -3,11 +3,13 @@ that look like headers, malformed input, and headers that try to hide a file."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from loopwright import git as host_git
 from loopwright.verify.diff import FilePatch, PatchError, parse_patch
 
 
@@ -330,3 +332,42 @@ def test_a_second_file_inside_a_git_section_is_refused():
     )
     with pytest.raises(PatchError):
         parse_patch(patch)
+
+
+def test_a_quoted_name_holding_a_byte_that_is_not_utf8_parses(tmp_path: Path):
+    """With `core.quotePath` off git leaves a name's bytes raw, yet still C-quotes a name
+    holding a quote: a Latin-1 byte then reaches the unquoting as a lone surrogate."""
+    _git(tmp_path, "init", "-q")
+    _write(tmp_path / "keep.txt", b"keep\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "before")
+    (tmp_path / os.fsdecode(b'say "caf\xe9".txt')).write_bytes(b"caf\xe9\n")
+    _git(tmp_path, "add", "-A")
+    diff = ["diff", "--cached", "--binary", "--no-color", "--no-renames", "HEAD"]
+    raw = subprocess.run(["git", "-c", "core.quotePath=false", *diff], cwd=tmp_path,
+                         check=True, capture_output=True).stdout  # fmt: skip
+    assert b'"b/say \\"caf\xe9\\".txt"' in raw
+    (file,) = parse_patch(raw.decode("utf-8", "surrogateescape"))
+    assert file.paths == ('say "caf\ufffd".txt',)
+
+
+def test_host_git_writes_the_headers_the_reader_takes_whatever_the_repository_says(
+    tmp_path: Path,
+):
+    """A repository's own config could drop the `a/` and `b/` prefixes or leave names
+    unquoted; Loopwright's git pins them for every diff it reads."""
+    _git(tmp_path, "init", "-q")
+    for key, value in [("diff.noprefix", "true"), ("diff.mnemonicPrefix", "true"),
+                       ("core.quotePath", "false")]:  # fmt: skip
+        _git(tmp_path, "config", key, value)
+    _write(tmp_path / "keep.txt", b"keep\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "before")
+    _write(tmp_path / "tests/é b/new.py", b"x = 1\n")
+    _git(tmp_path, "add", "-A")
+    assert "diff --git tests/" in _git(tmp_path, "diff", "--cached", "HEAD")  # as configured
+    proc = host_git.run(["diff", "--cached", "--binary", "--no-color", "--no-renames", "HEAD"],
+                        tmp_path)  # fmt: skip
+    assert proc.stdout.startswith('diff --git "a/tests/\\303\\251 b/new.py"')
+    (file,) = parse_patch(proc.stdout)
+    assert file.paths == ("tests/é b/new.py",)
