@@ -305,11 +305,17 @@ def test_text_with_bytes_that_are_not_utf8_reaches_github_as_u_fffd(fake_session
     comment_id, _ = session.post_comment(number, "fixed caf\udce9.txt")
     session.comment(number, "see caf\udce9.txt")
     check = session.start_check(SHA, "http://loopwright.test/m", "a1b2c3d4e5f6")
-    session.finish_check(check, "success", {"title": "caf\udce9", "summary": "s\udce9"})
+    session.finish_check(
+        check, "success", {"title": "caf\udce9", "summary": "s\udce9", "text": "t\udce9"}
+    )
+    session.update_pull(number, "Fix caf\udce9", "Changes caf\udce9.txt")
     bodies = sorted(c["body"] for c in github.comments("acme/app", number))
     assert bodies == ["fixed caf\ufffd.txt", "see caf\ufffd.txt"]
     session.edit_comment(comment_id, "edited caf\udce9")
     assert session.comment_body(comment_id) == "edited caf\ufffd"
     (run,) = github.check_runs("acme/app")
     assert (run["output"]["title"], run["output"]["summary"]) == ("caf\ufffd", "s\ufffd")
+    assert run["output"]["text"] == "t\ufffd"
+    pull = github.pull("acme/app", number)
+    assert (pull["title"], pull["body"]) == ("Fix caf\ufffd", "Changes caf\ufffd.txt")
     github.assert_no_rejections()
