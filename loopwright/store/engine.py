@@ -149,16 +149,13 @@ def _sqlite_text_parameters(
     `executemany` parameters are rows, except in SQLAlchemy's "insertmanyvalues" batch (a
     multi-row INSERT ... RETURNING), which is one flat row of every row's values."""
     many = executemany and bool(parameters) and isinstance(parameters[0], tuple | list | dict)
-    rows = parameters if many else [parameters]
-    if any(_needs_valid_text(row) for row in rows):
-        fixed = [_valid_row(row) for row in rows]
-        parameters = fixed if many else fixed[0]
+    rows = parameters if many else (parameters,)
+    for row in rows:  # loops, not generators: this runs for every statement
+        for value in row.values() if isinstance(row, dict) else row:
+            if isinstance(value, str) and not value.isascii() and LONE_SURROGATE.search(value):
+                fixed = [_valid_row(each) for each in rows]
+                return statement, fixed if many else fixed[0]
     return statement, parameters
-
-
-def _needs_valid_text(row: Any) -> bool:
-    values = row.values() if isinstance(row, dict) else row
-    return any(isinstance(v, str) and not v.isascii() and LONE_SURROGATE.search(v) for v in values)
 
 
 def _valid_row(row: Any) -> Any:
