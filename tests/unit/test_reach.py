@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from loopwright.verify.reach import reach_findings
@@ -209,6 +211,43 @@ def test_a_chain_is_read_in_the_order_a_recursive_walk_reads_it() -> None:
         "uses:os.environ",
         "uses:__builtins__",
     ]
+
+
+def test_what_a_long_chain_or_dispatch_hides_in_its_middle_is_found() -> None:
+    names = [f"c{n}" for n in range(1_500)]
+    names[700] = "sys.modules"
+    text = "import sys\nTOTAL = " + " + ".join(names) + "\n"
+    assert [f.key for f in python_reaches("shop/formula.py", text)] == ["uses:sys.modules"]
+    lines = ["import sys", "", "", "def run(op):"]
+    for n in range(800):
+        test = "sys.modules" if n == 400 else f"op == {n}"
+        body = "return atexit" if n == 401 else f"return {n}"
+        lines += [f"    {'if' if n == 0 else 'elif'} {test}:", f"        {body}"]
+    keys = [f.key for f in python_reaches("shop/ops.py", "\n".join(lines) + "\n")]
+    assert keys == ["uses:sys.modules", "uses:atexit"], keys
+
+
+def test_a_piece_that_names_the_test_run_is_found_when_the_whole_does_not() -> None:
+    found = python_reaches("shop/mod.py", 'v = "%.3s" % "atexit"\n')
+    assert [f.key for f in found] == ["text:atexit"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "says"),
+    [
+        ('"%999999999s" % ""', "formats a field over 1,000,000 characters wide"),
+        (" + ".join([f'"{"a" * 600_000}"'] * 2), "builds a string over 1,000,000 characters"),
+        (f'"{"-" * 400_000}".join(["a", "b", "c", "d"])', "joins a string over 1,000,000"),
+    ],
+    ids=["wide-format", "long-sum", "long-glue"],
+)
+def test_a_constant_far_larger_than_its_file_is_not_built(expression: str, says: str) -> None:
+    """`"%999999999s" % ""` is a gigabyte: the scan would take the machine's memory."""
+    started = time.perf_counter()
+    [found] = python_reaches("shop/mod.py", f"v = {expression}\n")
+    assert found.key == "uncheckable"
+    assert says in found.detail
+    assert time.perf_counter() - started < 5
 
 
 def test_python_the_parser_itself_cannot_hold_is_unparsable_not_a_crash() -> None:

@@ -5,9 +5,20 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import re
 from collections.abc import Iterator
 
 PATH_TYPES = {"Path", "PurePath", "PosixPath", "PurePosixPath"}
+MAX_FOLD_CHARS = 1_000_000
+"""The longest string a fold builds: a constant expression can spell a string far larger
+than its file (`"%999999999s" % ""`, a sum of long constants), which would take the
+scan's memory and time; such a file is reported unchecked instead."""
+_WIDE_FORMAT = re.compile(r"%[^a-zA-Z%]*?\d{7,}")
+"""A `%` field whose width or precision has seven digits or more."""
+
+
+class FoldTooLong(Exception):
+    """A constant expression builds a string over MAX_FOLD_CHARS characters."""
 
 
 def fold(node: ast.AST) -> str | None:
@@ -20,7 +31,37 @@ def fold(node: ast.AST) -> str | None:
             return node.value.decode("latin-1")
         return None
     if isinstance(node, ast.BinOp):
-        return spine_folds(left_spine(node))[0]
+        # Read from the bottom of the left spine up, keeping only the value so far (one
+        # frame per level of brackets, as a recursive fold; none per operand).
+        spine = left_spine(node)
+        value = fold(spine[-1].left)
+        for part in reversed(spine):
+            if value is None:
+                return None
+            if isinstance(part.op, ast.Add | ast.Div):
+                right = fold(part.right)
+                if right is None:
+                    return None
+                # pathlib: Path("/") / "proc"
+                value = (
+                    value + right if isinstance(part.op, ast.Add) else posixpath.join(value, right)
+                )
+            elif isinstance(part.op, ast.Mod) and isinstance(part.right, ast.Constant | ast.Tuple):
+                values = part.right.elts if isinstance(part.right, ast.Tuple) else [part.right]
+                parts = [fold(v) for v in values]
+                if any(p is None for p in parts):
+                    return None
+                if _WIDE_FORMAT.search(value):
+                    raise FoldTooLong(f"formats a field over {MAX_FOLD_CHARS:,} characters wide")
+                try:
+                    value = value % tuple(parts)
+                except (TypeError, ValueError, OverflowError):
+                    return None
+            else:
+                return None
+            if len(value) > MAX_FOLD_CHARS:
+                raise FoldTooLong(f"builds a string over {MAX_FOLD_CHARS:,} characters long")
+        return value
     if isinstance(node, ast.JoinedStr):
         parts = [fold(v) for v in node.values]
         return "".join(p for p in parts if p is not None) if all(parts) else None
@@ -66,7 +107,7 @@ def fold(node: ast.AST) -> str | None:
             glue = fold(node.func.value)
             parts = [fold(e) for e in node.args[0].elts]
             if glue is not None and all(p is not None for p in parts):
-                return glue.join(p for p in parts if p is not None)
+                return joined(glue, [p for p in parts if p is not None])
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("lower", "upper", "strip"):
             value = fold(node.func.value)
             return getattr(value, node.func.attr)() if value is not None else None
@@ -82,37 +123,6 @@ def left_spine(node: ast.BinOp) -> list[ast.BinOp]:
     while isinstance(spine[-1].left, ast.BinOp):
         spine.append(spine[-1].left)
     return spine
-
-
-def spine_folds(spine: list[ast.BinOp]) -> list[str | None]:
-    """What each operation of a `left_spine` folds to, top first, in one pass from the
-    bottom up (each from the one below it)."""
-    values: list[str | None] = [None] * len(spine)
-    below = fold(spine[-1].left)
-    for index in range(len(spine) - 1, -1, -1):
-        below = values[index] = _fold_operation(spine[index], below)
-    return values
-
-
-def _fold_operation(node: ast.BinOp, left: str | None) -> str | None:
-    """`node` folded, given what its left operand folds to."""
-    if left is None:
-        return None
-    if isinstance(node.op, ast.Add):
-        right = fold(node.right)
-        return left + right if right is not None else None
-    if isinstance(node.op, ast.Div):  # pathlib: Path("/") / "proc"
-        right = fold(node.right)
-        return posixpath.join(left, right) if right is not None else None
-    if isinstance(node.op, ast.Mod) and isinstance(node.right, ast.Constant | ast.Tuple):
-        values = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
-        parts = [fold(v) for v in values]
-        if all(p is not None for p in parts):
-            try:
-                return left % tuple(parts)
-            except (TypeError, ValueError):
-                return None
-    return None
 
 
 def fold_encoded(node: ast.Call) -> str | None:
@@ -161,13 +171,21 @@ def fold_encoded(node: ast.Call) -> str | None:
             return None
         if inner.func.id == "reversed" and len(inner.args) == 1:
             text = fold(inner.args[0])
-            return glue.join(reversed(text)) if text is not None else None
+            return joined(glue, list(reversed(text))) if text is not None else None
         if inner.func.id == "map" and len(inner.args) == 2:
             mapper = inner.args[0]
             codes = ints(inner.args[1])
             if isinstance(mapper, ast.Name) and mapper.id == "chr" and codes is not None:
-                return glue.join(map(chr, codes))
+                return joined(glue, [chr(c) for c in codes])
     return None
+
+
+def joined(glue: str, parts: list[str]) -> str:
+    """`glue.join(parts)`, or FoldTooLong when that would be over MAX_FOLD_CHARS: a long
+    glue between many parts multiplies the file's size."""
+    if len(glue) * max(len(parts) - 1, 0) + sum(map(len, parts)) > MAX_FOLD_CHARS:
+        raise FoldTooLong(f"joins a string over {MAX_FOLD_CHARS:,} characters long")
+    return glue.join(parts)
 
 
 def ints(node: ast.AST) -> list[int] | None:

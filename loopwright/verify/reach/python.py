@@ -22,7 +22,7 @@ from loopwright.verify.reach.pydanger import (
     PASSABLE,
     danger,
 )
-from loopwright.verify.reach.pyfold import fold, left_spine, pieces, spine_folds
+from loopwright.verify.reach.pyfold import FoldTooLong, fold, left_spine, pieces
 from loopwright.verify.reach.pynames import PythonNames
 
 
@@ -44,6 +44,16 @@ def python_reaches(path: str, text: str | None) -> list[Reach]:
                 f"{path} nests its code too deeply to be checked for code that reaches into "
                 "the test run (calls, brackets or blocks inside one another hundreds deep); "
                 "split it",
+            )
+        ]
+    except FoldTooLong as exc:
+        return [
+            Reach(
+                path,
+                1,
+                UNCHECKABLE,
+                f"{path} {exc} from constants, more than can be checked for code that "
+                "reaches into the test run",
             )
         ]
     except (SyntaxError, ValueError, MemoryError) as exc:  # MemoryError: the parser's stack
@@ -318,23 +328,31 @@ class _PythonScan(PythonNames):
         self.text(node, node.value)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        """The first operation down the left spine that folds to a constant is read as text
-        (and what it is built of); above it, each operand is visited, in the order a
+        """The topmost operation down the left spine that folds to a constant is read as
+        text (and what it is built of); above it, each operand is visited in the order a
         recursive walk takes: the folded part (or the spine's last left operand) first, then
         each right operand from the bottom up. A loop, so a long chain takes no frame per
-        operand."""
+        operand.
+
+        An operation folds only if the one below it does, so the topmost that folds is
+        found by halving the spine: a few folds, not one per operation."""
         spine = left_spine(node)
-        unfolded = spine
-        for index, folded in enumerate(spine_folds(spine)):
-            if folded is not None:
-                part, unfolded = spine[index], spine[:index]
-                self.text(part, folded)
-                for piece in pieces(part):
-                    self.text(part, piece)
-                break
+        low, high, folded = 0, len(spine), None
+        while low < high:
+            middle = (low + high) // 2
+            value = fold(spine[middle])
+            if value is None:
+                low = middle + 1
+            else:
+                high, folded = middle, value
+        if folded is not None:
+            part = spine[low]
+            self.text(part, folded)
+            for piece in pieces(part):
+                self.text(part, piece)
         else:
             self.visit(spine[-1].left)
-        for part in reversed(unfolded):
+        for part in reversed(spine[:low]):
             self.visit(part.op)
             self.visit(part.right)
 
