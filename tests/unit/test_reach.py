@@ -227,6 +227,33 @@ def test_what_a_long_chain_or_dispatch_hides_in_its_middle_is_found() -> None:
     assert keys == ["uses:sys.modules", "uses:atexit"], keys
 
 
+@pytest.mark.parametrize(
+    ("text", "keys"),
+    [
+        # The guard holds only its own body: a later branch runs on import.
+        ('if __name__ == "__main__":\n    pass\nelif x:\n    sys.exit(0)\n',
+         ["module-exit:sys.exit"]),
+        ('if __name__ == "__main__":\n    pass\nelse:\n    sys.exit(0)\n',
+         ["module-exit:sys.exit"]),
+        ('if x:\n    pass\nelif __name__ == "__main__":\n    sys.exit(0)\n', []),
+        # Only `==` is a guard: `!=` runs its body on every import.
+        ('if __name__ != "__main__":\n    sys.exit(0)\n', ["module-exit:sys.exit"]),
+        ('if x:\n    pass\nelif __name__ != "__main__":\n    sys.exit(0)\n',
+         ["module-exit:sys.exit"]),
+    ],
+    ids=["elif-after-guard", "else-after-guard", "guard-in-elif", "not-main", "not-main-elif"],
+)  # fmt: skip
+def test_exits_are_judged_by_the_guard_of_their_own_branch(text: str, keys: list[str]) -> None:
+    found = python_reaches("shop/mod.py", "import sys\n" + text)
+    assert [f.key for f in found if f.key.startswith("module-exit")] == keys
+
+
+def test_an_annotation_evaluated_on_import_is_checked() -> None:
+    """Python evaluates a module-level annotation when it imports the module."""
+    found = python_reaches("shop/mod.py", "import os\nx: os._exit(0)\n")
+    assert "uses:os._exit" in [f.key for f in found]
+
+
 def test_a_piece_that_names_the_test_run_is_found_when_the_whole_does_not() -> None:
     found = python_reaches("shop/mod.py", 'v = "%.3s" % "atexit"\n')
     assert [f.key for f in found] == ["text:atexit"]

@@ -109,6 +109,8 @@ class _PythonScan(PythonNames):
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self.target(node.target, node)
+        # At module and class level Python evaluates the annotation when it imports.
+        self.visit(node.annotation)
         if node.value is not None:
             self.visit(node.value)
 
