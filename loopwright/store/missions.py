@@ -83,7 +83,8 @@ class FinishedResult(Protocol):
 
 
 PATCH_BASE64 = "patch_base64"
-"""The key of a stored result that holds its patch's exact bytes, when they are not UTF-8."""
+"""The key of a stored result that holds its patch's exact bytes, when its text cannot
+(bytes that are not UTF-8, or a NUL)."""
 
 
 def stored_result(result: dict[str, Any]) -> dict[str, Any]:
