@@ -318,4 +318,9 @@ def test_text_with_bytes_that_are_not_utf8_reaches_github_as_u_fffd(fake_session
     assert run["output"]["text"] == "t\ufffd"
     pull = github.pull("acme/app", number)
     assert (pull["title"], pull["body"]) == ("Fix caf\ufffd", "Changes caf\ufffd.txt")
+    github.set_branch("acme/app", "main", SHA)
+    github.set_branch("acme/app", "loopwright/fix", SHA)
+    opened = session.open_pull("loopwright/fix", "main", "Fix caf\udce9", "Body caf\udce9")
+    pull = github.pull("acme/app", opened.number)
+    assert (pull["title"], pull["body"]) == ("Fix caf\ufffd", "Body caf\ufffd")
     github.assert_no_rejections()
