@@ -156,6 +156,19 @@ def _redis_backend(url: str) -> ChannelsBackend:
     return _RedisPubSub(redis=client)
 
 
+def _stop_if_cancelled() -> None:
+    """Raise if this task was asked to stop and something swallowed the request.
+
+    In Python 3.11 `asyncio.wait_for` (which redis-py calls inside) loses a cancel that
+    arrives as the call it waits on finishes: the task is marked cancelling but runs on.
+    The channels plugin cancels its stream task once, at shutdown, and then waits for it,
+    so a lost cancel would hold the shutdown for ever; the mark stays, so honour it here.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class _Lost:
     """What the pump hands on when the real backend's stream ended."""
 
@@ -203,7 +216,8 @@ class ResilientBackend(ChannelsBackend):
                 return self._inner
             inner = self._open_backend()
             try:
-                await asyncio.wait_for(inner.on_startup(), CONNECT_TIMEOUT_S)
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    await inner.on_startup()
                 if self._channels:
                     await inner.subscribe(set(self._channels))
             except Exception as exc:
@@ -220,7 +234,8 @@ class ResilientBackend(ChannelsBackend):
 
     async def _close(self, inner: ChannelsBackend) -> None:
         try:
-            await asyncio.wait_for(inner.on_shutdown(), CONNECT_TIMEOUT_S)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                await inner.on_shutdown()
         except Exception as exc:  # noqa: BLE001 - closing a backend that is already gone
             log.debug("live events: closing a lost backend failed", error=self._error(exc))
 
@@ -237,6 +252,7 @@ class ResilientBackend(ChannelsBackend):
     async def _connected(self) -> ChannelsBackend:
         delay = RETRY_FIRST_S
         while True:
+            _stop_if_cancelled()
             inner = self._inner
             if inner is not None:
                 return inner
@@ -246,6 +262,7 @@ class ResilientBackend(ChannelsBackend):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
                 continue
+            _stop_if_cancelled()
             return inner
 
     async def publish(self, data: bytes, channels: Iterable[str]) -> None:
@@ -255,7 +272,8 @@ class ResilientBackend(ChannelsBackend):
             self._publish_failed(None)
             return
         try:
-            await asyncio.wait_for(inner.publish(data, channels), PUBLISH_TIMEOUT_S)
+            async with asyncio.timeout(PUBLISH_TIMEOUT_S):
+                await inner.publish(data, channels)
         except PayloadTooLarge as exc:
             log.error("live event not published", error=str(exc))
             return

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Iterable
 
+import pytest
 from litestar.channels import ChannelsPlugin
 from litestar.channels.backends.base import ChannelsBackend
 
@@ -25,6 +26,11 @@ class Bus:
         self.backends: list[FlakyBackend] = []
         self.up = True
         self.opened = 0
+        self.gate: asyncio.Future[None] | None = None
+        """When set, opening a backend waits for it (a slow answer)."""
+        self.gate_in_wait_for = False
+        """Wait for the gate through `asyncio.wait_for`, as redis-py does for every send."""
+        self.at_gate = asyncio.Event()
 
 
 class FlakyBackend(ChannelsBackend):
@@ -36,6 +42,13 @@ class FlakyBackend(ChannelsBackend):
     async def on_startup(self) -> None:
         if not self.bus.up:
             raise ConnectionRefusedError(f"connection refused (password {PASSWORD})")
+        gate = self.bus.gate
+        if gate is not None:
+            self.bus.at_gate.set()
+            if self.bus.gate_in_wait_for:
+                await asyncio.wait_for(gate, 30)
+            else:
+                await gate
         self.bus.opened += 1
         self.bus.backends.append(self)
 
@@ -142,3 +155,29 @@ def test_the_error_logged_never_holds_the_password(capsys) -> None:
     text = logged.out + logged.err
     assert "flaky://bus:1" in text
     assert PASSWORD not in text
+
+
+@pytest.mark.parametrize("inside", ["plain", "wait_for"])
+def test_closing_as_a_reopen_succeeds_ends_the_hub(inside: str) -> None:
+    """The plugin's shutdown cancels the stream task once. Here the cancel lands in the
+    very turn the backend's reopen finishes. In Python 3.11 `asyncio.wait_for` (ours then,
+    and redis-py's inside its client) drops such a cancel, and the shutdown used to wait
+    for the stream task for ever."""
+
+    async def scenario() -> None:
+        bus = Bus()
+        bus.up = False
+        hub, _ = _hub(bus)
+        await hub.channels.__aenter__()
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        bus.gate, bus.gate_in_wait_for = gate, inside == "wait_for"
+        bus.up = True
+        await asyncio.wait_for(bus.at_gate.wait(), 10)  # the stream task's retry is opening
+        gate.set_result(None)
+        # Nothing between the gate's answer and the shutdown's cancel yields to the loop.
+        async with asyncio.timeout(5) as limit:
+            # (The plugin suppresses the CancelledError this limit raises in it.)
+            await hub.channels.__aexit__(None, None, None)
+        assert not limit.expired(), "the shutdown waited for the stream task"
+
+    run_async(scenario())
