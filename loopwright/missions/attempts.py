@@ -27,13 +27,14 @@ from loopwright.clip import truncate_middle
 from loopwright.config import NetworkMode, Settings
 from loopwright.events import EventBus
 from loopwright.instructions import RepoInstructions
-from loopwright.missions.base import timed_phase
+from loopwright.missions.base import MissionFailed, timed_phase
 from loopwright.missions.trees import patch_path_problem, read_text, restore_base, tree_files
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.repo_config import RepoConfig
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
-from loopwright.sandbox.workspace import export_patch
+from loopwright.sandbox.workspace import PatchTooLarge, export_patch
 from loopwright.verify.detect import TestPlan
+from loopwright.verify.diff import PatchError
 from loopwright.verify.runner import SuiteRun, run_suite
 
 
@@ -237,13 +238,21 @@ class Attempts:
         if self._scope is None:
             self._scope = (_scope_of(self.before, self.base),)
         sandbox, base = self.sandbox, self.base
-        return ChangeReview(
-            lambda: export_patch(sandbox, timeout_s=120, base=base), self.ask_rules, self._scope[0]
-        )
+
+        def patch() -> str:
+            try:
+                return export_patch(sandbox, timeout_s=120, base=base)
+            except PatchTooLarge as exc:  # nothing to review: the mission ends on it
+                raise PatchError(str(exc)) from exc
+
+        return ChangeReview(patch, self.ask_rules, self._scope[0])
 
     def _export(self) -> str:
         with timed_phase(self.events, "patch_export"):
-            return export_patch(self.sandbox, timeout_s=120, base=self.base)
+            try:
+                return export_patch(self.sandbox, timeout_s=120, base=self.base)
+            except PatchTooLarge as exc:
+                raise MissionFailed("unverified", str(exc)) from exc
 
     def _passed(self, outcome: LoopResult, patch: str) -> tuple[bool, str]:
         """Whether an attempt is worth verifying: the model finished with a change and the

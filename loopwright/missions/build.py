@@ -39,6 +39,7 @@ from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.repo_config import load_repo_config
 from loopwright.sandbox.base import Sandbox, SandboxProvider
 from loopwright.sandbox.workspace import (
+    PatchTooLarge,
     WorkspaceError,
     apply_patch,
     copy_tree,
@@ -225,9 +226,12 @@ class BuildMission(Mission[BuildResult]):
         loop = self.agent_loop(toolbox, conversation)
         outcome = loop.run()
         self.result.final_tier = loop.escalation.current
-        patch = export_patch(sandbox, timeout_s=120, base=base)
-        self.result.patch = patch
         self.result.summary = outcome.summary
+        try:
+            patch = export_patch(sandbox, timeout_s=120, base=base)
+        except PatchTooLarge as exc:
+            raise MissionFailed("unverified", str(exc)) from exc
+        self.result.patch = patch
         if outcome.outcome == "budget_exceeded":
             raise MissionFailed("budget_exceeded", outcome.reason)
         if not patch.strip():

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from loopwright import git as host_git
-from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
+from loopwright.sandbox.base import MAX_FILE_BYTES, FileToolError, Sandbox, SandboxError
 from loopwright.sandbox.hosttree import path_problem
 
 # Options for git *inside* a sandbox: the tree there is disposable, but the export still
@@ -43,6 +43,9 @@ SANDBOX_EXCLUDES = (
 
 REPORT_DIR = ".loopwright"
 PATCH_FILE = ".loopwright/patch.diff"
+MAX_PATCH_BYTES = MAX_FILE_BYTES
+"""The largest change, as a binary diff, that a mission verifies, stores and delivers."""
+_PATCH_SIZE = re.compile(r"(?m)^loopwright-patch-bytes=([0-9]+)$")
 _GITLINK_LINE = re.compile(
     r"(?m)^(?:new file mode|deleted file mode|old mode|new mode) 160000$"
     r"|^index [0-9a-f]+\.\.[0-9a-f]+ 160000$"
@@ -211,6 +214,18 @@ def prepare_sandbox_repo(sandbox: Sandbox, timeout_s: float) -> None:
         raise SandboxError(f"could not prepare the sandbox repository: {result.output.strip()}")
 
 
+class PatchTooLarge(Exception):
+    """The change's diff is larger than `MAX_PATCH_BYTES`; the message says what to do."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(
+            f"the change is a diff of {size:,} bytes, more than the {MAX_PATCH_BYTES:,} "
+            "Loopwright verifies and delivers: leave generated, vendored and binary files "
+            "out of the fix"
+        )
+        self.size = size
+
+
 def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
     """The model's changes as a binary-safe unified diff against the clean `base` tree.
 
@@ -218,11 +233,18 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
     boundary, so there git runs on the host against a pristine copy of `base`'s own git
     directory with the agent's tree only as the work tree: nothing the agent wrote into
     its `.git` (hooks, fsmonitor, textconv or filter drivers) is ever read.
+
+    Raises `PatchTooLarge` for a diff over `MAX_PATCH_BYTES` (from a container, before
+    the host reads any of it).
     """
     from loopwright.sandbox.local import LocalSandbox
 
     if isinstance(sandbox, LocalSandbox):
-        return without_gitlinks(_export_on_host(sandbox.workspace, base))
+        patch = _export_on_host(sandbox.workspace, base)
+        size = len(patch.encode("utf-8", "surrogateescape"))
+        if size > MAX_PATCH_BYTES:
+            raise PatchTooLarge(size)
+        return without_gitlinks(patch)
     opts = " ".join(SANDBOX_GIT)
     # A repository the agent nested in its tree (listed as `dir/`) is excluded before
     # `add`: git would record it as a gitlink, or fail on one without commits.
@@ -234,11 +256,15 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
         f"{nested} && git {opts} add --all && "
         f"git {opts} diff --cached --binary --no-color --no-ext-diff --no-textconv "
         f"--no-renames $(git rev-list --max-parents=0 HEAD | tail -n 1) > {PATCH_FILE} && "
-        f"git {opts} reset --quiet",
+        f"git {opts} reset --quiet && "
+        f"printf '\\nloopwright-patch-bytes=%s\\n' \"$(wc -c < {PATCH_FILE})\"",
         timeout_s=timeout_s,
     )
     if not result.ok:
         raise SandboxError(f"could not export the patch: {result.output.strip()[-2000:]}")
+    sizes = _PATCH_SIZE.findall(result.output)
+    if sizes and int(sizes[-1]) > MAX_PATCH_BYTES:
+        raise PatchTooLarge(int(sizes[-1]))
     try:
         patch = sandbox.read_file(PATCH_FILE).decode("utf-8", errors="surrogateescape")
     except FileToolError as exc:

@@ -1,0 +1,164 @@
+"""A change whose diff is larger than Loopwright verifies, stores and delivers
+(`MAX_PATCH_BYTES`) ends its mission `unverified`, saying what to do. Before, a container's
+export failed on the file-read limit and the mission ended in `error`, as if the
+infrastructure had failed; the local sandbox stored and delivered any size."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwright.config import SandboxLimits, Settings
+from loopwright.sandbox.base import Sandbox
+from loopwright.sandbox.local import LocalProvider
+from loopwright.sandbox.workspace import (
+    MAX_PATCH_BYTES,
+    PatchTooLarge,
+    export_patch,
+    prepare_sandbox_repo,
+    snapshot,
+)
+from tests.conftest import init_repo, read_events, step, tool
+from tests.integration.test_adversarial import hostile_session
+from tests.integration.test_pair_terminal import pair_lines
+from tests.scenarios import model_env
+
+SANDBOXES = [pytest.param("docker", marks=pytest.mark.docker), "local"]
+LINE = 99
+"""Characters of each line of the large file, before its newline."""
+
+
+@pytest.fixture(params=SANDBOXES)
+def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Sandbox, Path]]:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "README").write_text("a repository\n")
+    init_repo(source)
+    base = tmp_path / "base"
+    snapshot(source, base)
+    if request.param == "docker":
+        request.getfixturevalue("docker_ready")
+        from loopwright.sandbox.docker.provider import DockerProvider
+
+        provider: Any = DockerProvider(Settings.from_env())
+    else:
+        provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "sandboxes")
+    made = provider.create("patch-size", base, network=False)
+    try:
+        prepare_sandbox_repo(made, timeout_s=60)
+        yield made, base
+    finally:
+        made.close()
+        provider.close()
+
+
+def _write_lines(sandbox: Sandbox, lines: int, last: int) -> None:
+    """`vendor.txt`: `lines` lines of `LINE` x's, then one of `last` x's, by the sandbox's
+    own shell (a file this size would not pass through the write tool)."""
+    script = (
+        f"head -c {lines * LINE} /dev/zero | tr '\\0' x | fold -w {LINE} > vendor.txt && "
+        f"head -c {last} /dev/zero | tr '\\0' x >> vendor.txt && echo >> vendor.txt"
+    )
+    result = sandbox.exec(script, timeout_s=60)
+    assert result.ok, result.output
+
+
+def test_a_diff_of_exactly_the_limit_is_exported_and_one_byte_more_is_refused(
+    sandbox: tuple[Sandbox, Path],
+) -> None:
+    made, base = sandbox
+    lines = MAX_PATCH_BYTES // (LINE + 2) - 10
+    _write_lines(made, lines, 0)
+    # Each byte added to the last line adds one to the diff: fill it to the limit exactly.
+    short = MAX_PATCH_BYTES - len(export_patch(made, timeout_s=120, base=base).encode())
+    assert 0 < short < 2000
+    _write_lines(made, lines, short)
+    patch = export_patch(made, timeout_s=120, base=base)
+    assert len(patch.encode()) == MAX_PATCH_BYTES
+    assert patch.startswith("diff --git a/vendor.txt b/vendor.txt\n")
+    _write_lines(made, lines, short + 1)
+    with pytest.raises(PatchTooLarge) as refused:
+        export_patch(made, timeout_s=120, base=base)
+    assert refused.value.size == MAX_PATCH_BYTES + 1
+    assert str(refused.value) == (
+        f"the change is a diff of {MAX_PATCH_BYTES + 1:,} bytes, more than the "
+        f"{MAX_PATCH_BYTES:,} Loopwright verifies and delivers: leave generated, vendored "
+        "and binary files out of the fix"
+    )
+
+
+@pytest.mark.parametrize("where", SANDBOXES)
+def test_a_mission_whose_change_is_too_large_ends_unverified_saying_why(
+    where: str, example_repo: Any, scripted: Any, run_cli: Any, request: pytest.FixtureRequest
+) -> None:
+    if where == "docker":
+        request.getfixturevalue("docker_ready")
+    repo = example_repo("python-invoice")
+    lines = MAX_PATCH_BYTES // (LINE + 2) + 100
+    vendor = tool(
+        "run_command",
+        command=f"head -c {lines * LINE} /dev/zero | tr '\\0' x | fold -w {LINE} > vendor.txt",
+    )
+    server = scripted(hostile_session(vendor, fix=True))
+    run = run_cli("fix", str(repo), "--sandbox", where, env=model_env(server))
+    assert run.exit_code == 1, run.stderr
+    assert run.result["status"] == "unverified"
+    message = run.result["message"]
+    assert message.startswith("the change is a diff of 10,0"), message
+    assert message.endswith(
+        f"more than the {MAX_PATCH_BYTES:,} Loopwright verifies and delivers: leave "
+        "generated, vendored and binary files out of the fix"
+    )
+    assert not run.result.get("patch")
+    assert not (repo / "vendor.txt").exists()
+    assert run.of_type("done")
+
+
+def test_a_build_whose_files_are_too_large_ends_unverified_saying_why(
+    tmp_path: Path, scripted: Any, run_cli: Any
+) -> None:
+    lines = MAX_PATCH_BYTES // (LINE + 2) + 100
+    server = scripted(
+        [
+            step(
+                tool(
+                    "run_command",
+                    command=f"head -c {lines * LINE} /dev/zero | tr '\\0' x "
+                    f"| fold -w {LINE} > vendor.txt",
+                )
+            ),
+            step(tool("finish", summary="done")),
+        ]
+    )
+    out = tmp_path / "app"
+    run = run_cli(
+        "build", "A calculator", "--out", str(out), "--sandbox", "local", env=model_env(server)
+    )
+    assert run.exit_code == 1, run.stderr
+    assert run.result["status"] == "unverified"
+    assert run.result["message"].startswith("the change is a diff of 10,0"), run.result["message"]
+    assert not (out / "vendor.txt").exists()
+
+
+def test_in_pair_mode_a_change_too_large_ends_unverified_without_asking(
+    example_repo: Any, scripted: Any, tmp_path: Path
+) -> None:
+    """Pair mode reviews the whole change at `finish`; a change too large to export is
+    not reviewed (nothing of it could be shown) and the mission ends on it."""
+    repo = example_repo("python-invoice")
+    lines = MAX_PATCH_BYTES // (LINE + 2) + 100
+    vendor = tool(
+        "run_command",
+        command=f"head -c {lines * LINE} /dev/zero | tr '\\0' x | fold -w {LINE} > vendor.txt",
+    )
+    server = scripted(hostile_session(vendor, fix=True))
+    run, events_path = pair_lines(repo, server, tmp_path, "", timeout=180)
+    assert run.returncode == 1, run.stderr
+    events = read_events(events_path)
+    assert not [e for e in events if e["type"] == "approval_requested"]
+    (done,) = [e for e in events if e["type"] == "done"]
+    assert done["status"] == "unverified"
+    assert done["message"].startswith("the change is a diff of 10,0"), done["message"]
