@@ -29,6 +29,12 @@ from tests.scenarios import model_env
 SANDBOXES = [pytest.param("docker", marks=pytest.mark.docker), "local"]
 LINE = 99
 """Characters of each line of the large file, before its newline."""
+_OVER = MAX_PATCH_BYTES // (LINE + 2) + 100
+TOO_LARGE = tool(
+    "run_command",
+    command=f"head -c {_OVER * LINE} /dev/zero | tr '\\0' x | fold -w {LINE} > vendor.txt",
+)
+"""A model's command that writes a file whose diff is about 10,010,000 bytes."""
 
 
 @pytest.fixture(params=SANDBOXES)
@@ -97,12 +103,7 @@ def test_a_mission_whose_change_is_too_large_ends_unverified_saying_why(
     if where == "docker":
         request.getfixturevalue("docker_ready")
     repo = example_repo("python-invoice")
-    lines = MAX_PATCH_BYTES // (LINE + 2) + 100
-    vendor = tool(
-        "run_command",
-        command=f"head -c {lines * LINE} /dev/zero | tr '\\0' x | fold -w {LINE} > vendor.txt",
-    )
-    server = scripted(hostile_session(vendor, fix=True))
+    server = scripted(hostile_session(TOO_LARGE, fix=True))
     run = run_cli("fix", str(repo), "--sandbox", where, env=model_env(server))
     assert run.exit_code == 1, run.stderr
     assert run.result["status"] == "unverified"
@@ -120,19 +121,7 @@ def test_a_mission_whose_change_is_too_large_ends_unverified_saying_why(
 def test_a_build_whose_files_are_too_large_ends_unverified_saying_why(
     tmp_path: Path, scripted: Any, run_cli: Any
 ) -> None:
-    lines = MAX_PATCH_BYTES // (LINE + 2) + 100
-    server = scripted(
-        [
-            step(
-                tool(
-                    "run_command",
-                    command=f"head -c {lines * LINE} /dev/zero | tr '\\0' x "
-                    f"| fold -w {LINE} > vendor.txt",
-                )
-            ),
-            step(tool("finish", summary="done")),
-        ]
-    )
+    server = scripted([step(TOO_LARGE), step(tool("finish", summary="done"))])
     out = tmp_path / "app"
     run = run_cli(
         "build", "A calculator", "--out", str(out), "--sandbox", "local", env=model_env(server)
@@ -149,12 +138,7 @@ def test_in_pair_mode_a_change_too_large_ends_unverified_without_asking(
     """Pair mode reviews the whole change at `finish`; a change too large to export is
     not reviewed (nothing of it could be shown) and the mission ends on it."""
     repo = example_repo("python-invoice")
-    lines = MAX_PATCH_BYTES // (LINE + 2) + 100
-    vendor = tool(
-        "run_command",
-        command=f"head -c {lines * LINE} /dev/zero | tr '\\0' x | fold -w {LINE} > vendor.txt",
-    )
-    server = scripted(hostile_session(vendor, fix=True))
+    server = scripted(hostile_session(TOO_LARGE, fix=True))
     run, events_path = pair_lines(repo, server, tmp_path, "", timeout=180)
     assert run.returncode == 1, run.stderr
     events = read_events(events_path)
