@@ -22,6 +22,7 @@ from loopwright.agent.failures import failing_tests
 from loopwright.agent.model import Model, ModelRetry, Sampling
 from loopwright.agent.pair import ApprovalRequest, Decision, NeedsApproval, PairMode
 from loopwright.agent.prompts import (
+    AFTER_FINISH,
     FINISH_REJECTED,
     GUIDANCE,
     NO_TOOL_CALL,
@@ -204,7 +205,9 @@ class AgentLoop:
         finished: str | None = None
         for call in reply.tool_calls:
             self.cancellation.check()
-            outcome = self._run_tool(call)
+            # A call after a finish in the same reply would change the tree after finish
+            # judged it (pair mode's review of the change): it is answered, never run.
+            outcome = self._run_tool(call, after_finish=finished is not None)
             if outcome.finished is not None:
                 finished = outcome.finished
         for text in self.redirects:
@@ -226,7 +229,7 @@ class AgentLoop:
             self.conversation.add_user(PLAN_ONLY.format(count=self.plan_only_streak))
             self._signal("failure", f"{self.plan_only_streak} plan-only steps in a row")
 
-    def _run_tool(self, call: ToolCall) -> ToolOutcome:
+    def _run_tool(self, call: ToolCall, *, after_finish: bool = False) -> ToolOutcome:
         described = describe_call(call.name, call.arguments)
         extra: dict[str, Any] = {"args_error": described.args_error} if described.args_error else {}
         self.events.emit(
@@ -239,7 +242,10 @@ class AgentLoop:
             **extra,
         )
         try:
-            outcome = self._finish_gate(call) or self.toolbox.run(call.name, call.arguments)
+            if after_finish:
+                outcome = ToolOutcome("refused", AFTER_FINISH)
+            else:
+                outcome = self._finish_gate(call) or self.toolbox.run(call.name, call.arguments)
         except NeedsApproval as needed:
             outcome = self._ask(call, needed.request)
         self.conversation.add_tool_result(call.id, outcome.observation)

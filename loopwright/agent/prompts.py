@@ -166,6 +166,11 @@ NO_TOOL_CALL = (
     "read_file, write_file, edit_file or run_command, and call finish when the tests pass."
 )
 
+AFTER_FINISH = (
+    "Not run: it came after finish in the same reply. The change is what it was when you "
+    "called finish, and that is what verification judges."
+)
+
 GUIDANCE = (
     "The maintainer watching this fix sends guidance:\n{text}\n"
     "Revise your plan to follow it: call update_plan first, then go on."

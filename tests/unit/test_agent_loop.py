@@ -276,6 +276,23 @@ def test_a_write_to_a_protected_path_is_refused_and_nothing_is_written():
     assert h.sandbox.files == {}
 
 
+def test_a_call_after_finish_in_the_same_reply_is_answered_and_never_run():
+    """Pair mode reviews the change when the model finishes: a write after the finish, in
+    the same reply, would reach verification unreviewed. A write before it still runs."""
+    before = ("write_file", {"path": "fix.py", "content": "fixed = True\n"})
+    after = ("write_file", {"path": "CHANGELOG.md", "content": "unreviewed\n"})
+    model = ScriptedModel([[before, finish(), after, run("touch later")]])
+    h = make_loop(model)
+    assert h.run() == LoopResult("finished", "Fixed it.")
+    assert h.sandbox.files == {"fix.py": b"fixed = True\n"}
+    assert h.sandbox.commands == []
+    assert h.statuses("write_file") == ["ok", "refused"]
+    assert h.statuses("run_command") == ["refused"]
+    results = h.loop.conversation.render()[-2:]
+    assert [m["role"] for m in results] == ["tool", "tool"]
+    assert all(m["content"].startswith("Not run: it came after finish") for m in results)
+
+
 # Escalation: after `escalate_after` consecutive failures the next call goes a tier up.
 
 
