@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from loopwright.agent.pair import ApprovalRequest
 from loopwright.agent.policy import Ask, AskRules
 from loopwright.protected_paths import protected_by
+from loopwright.sandbox.workspace import PatchTooLarge
 from loopwright.verify.diff import PatchError, parse_patch
 
 MAX_REASONS = 8
@@ -75,11 +76,12 @@ class ChangeReview:
         """Path → the digest of its section when a person approved that state."""
 
     def state(self) -> dict[str, str]:
-        """The digest of each changed file now ({} for a patch the parser refuses: the
-        mission ends in error on it before anything is delivered)."""
+        """The digest of each changed file now ({} for a patch the parser refuses, or one
+        too large to export: nothing is recorded as approved, and the mission cannot end
+        with such a change)."""
         try:
             return {path: s.digest for path, s in sections(self._patch()).items()}
-        except PatchError:
+        except (PatchError, PatchTooLarge):
             return {}
 
     def approved(self, before: Mapping[str, str]) -> None:
@@ -90,7 +92,8 @@ class ChangeReview:
                 self._approved[path] = digest
 
     def check(self) -> Review | None:
-        """What in the change waits for a person, or None."""
+        """What in the change waits for a person, or None. Raises `PatchTooLarge` for a
+        change too large to show or deliver (`finish` refuses it)."""
         try:
             changed = sections(self._patch())
         except PatchError:

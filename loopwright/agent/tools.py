@@ -39,6 +39,7 @@ from loopwright.protected_paths import protected_by
 from loopwright.sandbox.base import ExecResult, FileToolError, OutputCallback, Sandbox
 from loopwright.sandbox.hosttree import path_problem
 from loopwright.sandbox.paths import normalize_relative
+from loopwright.sandbox.workspace import PatchTooLarge
 
 Status = Literal["ok", "failed", "refused", "error"]
 
@@ -491,7 +492,10 @@ class Toolbox:
 
     def _finish(self, args: FinishArgs) -> ToolOutcome:
         if self._review is not None and self._approved is None:
-            review = self._review.check()
+            try:
+                review = self._review.check()
+            except PatchTooLarge as exc:
+                return ToolOutcome("refused", f"Refused: not finished. {_capital(str(exc))}.")
             if review is not None:
                 raise NeedsApproval(finish_request(review))
         self.title = args.title
@@ -555,3 +559,7 @@ def _lone_surrogate(data: Any) -> str | None:
         elif isinstance(value, list):
             stack.extend(value)
     return None
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]

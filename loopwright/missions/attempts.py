@@ -34,7 +34,6 @@ from loopwright.repo_config import RepoConfig
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
 from loopwright.sandbox.workspace import PatchTooLarge, export_patch
 from loopwright.verify.detect import TestPlan
-from loopwright.verify.diff import PatchError
 from loopwright.verify.runner import SuiteRun, run_suite
 
 
@@ -238,14 +237,9 @@ class Attempts:
         if self._scope is None:
             self._scope = (_scope_of(self.before, self.base),)
         sandbox, base = self.sandbox, self.base
-
-        def patch() -> str:
-            try:
-                return export_patch(sandbox, timeout_s=120, base=base)
-            except PatchTooLarge as exc:  # nothing to review: the mission ends on it
-                raise PatchError(str(exc)) from exc
-
-        return ChangeReview(patch, self.ask_rules, self._scope[0])
+        return ChangeReview(
+            lambda: export_patch(sandbox, timeout_s=120, base=base), self.ask_rules, self._scope[0]
+        )
 
     def _export(self) -> str:
         with timed_phase(self.events, "patch_export"):

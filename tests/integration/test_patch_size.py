@@ -22,9 +22,9 @@ from loopwright.sandbox.workspace import (
     snapshot,
 )
 from tests.conftest import init_repo, read_events, step, tool
-from tests.integration.test_adversarial import hostile_session
+from tests.integration.test_adversarial import CHECK, hostile_session
 from tests.integration.test_pair_terminal import pair_lines
-from tests.scenarios import model_env
+from tests.scenarios import EDIT, FINISH, PLAN, model_env
 
 SANDBOXES = [pytest.param("docker", marks=pytest.mark.docker), "local"]
 LINE = 99
@@ -132,17 +132,27 @@ def test_a_build_whose_files_are_too_large_ends_unverified_saying_why(
     assert not (out / "vendor.txt").exists()
 
 
-def test_in_pair_mode_a_change_too_large_ends_unverified_without_asking(
+def test_in_pair_mode_finish_refuses_a_change_too_large_until_it_is_cut(
     example_repo: Any, scripted: Any, tmp_path: Path
 ) -> None:
-    """Pair mode reviews the whole change at `finish`; a change too large to export is
-    not reviewed (nothing of it could be shown) and the mission ends on it."""
+    """Pair mode reviews the whole change at `finish`. A change too large to export
+    cannot be reviewed, so `finish` refuses it (before, the review was skipped and the
+    finish recorded) and says why; once the model removes the file, the change is
+    reviewed and verified."""
     repo = example_repo("python-invoice")
-    server = scripted(hostile_session(TOO_LARGE, fix=True))
+    cut = tool("run_command", command="rm vendor.txt")
+    server = scripted(
+        [step(PLAN), step(TOO_LARGE), step(EDIT), step(CHECK), step(FINISH), step(cut),
+         step(FINISH)]
+    )  # fmt: skip
     run, events_path = pair_lines(repo, server, tmp_path, "", timeout=180)
-    assert run.returncode == 1, run.stderr
+    assert run.returncode == 0, run.stderr
     events = read_events(events_path)
     assert not [e for e in events if e["type"] == "approval_requested"]
+    finishes = [e for e in events if e["type"] == "tool_result" and e["tool"] == "finish"]
+    assert [e["status"] for e in finishes] == ["refused", "ok"]
+    assert finishes[0]["output"].startswith("Refused: not finished. The change is a diff of 10,0")
+    assert "leave generated, vendored and binary files out of the fix." in finishes[0]["output"]
     (done,) = [e for e in events if e["type"] == "done"]
-    assert done["status"] == "unverified"
-    assert done["message"].startswith("the change is a diff of 10,0"), done["message"]
+    assert done["status"] == "verified"
+    assert not (repo / "vendor.txt").exists()

@@ -13,11 +13,14 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
+import pytest
+
 from loopwright.agent.change_review import ChangeReview, sections
 from loopwright.agent.loop import AgentLoop
 from loopwright.agent.pair import Decision
 from loopwright.agent.policy import AskRules
 from loopwright.events import EventList
+from loopwright.sandbox.workspace import MAX_PATCH_BYTES, PatchTooLarge
 from tests.unit.test_agent_loop import ScriptedModel, finish, run
 from tests.unit.test_pair_loop import NetworkSandbox, QueuePair
 from tests.unit.test_pair_loop import make as make_loop
@@ -196,3 +199,24 @@ def test_sections_split_a_patch_by_file_and_mark_deletions():
     assert sorted(found) == ["gone.py", "invoice/totals.py", "new.py"]
     assert [found[p].deleted for p in sorted(found)] == [True, False, False]
     assert len({s.digest for s in found.values()}) == 3
+
+
+def test_a_change_too_large_to_export_is_never_recorded_as_approved_nor_reviewed():
+    """The export of a change over the size limit raises: the review records nothing as
+    approved (an approval then covers no file) and `check` hands the refusal to `finish`
+    rather than answering that nothing waits."""
+    too_large = {"on": True}
+
+    def export() -> str:
+        if too_large["on"]:
+            raise PatchTooLarge(MAX_PATCH_BYTES + 1)
+        return git_patch(BASE, {**BASE, "migrations/0001.sql": b"drop table a;\n"})
+
+    changes = ChangeReview(export, RULES, SCOPE)
+    assert changes.state() == {}
+    changes.approved({})
+    with pytest.raises(PatchTooLarge):
+        changes.check()
+    too_large["on"] = False
+    review = changes.check()
+    assert review is not None and review.paths == ("migrations/0001.sql",)
