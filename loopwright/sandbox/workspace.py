@@ -252,8 +252,12 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
         f"git {opts} ls-files --others --exclude-standard "
         r"| sed -n -e 's/[][*?\\]/\\&/g' -e 's|^\(.*/\)$|/\1|p' >> .git/info/exclude"
     )
+    # `$GIT_DIR/info/attributes` outranks every other attributes file: no clean filter
+    # the model configured runs, so the patch is the working tree's bytes and two exports
+    # of one tree agree (pair mode reviews one export; delivery takes the next).
+    unfiltered = "printf '* -filter\\n' > .git/info/attributes"
     result = sandbox.exec(
-        f"{nested} && git {opts} add --all && "
+        f"{nested} && {unfiltered} && git {opts} add --all && "
         f"git {opts} diff --cached --binary --no-color --no-ext-diff --no-textconv "
         f"--no-renames $(git rev-list --max-parents=0 HEAD | tail -n 1) > {PATCH_FILE} && "
         f"git {opts} reset --quiet && "

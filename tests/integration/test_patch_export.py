@@ -1,7 +1,13 @@
-"""A change whose diff is larger than Loopwright verifies, stores and delivers
+"""The patch a mission exports, on both sandboxes.
+
+A change whose diff is larger than Loopwright verifies, stores and delivers
 (`MAX_PATCH_BYTES`) ends its mission `unverified`, saying what to do. Before, a container's
 export failed on the file-read limit and the mission ended in `error`, as if the
-infrastructure had failed; the local sandbox stored and delivered any size."""
+infrastructure had failed; the local sandbox stored and delivered any size.
+
+Two exports of one tree are the same patch, whatever the model configured in the
+sandbox's repository: pair mode reviews one export and delivery takes the next.
+"""
 
 from __future__ import annotations
 
@@ -94,6 +100,26 @@ def test_a_diff_of_exactly_the_limit_is_exported_and_one_byte_more_is_refused(
         f"{MAX_PATCH_BYTES:,} Loopwright verifies and delivers: leave generated, vendored "
         "and binary files out of the fix"
     )
+
+
+def test_a_clean_filter_the_model_configured_never_shapes_the_patch(
+    sandbox: tuple[Sandbox, Path],
+) -> None:
+    """A filter that answers differently on its first run made the review's export show
+    one change and delivery's another; the patch now carries the working tree's bytes."""
+    made, base = sandbox
+    toggle = "if [ -e .loopwright/seen ]; then cat; else touch .loopwright/seen; echo benign; fi"
+    setup = made.exec(
+        f"git config filter.t.clean \"sh -c '{toggle}'\" && "
+        "printf 'app.txt filter=t\\n' > .gitattributes && printf 'real\\n' > app.txt",
+        timeout_s=30,
+    )
+    assert setup.ok, setup.output
+    first = export_patch(made, timeout_s=60, base=base)
+    second = export_patch(made, timeout_s=60, base=base)
+    assert first == second
+    assert "+real\n" in first and "benign" not in first
+    assert "+app.txt filter=t\n" in first
 
 
 @pytest.mark.parametrize("where", SANDBOXES)
