@@ -28,7 +28,13 @@ from loopwright.config import NetworkMode, Settings
 from loopwright.events import EventBus
 from loopwright.instructions import RepoInstructions
 from loopwright.missions.base import MissionFailed, timed_phase
-from loopwright.missions.trees import patch_path_problem, read_text, restore_base, tree_files
+from loopwright.missions.trees import (
+    changed_files,
+    patch_path_problem,
+    read_text,
+    restore_base,
+    tree_files,
+)
 from loopwright.protected_paths import DEFAULT_PROTECTED_PATHS
 from loopwright.repo_config import RepoConfig
 from loopwright.sandbox.base import FileToolError, Sandbox, SandboxError
@@ -147,8 +153,16 @@ class Attempts:
                 )
                 entered = True
                 outcome = loop.run()
-                patch = self._export()
-                passed, why = self._passed(outcome, patch)
+                try:
+                    patch = self._export()
+                except PatchTooLarge as exc:
+                    if last:
+                        raise MissionFailed("unverified", str(exc)) from exc
+                    # This attempt failed; the next starts from the base again.
+                    patch, passed, why, changed = "", False, str(exc), exc.paths
+                else:
+                    passed, why = self._passed(outcome, patch)
+                    changed = tuple(path for path, _status in changed_files(patch))
                 self.records.append(
                     {"tier": tier.name, "attempt": number, "seed": seed, "passed": passed,
                      "steps": loop.steps_taken}
@@ -163,14 +177,18 @@ class Attempts:
                         leave_loop_stage(self.events, "finished" if passed else "budget_exceeded")
                     return LoopEnd(loop, toolbox, outcome, patch)
                 restore_base(
-                    self.sandbox, self.base, patch, timeout_s=self.settings.command_timeout_s
+                    self.sandbox, self.base, changed, timeout_s=self.settings.command_timeout_s
                 )
         loop, toolbox = self._loop(
             settings=self.settings.with_overrides(tiers=tiers[first:]),
             stages=(not entered, True),
         )
         outcome = loop.run()
-        return LoopEnd(loop, toolbox, outcome, self._export())
+        try:
+            patch = self._export()
+        except PatchTooLarge as exc:
+            raise MissionFailed("unverified", str(exc)) from exc
+        return LoopEnd(loop, toolbox, outcome, patch)
 
     def _loop(
         self,
@@ -243,10 +261,7 @@ class Attempts:
 
     def _export(self) -> str:
         with timed_phase(self.events, "patch_export"):
-            try:
-                return export_patch(self.sandbox, timeout_s=120, base=self.base)
-            except PatchTooLarge as exc:
-                raise MissionFailed("unverified", str(exc)) from exc
+            return export_patch(self.sandbox, timeout_s=120, base=self.base)
 
     def _passed(self, outcome: LoopResult, patch: str) -> tuple[bool, str]:
         """Whether an attempt is worth verifying: the model finished with a change and the

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -139,10 +139,10 @@ def write_into_tree(tree: Path, patched: Path, files: Sequence[Changed]) -> None
             shutil.copy2(source, target)
 
 
-def restore_base(sandbox: Sandbox, base: Path, patch: str, *, timeout_s: float) -> None:
-    """Put every path `patch` changed back to its version in `base` (removing what the
-    patch added), so the next independent attempt starts from the reproduction's tree."""
-    paths = sorted({path for path, _status in changed_files(patch)})
+def restore_base(sandbox: Sandbox, base: Path, changed: Iterable[str], *, timeout_s: float) -> None:
+    """Put every `changed` path back to its version in `base` (removing it where `base`
+    has none), so the next independent attempt starts from the reproduction's tree."""
+    paths = sorted(set(changed))
     if not paths:
         return
     files = [Change(path, "modified" if _present(base / path) else "deleted") for path in paths]

@@ -215,15 +215,17 @@ def prepare_sandbox_repo(sandbox: Sandbox, timeout_s: float) -> None:
 
 
 class PatchTooLarge(Exception):
-    """The change's diff is larger than `MAX_PATCH_BYTES`; the message says what to do."""
+    """The change's diff is larger than `MAX_PATCH_BYTES`; the message says what to do.
+    `paths` are the paths it changes (what undoing it puts back)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, paths: tuple[str, ...] = ()) -> None:
         super().__init__(
             f"the change is a diff of {size:,} bytes, more than the {MAX_PATCH_BYTES:,} "
             "Loopwright verifies and delivers: leave generated, vendored and binary files "
             "out of the fix"
         )
         self.size = size
+        self.paths = paths
 
 
 def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
@@ -240,11 +242,7 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
     from loopwright.sandbox.local import LocalSandbox
 
     if isinstance(sandbox, LocalSandbox):
-        patch = _export_on_host(sandbox.workspace, base)
-        size = len(patch.encode("utf-8", "surrogateescape"))
-        if size > MAX_PATCH_BYTES:
-            raise PatchTooLarge(size)
-        return without_gitlinks(patch)
+        return without_gitlinks(_export_on_host(sandbox.workspace, base))
     opts = " ".join(SANDBOX_GIT)
     # A repository the agent nested in its tree (listed as `dir/`) is excluded before
     # `add`: git would record it as a gitlink, or fail on one without commits.
@@ -268,7 +266,17 @@ def export_patch(sandbox: Sandbox, timeout_s: float, *, base: Path) -> str:
         raise SandboxError(f"could not export the patch: {result.output.strip()[-2000:]}")
     sizes = _PATCH_SIZE.findall(result.output)
     if sizes and int(sizes[-1]) > MAX_PATCH_BYTES:
-        raise PatchTooLarge(int(sizes[-1]))
+        listed = sandbox.exec(
+            f"git {opts} add --all && git {opts} diff --cached --name-only -z --no-renames "
+            f"$(git rev-list --max-parents=0 HEAD | tail -n 1) > {PATCH_FILE} && "
+            f"git {opts} reset --quiet",
+            timeout_s=timeout_s,
+        )
+        try:
+            names = sandbox.read_file(PATCH_FILE) if listed.ok else b""
+        except FileToolError:
+            names = b""
+        raise PatchTooLarge(int(sizes[-1]), _names(names))
     try:
         patch = sandbox.read_file(PATCH_FILE).decode("utf-8", errors="surrogateescape")
     except FileToolError as exc:
@@ -299,10 +307,23 @@ def _export_on_host(work_tree: Path, base: Path) -> str:
         excludes += ["/" + _glob_escape(rel) for rel in others.split("\0") if rel.endswith("/")]
         (info / "exclude").write_text("\n".join(excludes) + "\n", encoding="utf-8")
         git([*where, "add", "--all"], Path(tmp))
-        return git(
+        patch = git(
             [*where, "diff", "--cached", "--binary", "--no-color", "--no-renames", "HEAD"],
             Path(tmp),
         )
+        size = len(patch.encode("utf-8", "surrogateescape"))
+        if size > MAX_PATCH_BYTES:
+            names = git(
+                [*where, "diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"],
+                Path(tmp),
+            )
+            raise PatchTooLarge(size, _names(names.encode("utf-8", "surrogateescape")))
+        return patch
+
+
+def _names(listed: bytes) -> tuple[str, ...]:
+    """The paths of a `-z` listing, sorted."""
+    return tuple(sorted({n.decode("utf-8", "surrogateescape") for n in listed.split(b"\0") if n}))
 
 
 def _names_git_dir(rel: str) -> bool:

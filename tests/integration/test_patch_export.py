@@ -182,3 +182,29 @@ def test_in_pair_mode_finish_refuses_a_change_too_large_until_it_is_cut(
     (done,) = [e for e in events if e["type"] == "done"]
     assert done["status"] == "verified"
     assert not (repo / "vendor.txt").exists()
+
+
+@pytest.mark.parametrize("where", SANDBOXES)
+def test_an_attempt_whose_change_is_too_large_fails_and_the_next_starts_from_the_base(
+    where: str, example_repo: Any, scripted: Any, run_cli: Any, request: pytest.FixtureRequest
+) -> None:
+    """With several attempts on a tier, a too-large change fails its attempt (and the
+    file it wrote is put back) rather than ending the mission."""
+    if where == "docker":
+        request.getfixturevalue("docker_ready")
+    repo = example_repo("python-invoice")
+    server = scripted(
+        [step(PLAN), step(TOO_LARGE), step(FINISH),  # attempt 1
+         step(tool("run_command", command="test ! -e vendor.txt")), step(EDIT), step(CHECK),
+         step(FINISH)]  # attempt 2
+    )  # fmt: skip
+    env = model_env(server, LOOPWRIGHT_ATTEMPTS="nano=2", LOOPWRIGHT_ATTEMPT_STEPS="6")
+    run = run_cli("fix", str(repo), "--sandbox", where, env=env)
+    assert run.exit_code == 0, run.stderr
+    assert run.result["status"] == "verified", run.result["message"]
+    ended = [e for e in run.of_type("attempt") if e["status"] != "started"]
+    assert [(e["attempt"], e["status"]) for e in ended] == [(1, "failed"), (2, "passed")]
+    assert ended[0]["reason"].startswith("the change is a diff of 10,0")
+    vendor_gone = [e for e in run.of_type("tool_result") if e["tool"] == "run_command"][1]
+    assert vendor_gone["exit_code"] == 0
+    assert not (repo / "vendor.txt").exists()
