@@ -1,19 +1,53 @@
 """A process that races others for mission slots on one store, for the slot tests.
 
-`python -m tests.slot_race acquire URL START ROUNDS GLOBAL_CAP INSTALLATION_CAP INSTALLATIONS NAME`
-takes and gives back slots `ROUNDS` times from wall-clock time START; `python -m
-tests.slot_race queue URL START GLOBAL_CAP THREADS` runs the store's queued missions on an
-`InProcessQueue` until none is left. Both print the intervals they held a slot (or ran a
-mission), as JSON lines `[start, end, installation]` of monotonic time, on stdout.
+`python -m tests.slot_race acquire URL ROUNDS GLOBAL_CAP INSTALLATION_CAP INSTALLATIONS NAME`
+takes and gives back slots `ROUNDS` times; `python -m tests.slot_race queue URL GLOBAL_CAP
+THREADS` runs the store's queued missions on an `InProcessQueue` until none is left. Both
+print the intervals they held a slot (or ran a mission), as JSON lines `[start, end,
+installation]` of monotonic time, on stdout.
+
+Each racer prints `ready` once its imports are done and its store is open, then waits for a
+line on stdin: `start_racers` sends it to all of them at once. (A start time a few seconds
+ahead was not enough: on a loaded machine one racer's imports took 13 s, and the other had
+run every mission by then.)
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
+from loopwright.missions.result import MissionResult
 from loopwright.store import InProcessQueue, Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_racers(racers: list[list[str]]) -> list[subprocess.Popen[str]]:
+    """Start one racer per argument list, and let them go together once all are ready."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.slot_race", *args],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for args in racers
+    ]
+    for process in processes:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "ready\n", "a racer ended before it was ready"
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    return processes
 
 
 def hold_intervals(
@@ -46,11 +80,12 @@ def hold_intervals(
 
 
 def main(argv: list[str]) -> None:
-    mode, url, start = argv[0], argv[1], float(argv[2])
+    mode, url = argv[0], argv[1]
     with Store(url) as store:
-        time.sleep(max(0.0, start - time.time()))
+        print("ready", flush=True)
+        sys.stdin.readline()
         if mode == "acquire":
-            rounds, global_cap, cap, installations, name = argv[3:8]
+            rounds, global_cap, cap, installations, name = argv[2:7]
             intervals = hold_intervals(
                 store,
                 name,
@@ -60,7 +95,7 @@ def main(argv: list[str]) -> None:
                 int(installations),
             )
         else:
-            intervals = run_queue(store, int(argv[3]), int(argv[4]))
+            intervals = run_queue(store, int(argv[2]), int(argv[3]))
     for interval in intervals:
         print(json.dumps(interval))
 
@@ -68,8 +103,6 @@ def main(argv: list[str]) -> None:
 def run_queue(store: Store, global_cap: int, threads: int) -> list[tuple[float, float, int]]:
     """Run every queued mission of the store on `threads` threads (with other processes
     doing the same), each holding its slot for a moment."""
-    from loopwright.missions.result import MissionResult
-
     ran: list[tuple[float, float, int]] = []
 
     def run(mission_id: str) -> None:

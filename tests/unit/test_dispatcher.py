@@ -4,7 +4,6 @@ the slots that hold the caps across processes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from loopwright.missions.result import MissionResult
 from loopwright.request import MissionRequest
 from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store import InProcessQueue, MissionQueue, Store, migrate
+from tests.slot_race import start_racers
 from tests.unit.test_slots import peak
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -370,17 +370,7 @@ def test_the_global_cap_holds_across_two_processes_on_one_sqlite_file(url: str, 
     # more than three (four threads) is what only the slots prevent.
     global_cap, threads = 3, 2
     create(store, 14)
-    start = time.time() + 3
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.slot_race", "queue", url, str(start), str(global_cap),
-             str(threads)],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.PIPE,
-        )
-        for _ in range(2)
-    ]  # fmt: skip
+    processes = start_racers([["queue", url, str(global_cap), str(threads)]] * 2)
     ran: list[list[Any]] = []
     for process in processes:
         out, _ = process.communicate(timeout=120)

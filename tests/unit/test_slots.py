@@ -4,7 +4,6 @@ and many threads and processes racing for the last slot."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -18,7 +17,7 @@ from loopwright.config import Settings
 from loopwright.request import MissionRequest
 from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store import Store, migrate, open_store
-from tests.slot_race import hold_intervals
+from tests.slot_race import hold_intervals, start_racers
 
 ROOT = Path(__file__).resolve().parents[2]
 ELSEWHERE = "build-7.example:4242:1000"
@@ -203,17 +202,10 @@ def test_threads_racing_for_slots_never_hold_more_than_the_caps(store: Store):
 
 def test_processes_racing_for_slots_never_hold_more_than_the_caps(url: str, store: Store):
     global_cap, installation_cap, installations = 3, 2, 3
-    start = time.time() + 3
-    racers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.slot_race", "acquire", url, str(start), "20",
-             str(global_cap), str(installation_cap), str(installations), f"p{n}"],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.PIPE,
-        )
-        for n in range(4)
-    ]  # fmt: skip
+    racers = start_racers(
+        [["acquire", url, "20", str(global_cap), str(installation_cap), str(installations),
+          f"p{n}"] for n in range(4)]
+    )  # fmt: skip
     intervals = []
     for racer in racers:
         out, _ = racer.communicate(timeout=180)
