@@ -227,6 +227,11 @@ class ResilientBackend(ChannelsBackend):
                 )
                 await self._close(inner)
                 raise
+            except asyncio.CancelledError:
+                # The hub closes while this opens: what was opened (for PostgreSQL, the
+                # listener's connection) is closed, not left to the garbage collector.
+                await self._close(inner)
+                raise
             self._inner = inner
             assert self._broken is not None
             self._broken.clear()

@@ -31,6 +31,8 @@ class Bus:
         self.gate_in_wait_for = False
         """Wait for the gate through `asyncio.wait_for`, as redis-py does for every send."""
         self.at_gate = asyncio.Event()
+        self.started = 0
+        self.closed = 0
 
 
 class FlakyBackend(ChannelsBackend):
@@ -40,6 +42,7 @@ class FlakyBackend(ChannelsBackend):
         self.inbox: asyncio.Queue[tuple[str, bytes] | Exception] = asyncio.Queue()
 
     async def on_startup(self) -> None:
+        self.bus.started += 1
         if not self.bus.up:
             raise ConnectionRefusedError(f"connection refused (password {PASSWORD})")
         gate = self.bus.gate
@@ -53,6 +56,7 @@ class FlakyBackend(ChannelsBackend):
         self.bus.backends.append(self)
 
     async def on_shutdown(self) -> None:
+        self.bus.closed += 1
         if self in self.bus.backends:
             self.bus.backends.remove(self)
 
@@ -179,5 +183,22 @@ def test_closing_as_a_reopen_succeeds_ends_the_hub(inside: str) -> None:
             # (The plugin suppresses the CancelledError this limit raises in it.)
             await hub.channels.__aexit__(None, None, None)
         assert not limit.expired(), "the shutdown waited for the stream task"
+
+    run_async(scenario())
+
+
+def test_a_backend_still_opening_when_the_hub_closes_is_closed() -> None:
+    """For PostgreSQL, an open backend holds the listener's connection."""
+
+    async def scenario() -> None:
+        bus = Bus()
+        bus.up = False
+        hub, _ = _hub(bus)
+        async with hub.channels:
+            bus.gate = asyncio.get_running_loop().create_future()  # never answers
+            bus.up = True
+            await asyncio.wait_for(bus.at_gate.wait(), 10)  # the stream task's retry
+        # The refused open at start, and the one the shutdown interrupted: each closed.
+        assert (bus.started, bus.closed, bus.opened) == (2, 2, 0)
 
     run_async(scenario())
