@@ -32,12 +32,25 @@ log = structlog.get_logger("loopwright.server")
 WEBHOOK_THREADS = 32
 
 
+QUIET_S = 0.2
+"""How long a server process must have answered no delivery before its missions start."""
+
+
 class DeliveriesInFlight:
     """The webhook deliveries this process is answering now. The mission queue waits for
-    them (`wait_answered`) before it starts missions, so a burst is acknowledged first."""
+    them (`wait_answered`) before it starts missions, so a burst is acknowledged first.
 
-    def __init__(self) -> None:
+    It also waits for `quiet_s` without a delivery. `serve --workers N` spreads a burst over
+    processes that share one socket, and one process may finish its share first. Its
+    missions would then start (token requests signed with the App's key, store writes) on
+    the CPUs the other processes are still answering on. Every process keeps receiving
+    deliveries until the burst ends, so a quiet moment in this process means the burst is
+    over in the others too, with no signal between the processes."""
+
+    def __init__(self, quiet_s: float = QUIET_S) -> None:
         self._count = 0
+        self._quiet_s = quiet_s
+        self._last_answered: float | None = None
         self._changed = threading.Condition()
 
     @contextmanager
@@ -49,13 +62,27 @@ class DeliveriesInFlight:
         finally:
             with self._changed:
                 self._count -= 1
+                self._last_answered = time.monotonic()
                 if self._count == 0:
                     self._changed.notify_all()
 
     def wait_answered(self, timeout: float) -> bool:
-        """Block until no delivery is being answered, or `timeout` seconds; True if none is."""
+        """Block until no delivery is being answered and none was for `quiet_s`, or for
+        `timeout` seconds; True if it is so."""
+        deadline = time.monotonic() + timeout
         with self._changed:
-            return self._changed.wait_for(lambda: self._count == 0, timeout)
+            while True:
+                now = time.monotonic()
+                if self._count == 0:
+                    last = self._last_answered
+                    quiet_left = 0.0 if last is None else last + self._quiet_s - now
+                    if quiet_left <= 0:
+                        return True
+                else:
+                    quiet_left = deadline - now
+                if now >= deadline:
+                    return False
+                self._changed.wait(min(quiet_left, deadline - now))
 
 
 @dataclass

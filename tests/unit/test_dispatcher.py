@@ -260,6 +260,40 @@ def test_deliveries_that_never_end_hold_missions_back_only_yield_s(store: Store)
         assert queue.stop(timeout=10)
 
 
+def test_missions_wait_for_a_quiet_moment_after_the_last_delivery():
+    deliveries = DeliveriesInFlight(quiet_s=0.5)
+    assert deliveries.wait_answered(0) is True  # nothing answered yet: nothing to wait for
+    with deliveries.answering():
+        pass
+    answered = time.monotonic()
+    assert deliveries.wait_answered(0.1) is False
+    assert deliveries.wait_answered(5) is True
+    assert time.monotonic() - answered >= 0.5
+
+
+def test_a_delivery_answered_during_the_quiet_moment_starts_it_again():
+    deliveries = DeliveriesInFlight(quiet_s=1.0)
+    with deliveries.answering():
+        pass
+    second_answered: list[float] = []
+
+    def another_delivery() -> None:
+        time.sleep(0.2)
+        with deliveries.answering():
+            time.sleep(0.1)
+        second_answered.append(time.monotonic())
+
+    thread = threading.Thread(target=another_delivery)
+    thread.start()
+    try:
+        assert deliveries.wait_answered(10) is True
+        returned = time.monotonic()
+    finally:
+        thread.join()
+    # The wait ends a whole quiet moment after the second delivery, not after the first.
+    assert returned - second_answered[0] >= 1.0
+
+
 def test_concurrency_must_be_positive(store: Store):
     with pytest.raises(ValueError, match="at least 1"):
         InProcessQueue(store, finisher(store), concurrency=0)
