@@ -4,7 +4,9 @@ under uvicorn the same way), each with 1 and 2 worker processes.
 
 100 signed deliveries at once (distinct delivery ids; half are events the App ignores,
 half are red checks that each store and queue a mission), several rounds, each once the
-previous round's missions have ended: p50/p99/max of the round trip, deliveries per
+previous round's missions have ended and each a burst to the floor and then one to
+Loopwright, both servers up, so that both rates of a round meet the same machine:
+p50/p99/max of the round trip, deliveries per
 second, Loopwright's rate as a share of the floor's with the same number of workers, and
 the servers' CPU time per delivery. Then the server (every worker process) is SIGKILLed in
 the middle of a load and started again on the same data directory: every delivery that
@@ -298,28 +300,47 @@ def wait_idle(server: Server, timeout: float = 60) -> None:
     raise RuntimeError(f"missions still queued or running after {timeout:.0f} s")
 
 
-def measure(server: Server, name: str, rounds: int, concurrency: int) -> Measured:
-    latencies: list[float] = []
-    rates: list[float] = []
-    bad = 0
-    cpu = 0.0
-    server.start()
-    assert server.proc is not None
+def measure(
+    floor: Server, server: Server, rounds: int, concurrency: int
+) -> tuple[Measured, Measured]:
+    """The floor and Loopwright, both started, in turns: each round is a burst to the floor
+    and then one to Loopwright, so the two rates of a round meet the same machine (the
+    floor's alone moved by half from one run to the next when each was measured whole)."""
+    servers = (floor, server)
+    latencies: tuple[list[float], list[float]] = ([], [])
+    rates: tuple[list[float], list[float]] = ([], [])
+    bad = [0, 0]
+    cpu = [0.0, 0.0]
     try:
-        burst(server.url, deliveries(20))  # warm-up: connections, SQLite pages
+        for each in servers:
+            each.start()
+            burst(each.url, deliveries(20))  # warm-up: connections, SQLite pages
         for _ in range(rounds):
             wait_idle(server)
-            items = deliveries(concurrency)
-            before = group_cpu_s(server.proc.pid)
-            times, codes, wall = burst(server.url, items)
-            cpu += group_cpu_s(server.proc.pid) - before
-            latencies += times
-            bad += sum(1 for c in codes if not 200 <= c < 300)
-            rates.append(len(times) / wall)
+            for i, each in enumerate(servers):
+                assert each.proc is not None
+                items = deliveries(concurrency)
+                before = group_cpu_s(each.proc.pid)
+                times, codes, wall = burst(each.url, items)
+                cpu[i] += group_cpu_s(each.proc.pid) - before
+                latencies[i].extend(times)
+                bad[i] += sum(1 for c in codes if not 200 <= c < 300)
+                rates[i].append(len(times) / wall)
     finally:
-        server.stop()
-    rate = sorted(rates)[len(rates) // 2]
-    return Measured(name, server.workers, latencies, rate, bad, cpu / len(latencies) * 1000)
+        for each in servers:
+            each.stop()
+    measured = [
+        Measured(
+            name,
+            each.workers,
+            latencies[i],
+            sorted(rates[i])[len(rates[i]) // 2],
+            bad[i],
+            cpu[i] / len(latencies[i]) * 1000,
+        )
+        for i, (name, each) in enumerate((("floor", floor), ("loopwright", server)))
+    ]
+    return measured[0], measured[1]
 
 
 def kill_mid_load(
@@ -409,10 +430,9 @@ def main() -> int:
         for workers in counts:
             floor = Server(server_env(root / f"floor{workers}", api), root / "floor.log", workers,
                            floor=True)  # fmt: skip
-            results.append(measure(floor, "floor", args.rounds, args.concurrency))
             env = server_env(root / f"data{workers}", api)
             server = Server(env, root / f"serve{workers}.log", workers)
-            results.append(measure(server, "loopwright", args.rounds, args.concurrency))
+            results.extend(measure(floor, server, args.rounds, args.concurrency))
         kill_workers = max(counts)
         data = root / "kill"
         loss = kill_mid_load(
