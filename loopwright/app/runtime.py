@@ -45,7 +45,11 @@ class DeliveriesInFlight:
     missions would then start (token requests signed with the App's key, store writes) on
     the CPUs the other processes are still answering on. Every process keeps receiving
     deliveries until the burst ends, so a quiet moment in this process means the burst is
-    over in the others too, with no signal between the processes."""
+    over in the others too, with no signal between the processes.
+
+    The cost falls on steady traffic: with deliveries less than `quiet_s` apart there is no
+    quiet moment, and the queue waits its whole `yield_s` (1 s) each time it admits
+    missions, so a freed slot is filled up to a second later. Missions run for minutes."""
 
     def __init__(self, quiet_s: float = QUIET_S) -> None:
         self._count = 0
