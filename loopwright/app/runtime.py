@@ -33,52 +33,66 @@ WEBHOOK_THREADS = 32
 
 
 QUIET_S = 0.2
-"""How long a server process must have answered no delivery before its missions start."""
+"""How long a server process must have answered no delivery of a burst before its missions
+start."""
 
 
 class DeliveriesInFlight:
     """The webhook deliveries this process is answering now. The mission queue waits for
     them (`wait_answered`) before it starts missions, so a burst is acknowledged first.
 
-    It also waits for `quiet_s` without a delivery. `serve --workers N` spreads a burst over
-    processes that share one socket, and one process may finish its share first. Its
-    missions would then start (token requests signed with the App's key, store writes) on
-    the CPUs the other processes are still answering on. Every process keeps receiving
-    deliveries until the burst ends, so a quiet moment in this process means the burst is
-    over in the others too, with no signal between the processes.
+    After a burst it also waits for `quiet_s` without a delivery. `serve --workers N`
+    spreads a burst over processes that share one socket, and one process may finish its
+    share first. Its missions would then start (token requests signed with the App's key,
+    store writes) on the CPUs the other processes are still answering on. Every process
+    keeps receiving deliveries until the burst ends, so a quiet moment in this process means
+    the burst is over in the others too, with no signal between the processes.
 
-    The cost falls on steady traffic: with deliveries less than `quiet_s` apart there is no
-    quiet moment, and the queue waits its whole `yield_s` (1 s) each time it admits
-    missions, so a freed slot is filled up to a second later. Missions run for minutes."""
+    A burst is deliveries answered at the same time: one that arrives while another is
+    being answered. A delivery answered during the quiet moment after a burst belongs to it
+    and starts the moment again. Deliveries that come one at a time (steady traffic, a lone
+    push) hold missions back only while one is being answered: with no burst there is no
+    quiet moment to wait for. Steady traffic that keeps a burst's quiet moment from coming
+    holds missions back at most the queue's `yield_s` (1 s) each time it admits them."""
 
     def __init__(self, quiet_s: float = QUIET_S) -> None:
         self._count = 0
         self._quiet_s = quiet_s
-        self._last_answered: float | None = None
+        self._overlapped = False
+        """A delivery of the current busy spell (deliveries answered back to back, the
+        count never back at zero) was answered while another was."""
+        self._burst_answered: float | None = None
+        """When the last delivery that belongs to a burst was answered."""
         self._changed = threading.Condition()
 
     @contextmanager
     def answering(self) -> Iterator[None]:
         with self._changed:
             self._count += 1
+            if self._count > 1:
+                self._overlapped = True
         try:
             yield
         finally:
             with self._changed:
                 self._count -= 1
-                self._last_answered = time.monotonic()
+                now = time.monotonic()
+                last = self._burst_answered
+                if self._overlapped or (last is not None and now - last < self._quiet_s):
+                    self._burst_answered = now
                 if self._count == 0:
+                    self._overlapped = False
                     self._changed.notify_all()
 
     def wait_answered(self, timeout: float) -> bool:
-        """Block until no delivery is being answered and none was for `quiet_s`, or for
-        `timeout` seconds; True if it is so."""
+        """Block until no delivery is being answered and none of a burst was for `quiet_s`,
+        or for `timeout` seconds; True if it is so."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
                 now = time.monotonic()
                 if self._count == 0:
-                    last = self._last_answered
+                    last = self._burst_answered
                     quiet_left = 0.0 if last is None else last + self._quiet_s - now
                     if quiet_left <= 0:
                         return True

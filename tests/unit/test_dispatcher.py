@@ -260,11 +260,11 @@ def test_deliveries_that_never_end_hold_missions_back_only_yield_s(store: Store)
         assert queue.stop(timeout=10)
 
 
-def test_missions_wait_for_a_quiet_moment_after_the_last_delivery():
+def test_missions_wait_for_a_quiet_moment_after_a_burst():
     deliveries = DeliveriesInFlight(quiet_s=0.5)
     assert deliveries.wait_answered(0) is True  # nothing answered yet: nothing to wait for
-    with deliveries.answering():
-        answered = time.monotonic()  # no later than the moment the delivery counts as answered
+    with deliveries.answering(), deliveries.answering():  # two at once: a burst
+        answered = time.monotonic()  # no later than the moment the burst counts as answered
     assert deliveries.wait_answered(0.1) is False
     assert deliveries.wait_answered(5) is True
     assert time.monotonic() - answered >= 0.5
@@ -272,13 +272,13 @@ def test_missions_wait_for_a_quiet_moment_after_the_last_delivery():
 
 def test_a_delivery_answered_during_the_quiet_moment_starts_it_again():
     deliveries = DeliveriesInFlight(quiet_s=1.0)
-    with deliveries.answering():
+    with deliveries.answering(), deliveries.answering():
         pass
     second_answered: list[float] = []
 
     def another_delivery() -> None:
         time.sleep(0.2)
-        with deliveries.answering():
+        with deliveries.answering():  # alone, but within the burst's quiet moment
             time.sleep(0.1)
             second_answered.append(time.monotonic())
 
@@ -291,6 +291,45 @@ def test_a_delivery_answered_during_the_quiet_moment_starts_it_again():
         thread.join()
     # The wait ends a whole quiet moment after the second delivery, not after the first.
     assert returned - second_answered[0] >= 1.0
+
+
+def test_deliveries_one_at_a_time_have_no_quiet_moment():
+    deliveries = DeliveriesInFlight(quiet_s=5.0)
+    for _ in range(3):
+        with deliveries.answering():
+            assert deliveries.wait_answered(0) is False  # one is being answered
+        assert deliveries.wait_answered(0) is True  # and none is: no burst, no wait
+
+
+def test_steady_traffic_does_not_hold_missions_back(store: Store):
+    """A delivery every 50 ms, one at a time: a mission starts between two of them, not
+    after the queue's whole `yield_s`."""
+    deliveries = DeliveriesInFlight(quiet_s=0.2)
+    queue = InProcessQueue(
+        store, finisher(store), concurrency=1, yield_to=deliveries.wait_answered, yield_s=30
+    )
+    stop = threading.Event()
+
+    def steady() -> None:
+        while not stop.is_set():
+            with deliveries.answering():
+                time.sleep(0.005)
+            stop.wait(0.05)
+
+    sender = threading.Thread(target=steady)
+    sender.start()
+    queue.start()
+    try:
+        time.sleep(0.3)
+        (mission_id,) = create(store, 1)
+        submitted = time.monotonic()
+        queue.submit(mission_id)
+        wait_for(lambda: statuses(store)[mission_id] == "verified", timeout=20)
+        assert time.monotonic() - submitted < 5  # not the 30 s hold
+    finally:
+        stop.set()
+        sender.join()
+        assert queue.stop(timeout=10)
 
 
 def test_concurrency_must_be_positive(store: Store):
