@@ -11,6 +11,7 @@ from loopwright.redaction import Redactor
 
 
 def test_logs_are_json_lines_with_secrets_masked(capsys):
+    lookups = (logging._srcfile, logging.logThreads, logging.logProcesses)
     configure_logging(Redactor(["hunter2-secret-value"]))
     try:
         structlog.get_logger("t").bind(delivery="d-1").info(
@@ -24,6 +25,41 @@ def test_logs_are_json_lines_with_secrets_masked(capsys):
         assert "ghs_" not in line and "hunter2-secret-value" not in line
     finally:
         structlog.reset_defaults()
+        logging._srcfile, logging.logThreads, logging.logProcesses = lookups
+
+
+class Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_records_skip_the_lookups_no_line_shows_only_while_configured(capsys):
+    kept = Kept()
+    logger = logging.getLogger("loopwright.test.lookups")
+    logger.addHandler(kept)
+    try:
+        with logging_configured(Redactor(), level=logging.INFO, renderer="json"):
+            logger.info("configured")
+        logger.warning("after")
+    finally:
+        logger.removeHandler(kept)
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+    (line,) = [x for x in lines if x["event"] == "configured"]
+    # The rendered line has all it had before.
+    assert (line["event"], line["logger"], line["level"]) == ("configured", logger.name, "info")
+    configured, after = kept.records
+    # While configured: no caller frame walked, no thread or process looked up.
+    assert (configured.lineno, configured.threadName, configured.process) == (0, None, None)
+    # The command's configuration does not outlive it: pytest's own reports show callers.
+    assert (
+        after.lineno > 0
+        and after.funcName == "test_records_skip_the_lookups_no_line_shows_only_while_configured"
+    )
+    assert after.threadName == "MainThread" and after.process is not None
 
 
 def test_library_records_share_the_formatter_and_the_redaction(capsys):
