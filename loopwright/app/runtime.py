@@ -234,8 +234,8 @@ def open_runtime(
             # claimed pool containers included; live CLI runs and workers keep theirs.
             provider.reap_abandoned()
         elif not start_up:
-            for mission in store.queued_missions():
-                queue.submit(mission.id)
+            for mission_id in store.queued_mission_ids():
+                queue.submit(mission_id)
         for mission in interrupted:
             log.warning("mission interrupted by a restart", mission=mission.id)
         runtime = Runtime(settings, store, queue, github, provider, deliveries)
@@ -362,7 +362,7 @@ def feed_from_store(runtime: Runtime, stop: threading.Event, poll: float) -> Non
     claimed by one conditional update, so it runs exactly once."""
     submitted: set[str] = set()
     while not stop.is_set():
-        queued = {m.id for m in runtime.store.queued_missions()}
+        queued = set(runtime.store.queued_mission_ids())
         for mission_id in sorted(queued - submitted):
             runtime.queue.submit(mission_id)
         # Forget ids that left the queue, so a re-queued mission runs again.

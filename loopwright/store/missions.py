@@ -373,6 +373,18 @@ class MissionRecords:
             .order_by(Mission.created_at, Mission.id)
         )
 
+    def queued_mission_ids(self) -> list[str]:
+        """`queued_missions`, only their ids: what a process that hands them to its queue
+        needs, polled every few seconds, without reading every request back."""
+        with self._session() as session:
+            return list(
+                session.scalars(
+                    select(Mission.id)
+                    .where(Mission.status == "queued")
+                    .order_by(Mission.created_at, Mission.id)
+                ).all()
+            )
+
     def attempts_for_head(self, repo: str, head_sha: str) -> int:
         """Missions for this commit that were not turned away (`refused` or `ignored`), for
         the attempt cap."""

@@ -207,8 +207,8 @@ class InProcessQueue:
 
     def recover(self) -> list[Mission]:
         interrupted = self._store.interrupt_running(stale_after_s=self._stale_after_s)
-        for mission in self._store.queued_missions():
-            self.submit(mission.id)
+        for mission_id in self._store.queued_mission_ids():
+            self.submit(mission_id)
         return interrupted
 
     def _dispatch(self) -> None:

@@ -605,13 +605,13 @@ class SaqQueue:
 
     def _requeue_once(self) -> None:
         try:
-            missions = self._store.queued_missions()
+            mission_ids = self._store.queued_mission_ids()
             if self._run is not None:
                 self._retry_releases()
                 self._expire_slots()
-                missions += [m for m in self._store.running_missions() if self._lost(m)]
-            for mission in missions:
-                self._call(functools.partial(self._enqueue, mission.id))
+                mission_ids += [m.id for m in self._store.running_missions() if self._lost(m)]
+            for mission_id in mission_ids:
+                self._call(functools.partial(self._enqueue, mission_id))
         except (SQLAlchemyError, *QUEUE_ERRORS) as exc:  # type: ignore[misc]
             log.warning(
                 "re-enqueue of stored missions failed", error=f"{type(exc).__name__}: {exc}"

@@ -772,6 +772,7 @@ def test_list_missions_filters_by_status_and_repository_newest_first(store: Stor
     ]
     assert [m.id for m in store.list_missions(limit=2)] == [ids[3], ids[2]]
     assert [m.id for m in store.queued_missions()] == [ids[0], ids[1], ids[3]]
+    assert store.queued_mission_ids() == [ids[0], ids[1], ids[3]]
 
 
 def test_interrupt_running_marks_and_returns_only_running_missions(store: Store):
