@@ -10,14 +10,11 @@ before the answer and survives a crash right after it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import functools
 import json
-import threading
-import weakref
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -225,66 +222,6 @@ async def _on_thread(threads: ThreadPoolExecutor, work: Callable[..., T], *args:
     )
 
 
-class _Commits:
-    """The store's commits awaited on one event loop, which is woken once for all the
-    deliveries a commit settled rather than once each.
-
-    The writer thread settles a batch of deliveries at a time, and `asyncio.wrap_future`
-    would wake the loop for every one of them (a handle and a write to its self-pipe on the
-    writer thread, and a read on the loop's): in a burst, about a tenth of the writer's
-    time. Here the first settled future of a batch schedules the loop's call, and the others
-    settled before that call runs are only added to its list."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._lock = threading.Lock()
-        self._settled: list[tuple[asyncio.Future[Any], Future[Any]]] = []
-
-    def wait(self, future: Future[T]) -> asyncio.Future[T]:
-        waiter: asyncio.Future[T] = self._loop.create_future()
-        # A request cancelled while it waits (its sender hung up) cancels the write if the
-        # writer has not taken it yet, as `asyncio.wrap_future` does.
-        waiter.add_done_callback(lambda w: future.cancel() if w.cancelled() else None)
-        future.add_done_callback(functools.partial(self._settle, waiter))
-        return waiter
-
-    def _settle(self, waiter: asyncio.Future[Any], future: Future[Any]) -> None:
-        """On the writer thread (or on the loop, for a future already settled)."""
-        with self._lock:
-            self._settled.append((waiter, future))
-            first = len(self._settled) == 1
-        if first:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: no request waits
-                self._loop.call_soon_threadsafe(self._hand_over)
-
-    def _hand_over(self) -> None:
-        with self._lock:
-            settled, self._settled = self._settled, []
-        for waiter, future in settled:
-            if waiter.done():  # cancelled meanwhile
-                continue
-            if future.cancelled():
-                waiter.cancel()
-            elif (error := future.exception()) is not None:
-                waiter.set_exception(error)
-            else:
-                waiter.set_result(future.result())
-
-
-_COMMITS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Commits] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _committed(future: Future[T]) -> asyncio.Future[T]:
-    """`future` (settled by the store's writer thread), awaitable on the running loop."""
-    loop = asyncio.get_running_loop()
-    commits = _COMMITS.get(loop)
-    if commits is None:
-        commits = _COMMITS.setdefault(loop, _Commits(loop))
-    return commits.wait(future)
-
-
 @dataclass(frozen=True)
 class _Checked:
     """A delivery whose signature, headers and body passed the checks."""
@@ -383,7 +320,7 @@ def _decide(
 
 
 async def _ignore(checked: _Checked, decision: Ignore, runtime: Runtime) -> Answer:
-    accepted = await _committed(
+    accepted = await asyncio.wrap_future(
         runtime.store.accept_delivery_later(
             checked.delivery, checked.event, checked.action, decision=f"ignored: {decision.reason}"
         )
@@ -418,7 +355,7 @@ async def _count_and_accept(checked: _Checked, runtime: Runtime) -> Answer:
         raise _NotAMission(repr(decision))
 
     try:
-        accepted = await _committed(
+        accepted = await asyncio.wrap_future(
             runtime.store.accept_delivery_deciding_later(
                 checked.delivery, checked.event, checked.action, repo=repo, decide=decide
             )
