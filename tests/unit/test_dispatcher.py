@@ -263,7 +263,7 @@ def test_deliveries_that_never_end_hold_missions_back_only_yield_s(store: Store)
 def test_missions_wait_for_a_quiet_moment_after_a_burst():
     deliveries = DeliveriesInFlight(quiet_s=0.5)
     assert deliveries.wait_answered(0) is True  # nothing answered yet: nothing to wait for
-    with deliveries.answering(), deliveries.answering():  # two at once: a burst
+    with deliveries.answering(), deliveries.answering(), deliveries.answering():  # a burst
         answered = time.monotonic()  # no later than the moment the burst counts as answered
     assert deliveries.wait_answered(0.1) is False
     assert deliveries.wait_answered(5) is True
@@ -272,7 +272,7 @@ def test_missions_wait_for_a_quiet_moment_after_a_burst():
 
 def test_a_delivery_answered_during_the_quiet_moment_starts_it_again():
     deliveries = DeliveriesInFlight(quiet_s=1.0)
-    with deliveries.answering(), deliveries.answering():
+    with deliveries.answering(), deliveries.answering(), deliveries.answering():
         pass
     second_answered: list[float] = []
 
@@ -291,6 +291,59 @@ def test_a_delivery_answered_during_the_quiet_moment_starts_it_again():
         thread.join()
     # The wait ends a whole quiet moment after the second delivery, not after the first.
     assert returned - second_answered[0] >= 1.0
+
+
+def test_two_deliveries_at_once_are_not_yet_a_burst():
+    deliveries = DeliveriesInFlight(quiet_s=5.0)
+    with deliveries.answering(), deliveries.answering():  # ordinary traffic does this by chance
+        pass
+    assert deliveries.wait_answered(0) is True
+    with deliveries.answering(), deliveries.answering(), deliveries.answering():
+        pass
+    assert deliveries.wait_answered(0) is False
+
+
+def test_a_lone_delivery_after_a_bursts_quiet_moment_has_none():
+    deliveries = DeliveriesInFlight(quiet_s=0.2)
+    with deliveries.answering(), deliveries.answering(), deliveries.answering():
+        pass
+    assert deliveries.wait_answered(5) is True
+    time.sleep(0.05)
+    for _ in range(3):
+        with deliveries.answering():
+            pass
+        assert deliveries.wait_answered(0) is True
+
+
+def test_stragglers_cannot_stretch_a_burst_for_ever():
+    """Lone deliveries less than `quiet_s` apart after a burst: each extends the quiet
+    moment only within `quiet_s` of the burst's last delivery, so missions start after
+    twice `quiet_s` at most, not when the deliveries stop."""
+    deliveries = DeliveriesInFlight(quiet_s=0.3)
+    stop = threading.Event()
+
+    def stragglers() -> None:
+        while not stop.is_set():
+            with deliveries.answering():
+                time.sleep(0.002)
+            stop.wait(0.05)
+
+    with deliveries.answering(), deliveries.answering(), deliveries.answering():
+        burst_answered = time.monotonic()  # no later than the burst's own stamp
+    sender = threading.Thread(target=stragglers)
+    sender.start()
+    try:
+        assert deliveries.wait_answered(20) is True
+        waited = time.monotonic() - burst_answered
+    finally:
+        stop.set()
+        sender.join()
+    assert 0.3 <= waited < 3  # the stragglers went on until `stop`, 20 s later at most
+
+
+def test_burst_in_flight_must_make_a_burst_of_two_or_more():
+    with pytest.raises(ValueError, match="at least 2"):
+        DeliveriesInFlight(burst_in_flight=1)
 
 
 def test_deliveries_one_at_a_time_have_no_quiet_moment():
