@@ -13,7 +13,14 @@ the middle of a load and started again on the same data directory: every deliver
 got a 2xx must have its row in the store, decided, and no head may have two missions.
 Missions fail fast (the GitHub API answers 401), so they never hold the machine.
 
+With `--baseline DIR`, a second `loopwright serve` whose `loopwright` package is the one in
+DIR (another checkout, e.g. `git worktree add /tmp/base <rev>`; the dependencies are this
+environment's) is measured in the same rounds, so a change is compared with the tree before
+it on the same machine at the same moment: the two Loopwright servers take turns after the
+floor, in one order on even rounds and the other on odd ones.
+
 Run: python benchmarks/webhook_ack.py [--rounds N] [--concurrency N] [--workers 1,2]
+                                      [--baseline DIR]
      python benchmarks/webhook_ack.py --smoke    (one small round each, well under a minute)
 """
 
@@ -112,9 +119,17 @@ class Server:
     """`loopwright serve` (or, with `floor=True`, the bare Litestar app) in its own process
     group, so a SIGKILL takes every worker process at once, as a crash of the host would."""
 
-    def __init__(self, env: dict[str, str], log: Path, workers: int = 1, floor: bool = False):
+    def __init__(
+        self,
+        env: dict[str, str],
+        log: Path,
+        workers: int = 1,
+        floor: bool = False,
+        name: str | None = None,
+    ):
         self.env, self.log, self.port = env, log, free_port()
         self.workers, self.floor = workers, floor
+        self.name = name or ("floor" if floor else "loopwright")
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -300,47 +315,46 @@ def wait_idle(server: Server, timeout: float = 60) -> None:
     raise RuntimeError(f"missions still queued or running after {timeout:.0f} s")
 
 
-def measure(
-    floor: Server, server: Server, rounds: int, concurrency: int
-) -> tuple[Measured, Measured]:
-    """The floor and Loopwright, both started, in turns: each round is a burst to the floor
-    and then one to Loopwright, so the two rates of a round meet the same machine (the
-    floor's alone moved by half from one run to the next when each was measured whole)."""
-    servers = (floor, server)
-    latencies: tuple[list[float], list[float]] = ([], [])
-    rates: tuple[list[float], list[float]] = ([], [])
-    bad = [0, 0]
-    cpu = [0.0, 0.0]
+def measure(servers: list[Server], rounds: int, concurrency: int) -> list[Measured]:
+    """The floor (first) and the Loopwright servers, all started, in turns: each round is
+    a burst to each, so the rates of a round meet the same machine (the floor's alone moved
+    by half from one run to the next when each was measured whole). The Loopwright servers
+    follow the floor in one order on even rounds and in the other on odd ones."""
+    floor, *ours = servers
+    latencies: dict[str, list[float]] = {each.name: [] for each in servers}
+    rates: dict[str, list[float]] = {each.name: [] for each in servers}
+    bad = dict.fromkeys(latencies, 0)
+    cpu = dict.fromkeys(latencies, 0.0)
     try:
         for each in servers:
             each.start()
             burst(each.url, deliveries(20))  # warm-up: connections, SQLite pages
-        for _ in range(rounds):
-            wait_idle(server)
-            for i, each in enumerate(servers):
+        for n in range(rounds):
+            for each in ours:
+                wait_idle(each)
+            for each in [floor, *(ours if n % 2 == 0 else ours[::-1])]:
                 assert each.proc is not None
                 items = deliveries(concurrency)
                 before = group_cpu_s(each.proc.pid)
                 times, codes, wall = burst(each.url, items)
-                cpu[i] += group_cpu_s(each.proc.pid) - before
-                latencies[i].extend(times)
-                bad[i] += sum(1 for c in codes if not 200 <= c < 300)
-                rates[i].append(len(times) / wall)
+                cpu[each.name] += group_cpu_s(each.proc.pid) - before
+                latencies[each.name].extend(times)
+                bad[each.name] += sum(1 for c in codes if not 200 <= c < 300)
+                rates[each.name].append(len(times) / wall)
     finally:
         for each in servers:
             each.stop()
-    measured = [
+    return [
         Measured(
-            name,
+            each.name,
             each.workers,
-            latencies[i],
-            sorted(rates[i])[len(rates[i]) // 2],
-            bad[i],
-            cpu[i] / len(latencies[i]) * 1000,
+            latencies[each.name],
+            sorted(rates[each.name])[len(rates[each.name]) // 2],
+            bad[each.name],
+            cpu[each.name] / len(latencies[each.name]) * 1000,
         )
-        for i, (name, each) in enumerate((("floor", floor), ("loopwright", server)))
+        for each in servers
     ]
-    return measured[0], measured[1]
 
 
 def kill_mid_load(
@@ -393,6 +407,7 @@ def kill_mid_load(
 
 def table(results: list[Measured]) -> list[str]:
     floor = {m.workers: m.rate for m in results if m.name == "floor"}
+    names = {"floor": "bare Litestar (floor)", "loopwright": "loopwright serve"}
     lines = [
         "| server | workers | p50 | p99 | max | deliveries/s | share of floor "
         "| server CPU per delivery | non-2xx |",
@@ -400,7 +415,7 @@ def table(results: list[Measured]) -> list[str]:
     ]
     for m in results:
         share = m.rate / floor[m.workers] if m.workers in floor else float("nan")
-        name = "bare Litestar (floor)" if m.name == "floor" else "loopwright serve"
+        name = names.get(m.name, f"loopwright serve, {m.name}")
         lines.append(
             f"| {name} | {m.workers} | {pct(m.latencies, 0.5) * 1000:.1f} ms "
             f"| {pct(m.latencies, 0.99) * 1000:.1f} ms | {max(m.latencies) * 1000:.1f} ms "
@@ -417,12 +432,20 @@ def main() -> int:
     parser.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2")
     parser.add_argument("--kill-total", type=int, default=600)
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of Loopwright to measure in the same rounds (its loopwright package)",
+    )
+    parser.add_argument(
         "--smoke", action="store_true", help="one small round each; checks the table is made"
     )
     args = parser.parse_args()
     if args.smoke:
         args.rounds, args.concurrency, args.kill_total = 1, 20, 90
     counts = [int(w) for w in args.workers.split(",")]
+    baseline: Path | None = args.baseline.resolve() if args.baseline else None
+    if baseline is not None and not (baseline / "loopwright" / "__init__.py").is_file():
+        parser.error(f"--baseline {baseline}: no loopwright package there; give a checkout")
     api = start_api()
     results: list[Measured] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -431,8 +454,12 @@ def main() -> int:
             floor = Server(server_env(root / f"floor{workers}", api), root / "floor.log", workers,
                            floor=True)  # fmt: skip
             env = server_env(root / f"data{workers}", api)
-            server = Server(env, root / f"serve{workers}.log", workers)
-            results.extend(measure(floor, server, args.rounds, args.concurrency))
+            servers = [floor, Server(env, root / f"serve{workers}.log", workers)]
+            if baseline is not None:
+                base_env = {**server_env(root / f"base{workers}", api), "PYTHONPATH": str(baseline)}
+                servers.append(Server(base_env, root / f"base{workers}.log", workers,
+                                      name=f"baseline ({baseline})"))  # fmt: skip
+            results.extend(measure(servers, args.rounds, args.concurrency))
         kill_workers = max(counts)
         data = root / "kill"
         loss = kill_mid_load(
@@ -465,7 +492,8 @@ def main() -> int:
     broken = loss["lost (2xx without a row)"] + loss["undecided after restart"]
     broken += loss["heads with two missions"]
     if args.smoke:
-        assert len(lines) == 2 + 2 * len(counts), "the table lacks a row"
+        rows = 3 if baseline is not None else 2
+        assert len(lines) == 2 + rows * len(counts), "the table lacks a row"
         assert loss["2xx"] > 0, "no delivery was answered before the kill"
     return 0 if not bad and not broken else 1
 

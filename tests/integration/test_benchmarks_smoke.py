@@ -74,3 +74,54 @@ def test_benchmark_smoke_run_exits_zero_with_its_table(
     tail = (run.stdout[-3000:], run.stderr[-3000:])
     assert run.returncode == 0, tail
     assert header in run.stdout, tail
+
+
+def run_webhook_ack(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PYTHONPATH": str(ROOT),
+        "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.webhook_ack", "--smoke", *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_webhook_ack_measures_a_baseline_checkout_in_the_same_rounds(tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline"
+    (baseline / "loopwright").mkdir(parents=True)
+    # A checkout whose package says where it was imported from: the baseline server's
+    # processes import this one, not the tree under test.
+    for source in (ROOT / "loopwright").rglob("*.py"):
+        target = baseline / source.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+    marker = tmp_path / "imported-from"
+    init = baseline / "loopwright" / "__init__.py"
+    init.write_text(
+        init.read_text()
+        + f"\nimport pathlib as _p\n_p.Path({str(marker)!r}).write_text(__file__)\n"
+    )
+    run = run_webhook_ack(tmp_path, "--workers", "2", "--baseline", str(baseline))
+    tail = (run.stdout[-3000:], run.stderr[-3000:])
+    assert run.returncode == 0, tail
+    rows = [line for line in run.stdout.splitlines() if line.startswith("| loopwright serve")]
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| loopwright serve",
+        f"| loopwright serve, baseline ({baseline})",
+    ], tail
+    assert marker.read_text() == str(init)
+
+
+def test_webhook_ack_refuses_a_baseline_without_a_loopwright_package(tmp_path: Path) -> None:
+    run = run_webhook_ack(tmp_path, "--baseline", str(tmp_path))
+    assert run.returncode == 2
+    assert f"--baseline {tmp_path}: no loopwright package there; give a checkout" in run.stderr
