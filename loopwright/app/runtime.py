@@ -38,8 +38,8 @@ start."""
 BURST_IN_FLIGHT = 3
 """Deliveries answered at once in one process that make a burst. Two at once happen by
 chance in ordinary traffic: in a simulation of 20 random deliveries a second, answered in
-3 ms, counting two as a burst held a third of mission starts back for the queue's whole
-second; three, 4 %."""
+3 ms, counting two as a burst held 43-45 % of mission starts back for the queue's whole
+second; three (with stragglers bounded as below), none."""
 
 
 class DeliveriesInFlight:
@@ -53,13 +53,15 @@ class DeliveriesInFlight:
     keeps receiving deliveries until the burst ends, so a quiet moment in this process means
     the burst is over in the others too, with no signal between the processes.
 
-    A burst is `burst_in_flight` deliveries being answered at once. A delivery answered
-    within `quiet_s` of the burst's last one belongs to it and starts the quiet moment
-    again, but only once: stragglers cannot stretch a burst beyond twice `quiet_s` after
-    the last delivery that was answered with others. Deliveries that come one or two at a
-    time (ordinary traffic, a lone push) hold missions back only while one is being
-    answered. So does the start of a burst: until its third delivery arrives, a process
-    cannot tell it from ordinary traffic, and a mission may start then."""
+    A burst is a busy spell (deliveries answered back to back, never none in flight) in
+    which `burst_in_flight` were being answered at once; its last answer starts the quiet
+    moment. A delivery answered outside a burst within `quiet_s` of that answer is a
+    straggler and starts the quiet moment again, but stragglers do not extend the burst,
+    so missions wait at most twice `quiet_s` after its last answer. Deliveries that come one
+    or two at a time (ordinary traffic, a lone push) hold missions back only while one is
+    being answered. So does the start of a burst: until `burst_in_flight` are in flight, a
+    process cannot tell it from ordinary traffic, and a mission may start then; a process
+    that has answered nothing yet waits for nothing."""
 
     def __init__(self, quiet_s: float = QUIET_S, burst_in_flight: int = BURST_IN_FLIGHT) -> None:
         if burst_in_flight < 2:
@@ -68,10 +70,9 @@ class DeliveriesInFlight:
         self._quiet_s = quiet_s
         self._burst_in_flight = burst_in_flight
         self._in_burst = False
-        """A delivery of the current busy spell (deliveries answered back to back, the
-        count never back at zero) was answered with `burst_in_flight` - 1 others."""
+        """The current busy spell has had `burst_in_flight` deliveries in flight."""
         self._burst_last: float | None = None
-        """When the last delivery of a busy spell that was a burst was answered."""
+        """When a delivery of a busy spell that was a burst was last answered."""
         self._quiet_from: float | None = None
         """When the quiet moment began: the burst's last answer, or a straggler's."""
         self._changed = threading.Condition()
