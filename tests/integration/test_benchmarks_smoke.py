@@ -33,6 +33,25 @@ NOT_BENCHMARKS = {
 }
 
 
+def smoke_run(name: str, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`benchmarks.<name> --smoke` as a subprocess of this tree's environment."""
+    env = {
+        **os.environ,
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PYTHONPATH": str(ROOT),
+        "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", "--smoke", *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
 def modules() -> set[str]:
     return {p.stem for p in BENCHMARKS.glob("*.py") if p.stem != "__init__"}
 
@@ -56,42 +75,10 @@ def test_benchmark_smoke_run_exits_zero_with_its_table(
     extra, header, docker = SMOKE[name]
     if docker:
         request.getfixturevalue("docker_ready")
-    env = {
-        **os.environ,
-        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "PYTHONPATH": str(ROOT),
-        "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
-    }
-    run = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{name}", "--smoke", *extra],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    run = smoke_run(name, tmp_path, *extra)
     tail = (run.stdout[-3000:], run.stderr[-3000:])
     assert run.returncode == 0, tail
     assert header in run.stdout, tail
-
-
-def run_webhook_ack(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "PYTHONPATH": str(ROOT),
-        "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "benchmarks.webhook_ack", "--smoke", *extra],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
 
 
 @pytest.mark.slow
@@ -110,7 +97,7 @@ def test_webhook_ack_measures_a_baseline_checkout_in_the_same_rounds(tmp_path: P
         init.read_text()
         + f"\nimport pathlib as _p\n_p.Path({str(marker)!r}).write_text(__file__)\n"
     )
-    run = run_webhook_ack(tmp_path, "--workers", "2", "--baseline", str(baseline))
+    run = smoke_run("webhook_ack", tmp_path, "--workers", "2", "--baseline", str(baseline))
     tail = (run.stdout[-3000:], run.stderr[-3000:])
     assert run.returncode == 0, tail
     rows = [line for line in run.stdout.splitlines() if line.startswith("| loopwright serve")]
@@ -122,6 +109,6 @@ def test_webhook_ack_measures_a_baseline_checkout_in_the_same_rounds(tmp_path: P
 
 
 def test_webhook_ack_refuses_a_baseline_without_a_loopwright_package(tmp_path: Path) -> None:
-    run = run_webhook_ack(tmp_path, "--baseline", str(tmp_path))
+    run = smoke_run("webhook_ack", tmp_path, "--baseline", str(tmp_path))
     assert run.returncode == 2
     assert f"--baseline {tmp_path}: no loopwright package there; give a checkout" in run.stderr

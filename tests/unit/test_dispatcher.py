@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -315,31 +316,38 @@ def test_a_lone_delivery_after_a_bursts_quiet_moment_has_none():
         assert deliveries.wait_answered(0) is True
 
 
+@contextmanager
+def one_at_a_time(deliveries: DeliveriesInFlight, answer_s: float) -> Iterator[None]:
+    """Deliveries answered one at a time, 50 ms apart, on a thread, while the block runs."""
+    stop = threading.Event()
+
+    def send() -> None:
+        while not stop.is_set():
+            with deliveries.answering():
+                time.sleep(answer_s)
+            stop.wait(0.05)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sender.join()
+
+
 def test_stragglers_cannot_stretch_a_burst_for_ever():
     """Lone deliveries less than `quiet_s` apart after a burst: each extends the quiet
     moment only within `quiet_s` of the burst's last delivery, so missions start after
     twice `quiet_s` at most, not when the deliveries stop."""
     deliveries = DeliveriesInFlight(quiet_s=0.5)
-    stop = threading.Event()
-
-    def stragglers() -> None:
-        while not stop.is_set():
-            with deliveries.answering():
-                time.sleep(0.002)
-            stop.wait(0.05)
-
     with deliveries.answering(), deliveries.answering(), deliveries.answering():
         burst_answered = time.monotonic()  # no later than the burst's own stamp
-    sender = threading.Thread(target=stragglers)
-    sender.start()
-    try:
+    with one_at_a_time(deliveries, answer_s=0.002):
         assert deliveries.wait_answered(20) is True
         waited = time.monotonic() - burst_answered
-    finally:
-        stop.set()
-        sender.join()
     # Twice quiet_s at most, and a little for the last straggler's own 2 ms; the
-    # stragglers went on until `stop`, 20 s later at most.
+    # stragglers went on until the block ended, 20 s later at most.
     assert 0.5 <= waited < 1.3
 
 
@@ -363,27 +371,16 @@ def test_steady_traffic_does_not_hold_missions_back(store: Store):
     queue = InProcessQueue(
         store, finisher(store), concurrency=1, yield_to=deliveries.wait_answered, yield_s=30
     )
-    stop = threading.Event()
-
-    def steady() -> None:
-        while not stop.is_set():
-            with deliveries.answering():
-                time.sleep(0.005)
-            stop.wait(0.05)
-
-    sender = threading.Thread(target=steady)
-    sender.start()
     queue.start()
     try:
-        time.sleep(0.3)
-        (mission_id,) = create(store, 1)
-        submitted = time.monotonic()
-        queue.submit(mission_id)
-        wait_for(lambda: statuses(store)[mission_id] == "verified", timeout=20)
-        assert time.monotonic() - submitted < 5  # not the 30 s hold
+        with one_at_a_time(deliveries, answer_s=0.005):
+            time.sleep(0.3)
+            (mission_id,) = create(store, 1)
+            submitted = time.monotonic()
+            queue.submit(mission_id)
+            wait_for(lambda: statuses(store)[mission_id] == "verified", timeout=20)
+            assert time.monotonic() - submitted < 5  # not the 30 s hold
     finally:
-        stop.set()
-        sender.join()
         assert queue.stop(timeout=10)
 
 
