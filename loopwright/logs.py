@@ -86,7 +86,9 @@ def configure_logging(
     renderer: Renderer = "json",
     color: bool = False,
 ) -> None:
-    """Called once by the entry points (`serve`, the Action, a CLI mission), never on import.
+    """Called once by the server entry points (`serve`, `worker`, each worker process of
+    `serve --workers N`) and, through `logging_configured`, by the CLI's commands; never on
+    import.
 
     `json` writes one JSON object per line (servers, CI); `console` writes `key=value` lines
     for a person at a terminal. Records of the standard `logging` module go through the same
@@ -159,21 +161,25 @@ def configure_logging(
     access.addFilter(_HandlerLogged())
 
 
-_RecordLookups = tuple[str | None, bool, bool, bool]
-_NO_RECORD_LOOKUPS: _RecordLookups = (None, False, False, False)
+_LOOKUP_FLAGS = tuple(
+    name
+    for name in ("logThreads", "logProcesses", "logMultiprocessing", "logAsyncioTasks")
+    if hasattr(logging, name)  # logAsyncioTasks: Python 3.12 and later
+)
+_RecordLookups = tuple[str | None, dict[str, bool]]
+_NO_RECORD_LOOKUPS: _RecordLookups = (None, dict.fromkeys(_LOOKUP_FLAGS, False))
+"""No caller frame (which also drops `stack_info=True` of a plain `logging` call: nothing
+here asks for one), no thread, process or asyncio task names."""
 
 
 def _record_lookups() -> _RecordLookups:
-    return logging._srcfile, logging.logThreads, logging.logProcesses, logging.logMultiprocessing
+    return logging._srcfile, {name: getattr(logging, name) for name in _LOOKUP_FLAGS}
 
 
 def _set_record_lookups(lookups: _RecordLookups) -> None:
-    (
-        logging._srcfile,
-        logging.logThreads,
-        logging.logProcesses,
-        logging.logMultiprocessing,
-    ) = lookups
+    logging._srcfile, flags = lookups
+    for name, value in flags.items():
+        setattr(logging, name, value)
 
 
 @contextmanager
@@ -181,7 +187,8 @@ def logging_configured(
     redactor: Redactor, *, level: int, renderer: Renderer = "console", color: bool = False
 ) -> Iterator[None]:
     """`configure_logging` for the length of one command; the previous configuration (the
-    root logger's level and handlers, structlog's defaults) is back afterwards."""
+    root logger's level and handlers, the libraries' loggers, the record lookups,
+    structlog's defaults) is back afterwards, also when configuring fails."""
     root = logging.getLogger()
     saved_level, saved_handlers = root.level, list(root.handlers)
     libraries = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
@@ -189,8 +196,8 @@ def logging_configured(
         (lib.level, list(lib.handlers), lib.propagate, list(lib.filters)) for lib in libraries
     ]
     saved_lookups = _record_lookups()
-    configure_logging(redactor, level=level, renderer=renderer, color=color)
     try:
+        configure_logging(redactor, level=level, renderer=renderer, color=color)
         yield
     finally:
         root.handlers[:] = saved_handlers

@@ -6,12 +6,17 @@ import sys
 import structlog
 import uvicorn.config
 
-from loopwright.logs import configure_logging, logging_configured
+from loopwright.logs import (
+    _record_lookups,
+    _set_record_lookups,
+    configure_logging,
+    logging_configured,
+)
 from loopwright.redaction import Redactor
 
 
 def test_logs_are_json_lines_with_secrets_masked(capsys):
-    lookups = (logging._srcfile, logging.logThreads, logging.logProcesses)
+    lookups = _record_lookups()
     configure_logging(Redactor(["hunter2-secret-value"]))
     try:
         structlog.get_logger("t").bind(delivery="d-1").info(
@@ -25,7 +30,7 @@ def test_logs_are_json_lines_with_secrets_masked(capsys):
         assert "ghs_" not in line and "hunter2-secret-value" not in line
     finally:
         structlog.reset_defaults()
-        logging._srcfile, logging.logThreads, logging.logProcesses = lookups
+        _set_record_lookups(lookups)
 
 
 class Kept(logging.Handler):
@@ -60,6 +65,7 @@ def test_records_skip_the_lookups_no_line_shows_only_while_configured(capsys):
         and after.funcName == "test_records_skip_the_lookups_no_line_shows_only_while_configured"
     )
     assert after.threadName == "MainThread" and after.process is not None
+    assert after.processName == "MainProcess"
 
 
 def test_library_records_share_the_formatter_and_the_redaction(capsys):
