@@ -375,9 +375,11 @@ def feed_from_store(runtime: Runtime, stop: threading.Event, poll: float) -> Non
     claimed by one conditional update, so it runs exactly once."""
     submitted: set[str] = set()
     while not stop.is_set():
-        queued = set(runtime.store.queued_mission_ids())
-        for mission_id in sorted(queued - submitted):
-            runtime.queue.submit(mission_id)
+        oldest_first = runtime.store.queued_mission_ids()
+        for mission_id in oldest_first:  # the queue admits them in the order handed in
+            if mission_id not in submitted:
+                runtime.queue.submit(mission_id)
+        queued = set(oldest_first)
         # Forget ids that left the queue, so a re-queued mission runs again.
         submitted = (submitted | queued) & (queued | set(runtime.queue.running()))
         stop.wait(poll)

@@ -11,12 +11,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import event
 
-from loopwright.app.runtime import DeliveriesInFlight
+from loopwright.app.runtime import DeliveriesInFlight, Runtime, feed_from_store
 from loopwright.missions.result import MissionResult
 from loopwright.request import MissionRequest
 from loopwright.sandbox.docker.reaper import owner_id
@@ -382,6 +383,37 @@ def test_steady_traffic_does_not_hold_missions_back(store: Store):
             assert time.monotonic() - submitted < 5  # not the 30 s hold
     finally:
         assert queue.stop(timeout=10)
+
+
+class Submitted:
+    """A mission queue that only records what it is handed (`feed_from_store`'s view)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def submit(self, mission_id: str) -> None:
+        self.ids.append(mission_id)
+
+    def running(self) -> list[str]:
+        return []
+
+
+def test_the_store_feed_hands_queued_missions_over_oldest_first_and_once(store: Store):
+    first = create(store, 6)  # random ids: their sorted order is not their age
+    queue = Submitted()
+    runtime = cast(Runtime, SimpleNamespace(store=store, queue=queue))
+    stop = threading.Event()
+    feeder = threading.Thread(target=feed_from_store, args=(runtime, stop, 0.05))
+    feeder.start()
+    try:
+        wait_for(lambda: len(queue.ids) == 6)
+        later = create(store, 2, repo="acme/later")
+        wait_for(lambda: len(queue.ids) == 8)
+        time.sleep(0.2)  # a few more polls hand nothing over again
+    finally:
+        stop.set()
+        feeder.join()
+    assert queue.ids == first + later
 
 
 def test_concurrency_must_be_positive(store: Store):
