@@ -223,7 +223,11 @@ def missing_requirements(
 
 def _pip(*args: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pip", *args, "--quiet"], capture_output=True, text=True, check=False
+        # -P: pip itself, not a `pip/` directory of the working directory
+        [sys.executable, "-P", "-m", "pip", *args, "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])

@@ -64,7 +64,9 @@ def start() -> int:
     """`python -m loopwright.action`: secrets never stay in this process's environment
     block, where a command of the local sandbox could read them (see `secret_env`)."""
     try:
-        env = restart_without_secrets([sys.executable, "-m", "loopwright.action"])
+        # -P: the working directory is the repository's checkout; a `loopwright/` directory
+        # there must never be what `-m` runs (action.yml starts this with -P too).
+        env = restart_without_secrets([sys.executable, "-P", "-m", "loopwright.action"])
     except HandoffError as exc:
         print(f"loopwright: {exc}", file=sys.stderr)
         return EXIT_USAGE

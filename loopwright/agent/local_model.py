@@ -173,6 +173,7 @@ def _download(requirement: str, dest: Path) -> Path:
     dest.mkdir(parents=True)
     command = [
         sys.executable,
+        "-P",  # pip itself, not a `pip/` directory where the command was run
         "-m",
         "pip",
         "download",
@@ -369,7 +370,8 @@ class LocalServer:
         }
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "loopwright.agent.local_model", json.dumps(config)],
+                # -P: not a `loopwright/` directory of the working directory
+                [sys.executable, "-P", "-m", "loopwright.agent.local_model", json.dumps(config)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -247,7 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> int:
     """The `loopwright` command: secrets leave the environment block first (see secret_env)."""
     try:
-        restart_without_secrets([sys.executable, "-m", "loopwright.cli", *sys.argv[1:]])
+        # -P: the working directory (often a repository's checkout) is not on the module
+        # path, so a `loopwright/` directory there is never what `-m` runs.
+        restart_without_secrets([sys.executable, "-P", "-m", "loopwright.cli", *sys.argv[1:]])
     except HandoffError as exc:
         return report_failure("--json" in sys.argv[1:], EXIT_USAGE, str(exc))
     code = main()

@@ -1,0 +1,145 @@
+"""A repository's files never run as Loopwright's own code on the host.
+
+`python -m` puts the working directory first on the module path, and Loopwright's commands
+run in a repository's checkout (the Action always does, in the runner's workspace; the CLI
+does when a person runs it there). Each time Loopwright starts Python on one of its own
+modules (the secrets hand-off's re-execution, the Action's entry, the local model server,
+pip), it passes -P, so a `loopwright/` or `pip/` directory in that checkout is never what
+runs."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, VENV_BIN
+
+HOSTILE = """\
+import pathlib
+pathlib.Path({marker!r}).write_text(__name__)
+raise SystemExit(66)
+"""
+
+
+def hostile_checkout(tmp_path: Path, packages: tuple[str, ...]) -> tuple[Path, Path]:
+    """A working directory whose `loopwright` package (and its submodules) records that it
+    ran and exits, as a repository's file written to hijack the command would."""
+    checkout, marker = tmp_path / "checkout", tmp_path / "hijacked"
+    for package in packages:
+        directory = checkout.joinpath(*package.split("."))
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in ("__init__.py", "__main__.py"):
+            (directory / name).write_text(HOSTILE.format(marker=str(marker)))
+    return checkout, marker
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    keep = ("PATH", "HOME", "LANG", "TMPDIR")
+    return {**{k: os.environ[k] for k in keep if k in os.environ}, **extra}
+
+
+def test_the_cli_with_a_secret_never_runs_a_loopwright_package_of_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    checkout, marker = hostile_checkout(tmp_path, ("loopwright", "loopwright.cli"))
+    # A secret in the environment makes `loopwright` hand it over and run itself again.
+    run = subprocess.run(
+        [f"{VENV_BIN}/loopwright", "--help"],
+        cwd=checkout,
+        env=clean_env(LOOPWRIGHT_MODEL_API_KEY="sk-test-handoff-0123456789"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert not marker.exists(), marker.read_text()
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: loopwright"), run.stdout
+
+
+def action_command() -> list[str]:
+    """The Action's run step, as action.yml has it, with this environment's Python."""
+    text = (ROOT / "action" / "action.yml").read_text()
+    (line,) = re.findall(r'run: exec "\$RUNNER_TEMP/loopwright-venv/bin/python" (.*)', text)
+    return [sys.executable, *shlex.split(line)]
+
+
+def test_the_actions_entry_never_runs_a_loopwright_package_of_the_checkout(
+    tmp_path: Path,
+) -> None:
+    checkout, marker = hostile_checkout(tmp_path, ("loopwright", "loopwright.action"))
+    run = subprocess.run(
+        action_command(),
+        cwd=checkout,
+        # The secrets a runner hands the step, and no event: the run stops at its inputs.
+        env=clean_env(
+            INPUT_GITHUB_TOKEN="ghs_test0123456789abcdef", GITHUB_WORKSPACE=str(checkout)
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert not marker.exists(), marker.read_text()
+    assert run.returncode not in (0, 66), (run.stdout[-2000:], run.stderr[-2000:])
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]
+
+
+def test_without_p_the_same_checkout_would_have_run(tmp_path: Path) -> None:
+    """What the two tests above guard against is real here: plain `-m` runs the checkout's."""
+    checkout, marker = hostile_checkout(tmp_path, ("loopwright", "loopwright.cli"))
+    run = subprocess.run(
+        [sys.executable, "-m", "loopwright.cli", "--help"],
+        cwd=checkout,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 66
+    assert marker.read_text() == "loopwright"
+
+
+def own_module_launches(tree: ast.AST) -> list[tuple[int, list[str]]]:
+    """Each list literal `[sys.executable, ..., "-m", ...]`, with its line and the flags
+    that come before `-m`."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.List) or not node.elts:
+            continue
+        first = node.elts[0]
+        if not (
+            isinstance(first, ast.Attribute)
+            and first.attr == "executable"
+            and isinstance(first.value, ast.Name)
+            and first.value.id == "sys"
+        ):
+            continue
+        words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts[1:]]
+        if "-m" in words:
+            flags = words[: words.index("-m")]
+            found.append((node.lineno, [str(f) for f in flags]))
+    return found
+
+
+def test_every_python_module_launch_keeps_the_working_directory_off_the_path() -> None:
+    unsafe = []
+    for path in sorted((ROOT / "loopwright").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for line, flags in own_module_launches(tree):
+            if "-P" not in flags:
+                unsafe.append(f"{path.relative_to(ROOT)}:{line}")
+    assert not unsafe, f"`sys.executable -m` without -P: {unsafe}"
+
+
+def test_the_launch_rule_sees_the_launches_it_checks() -> None:
+    tree = ast.parse(
+        'import sys\nA = [sys.executable, "-m", "x"]\nB = [sys.executable, "-P", "-m", "y"]\n'
+    )
+    assert own_module_launches(tree) == [(2, []), (3, ["-P"])]
