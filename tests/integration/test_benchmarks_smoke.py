@@ -4,6 +4,7 @@ and prints its table. A new benchmark without a smoke entry here fails the cover
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -84,18 +85,18 @@ def test_benchmark_smoke_run_exits_zero_with_its_table(
 @pytest.mark.slow
 def test_webhook_ack_measures_a_baseline_checkout_in_the_same_rounds(tmp_path: Path) -> None:
     baseline = tmp_path / "baseline"
-    (baseline / "loopwright").mkdir(parents=True)
-    # A checkout whose package says where it was imported from: the baseline server's
-    # processes import this one, not the tree under test.
-    for source in (ROOT / "loopwright").rglob("*.py"):
-        target = baseline / source.relative_to(ROOT)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(source.read_bytes())
+    shutil.copytree(
+        ROOT / "loopwright", baseline / "loopwright", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    # A checkout whose package notes every process that imports it: the baseline server's
+    # parent and its two worker processes, which answer the deliveries.
     marker = tmp_path / "imported-from"
     init = baseline / "loopwright" / "__init__.py"
     init.write_text(
         init.read_text()
-        + f"\nimport pathlib as _p\n_p.Path({str(marker)!r}).write_text(__file__)\n"
+        + "\nimport os as _os, pathlib as _p\n"
+        + f"with _p.Path({str(marker)!r}).open('a') as _f:\n"
+        + "    _f.write(f'{_os.getpid()} {__file__}\\n')\n"
     )
     run = smoke_run("webhook_ack", tmp_path, "--workers", "2", "--baseline", str(baseline))
     tail = (run.stdout[-3000:], run.stderr[-3000:])
@@ -103,9 +104,11 @@ def test_webhook_ack_measures_a_baseline_checkout_in_the_same_rounds(tmp_path: P
     rows = [line for line in run.stdout.splitlines() if line.startswith("| loopwright serve")]
     assert [r.split(" | ")[0] for r in rows] == [
         "| loopwright serve",
-        f"| loopwright serve, baseline ({baseline})",
+        f"| loopwright serve, baseline ({baseline})",  # not a git checkout: its path
     ], tail
-    assert marker.read_text() == str(init)
+    imports = [line.split(" ", 1) for line in marker.read_text().splitlines()]
+    assert {path for _, path in imports} == {str(init)}
+    assert len({pid for pid, _ in imports}) >= 3  # the parent and both workers
 
 
 def test_webhook_ack_refuses_a_baseline_without_a_loopwright_package(tmp_path: Path) -> None:
