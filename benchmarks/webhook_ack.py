@@ -149,9 +149,11 @@ class Server:
 
     def start(self) -> Server:
         with self.log.open("ab") as out:
+            # In the checkout it runs: a tree whose `loopwright` restarts itself with a plain
+            # `python -m` imports the package of its working directory, not PYTHONPATH's.
             self.proc = subprocess.Popen(
                 self.command(), env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=True, cwd=self.env.get("PYTHONPATH", ROOT),
             )  # fmt: skip
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
