@@ -31,6 +31,10 @@ if [ -z "$python" ]; then
   exit 2
 fi
 
-"$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$root"
+# Not in the workspace: `python -m` imports from the working directory first, and the
+# workspace is the repository's checkout, whose `venv/`, `ensurepip/` or `pip/` directory
+# must never run in place of the standard library's (venv starts ensurepip on its own).
+cd "$RUNNER_TEMP"
+"$python" -P -m venv "$venv"
+"$venv/bin/python" -P -m pip install --quiet --disable-pip-version-check "$root"
 echo "Installed Loopwright with $python into $venv"

@@ -143,3 +143,33 @@ def test_the_launch_rule_sees_the_launches_it_checks() -> None:
         'import sys\nA = [sys.executable, "-m", "x"]\nB = [sys.executable, "-P", "-m", "y"]\n'
     )
     assert own_module_launches(tree) == [(2, []), (3, ["-P"])]
+
+
+def test_the_actions_install_step_never_runs_the_checkouts_venv_or_pip(tmp_path: Path) -> None:
+    checkout, marker = hostile_checkout(tmp_path, ("venv", "ensurepip", "pip"))
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "python3.13").symlink_to(sys.executable)  # the first candidate install.sh tries
+    runner_temp = tmp_path / "runner-temp"
+    runner_temp.mkdir()
+    run = subprocess.run(
+        ["bash", str(ROOT / "action" / "install.sh")],
+        cwd=checkout,
+        env=clean_env(
+            PATH=f"{shims}:{os.environ['PATH']}",
+            GITHUB_ACTION_PATH=str(ROOT / "action"),
+            RUNNER_TEMP=str(runner_temp),
+            RUNNER_TOOL_CACHE=str(tmp_path / "no-tool-cache"),
+            # No package index: the install stops at its first download, after venv,
+            # ensurepip and pip have all started.
+            PIP_NO_INDEX="1",
+            PIP_FIND_LINKS="",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert not marker.exists(), marker.read_text()
+    assert (runner_temp / "loopwright-venv" / "bin" / "pip").exists(), run.stderr[-2000:]
+    assert run.returncode != 66, run.stderr[-2000:]
