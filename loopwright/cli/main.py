@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -246,6 +247,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> int:
     """The `loopwright` command: secrets leave the environment block first (see secret_env)."""
+    # Every Python this command starts (uvicorn's spawned workers run `python -c`, which
+    # puts the working directory first on the module path) keeps the working directory,
+    # often a repository's checkout, off its path, as the restart below does with -P.
+    # Sandbox commands get an environment built from an allow-list, never this one.
+    os.environ["PYTHONSAFEPATH"] = "1"
     try:
         # -P: the working directory (often a repository's checkout) is not on the module
         # path, so a `loopwright/` directory there is never what `-m` runs.

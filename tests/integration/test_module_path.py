@@ -13,9 +13,14 @@ import ast
 import os
 import re
 import shlex
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import httpx
 
 from tests.conftest import ROOT, VENV_BIN
 
@@ -173,3 +178,44 @@ def test_the_actions_install_step_never_runs_the_checkouts_venv_or_pip(tmp_path:
     assert not marker.exists(), marker.read_text()
     assert (runner_temp / "loopwright-venv" / "bin" / "pip").exists(), run.stderr[-2000:]
     assert run.returncode != 66, run.stderr[-2000:]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_workers_never_import_the_working_directorys_modules(tmp_path: Path) -> None:
+    """No secret, so no restart with -P: uvicorn's spawned workers (`python -c`) would put
+    the working directory first and import its `multiprocessing/` before the standard
+    library's."""
+    checkout, marker = hostile_checkout(tmp_path, ("multiprocessing",))
+    port = free_port()
+    server = subprocess.Popen(
+        [f"{VENV_BIN}/loopwright", "serve", "--workers", "2", "--port", str(port)],
+        cwd=checkout,
+        env=clean_env(LOOPWRIGHT_DATA_DIR=str(tmp_path / "data")),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        answered = None
+        while answered is None and time.monotonic() < deadline and server.poll() is None:
+            try:
+                answered = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        time.sleep(1)  # both workers have started by now, or died of the planted module
+        assert not marker.exists(), marker.read_text()
+        assert answered == 200
+    finally:
+        os.killpg(server.pid, signal.SIGINT)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
