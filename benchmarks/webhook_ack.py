@@ -412,7 +412,8 @@ def kill_mid_load(
 
 
 def describe(checkout: Path) -> str:
-    """The checkout's commit when it is a git checkout (and the tree is clean), else its path."""
+    """The checkout's commit (`-dirty` when it has changes) when it is a git checkout, else its
+    path."""
     try:
         commit = subprocess.run(
             ["git", "-C", str(checkout), "describe", "--always", "--dirty"],
