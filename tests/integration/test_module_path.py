@@ -180,38 +180,47 @@ def test_the_actions_install_step_never_runs_the_checkouts_venv_or_pip(tmp_path:
     assert run.returncode != 66, run.stderr[-2000:]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+HOST = "127.0.0.2"
 
 
 def test_serve_workers_never_import_the_working_directorys_modules(tmp_path: Path) -> None:
     """No secret, so no restart with -P: uvicorn's spawned workers (`python -c`) would put
     the working directory first and import its `multiprocessing/` before the standard
-    library's."""
+    library's. On 127.0.0.2: the other tests' servers listen on 127.0.0.1, so no request of
+    theirs can reach this dashboard-only server even if it is handed the same port."""
     checkout, marker = hostile_checkout(tmp_path, ("multiprocessing",))
-    port = free_port()
-    server = subprocess.Popen(
-        [f"{VENV_BIN}/loopwright", "serve", "--workers", "2", "--port", str(port)],
-        cwd=checkout,
-        env=clean_env(LOOPWRIGHT_DATA_DIR=str(tmp_path / "data")),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    log = tmp_path / "serve.log"
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        port = probe.getsockname()[1]
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [
+                f"{VENV_BIN}/loopwright",
+                "serve",
+                "--workers",
+                "2",
+                "--host",
+                HOST,
+                "--port",
+                str(port),
+            ],
+            cwd=checkout,
+            env=clean_env(LOOPWRIGHT_DATA_DIR=str(tmp_path / "data")),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
-        deadline = time.monotonic() + 60
-        answered = None
-        while answered is None and time.monotonic() < deadline and server.poll() is None:
-            try:
-                answered = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        time.sleep(1)  # both workers have started by now, or died of the planted module
+        deadline = time.monotonic() + 120
+        started: list[str] = []
+        while len(started) < 2 and time.monotonic() < deadline and not marker.exists():
+            time.sleep(0.2)
+            started = re.findall(r"Application startup complete", log.read_text())
         assert not marker.exists(), marker.read_text()
-        assert answered == 200
+        assert len(started) == 2, log.read_text()[-3000:]  # both workers are serving
+        assert server.poll() is None, log.read_text()[-3000:]
+        assert httpx.get(f"http://{HOST}:{port}/healthz", timeout=10).status_code == 200
     finally:
         os.killpg(server.pid, signal.SIGINT)
         try:
