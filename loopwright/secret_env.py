@@ -4,7 +4,11 @@ Commands of the local sandbox run as the same user as Loopwright and could read
 `/proc/<loopwright pid>/environ`, which always shows the environment the process started
 with, whatever it later removes from `os.environ`. So when secrets arrive in the
 environment, the process re-executes itself without them and reads them back from a
-pipe: afterwards they exist only in memory.
+pipe: afterwards they exist only in memory, in the mapping `restart_without_secrets`
+returns. They never go back into `os.environ` either: every process started on the host
+without an explicit environment (Playwright's driver and Chromium, the local model server,
+pip) inherits `os.environ` in a start-up block of its own, which a command of the local
+sandbox could read just the same.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ class HandoffError(Exception):
 def restart_without_secrets(
     argv: Sequence[str], names: Sequence[str] = SECRET_VARIABLES
 ) -> dict[str, str]:
-    """The full environment, secrets included, for the rest of this process.
+    """The full environment, secrets included, for the rest of this process to read its
+    settings from; `os.environ` is left without the secrets.
 
     If secrets are in this process's start-up environment, re-executes `argv` without them
     (and does not return); in the re-executed process, reads them back from the pipe.
@@ -52,8 +57,9 @@ def restart_without_secrets(
                 env.update(json.loads(pipe.read() or "{}"))
         except (OSError, ValueError) as exc:
             raise HandoffError(f"{HANDOFF_VARIABLE} is not a readable pipe: {exc}") from None
-        os.environ.clear()
-        os.environ.update(env)
+        # Only the name of the (now closed) pipe leaves os.environ: the secrets were never in
+        # it, and stay only in the mapping returned.
+        os.environ.pop(HANDOFF_VARIABLE, None)
         return env
     held = {name: env[name] for name in names if env.get(name)}
     if not held:

@@ -8,7 +8,7 @@ import argparse
 import gc
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -205,14 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """`environ`: where the settings come from (default `os.environ`); `entry` passes the
+    environment the secrets were handed back into, which `os.environ` never holds."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # Known before parsing, so a bad flag next to --json still answers in JSON.
     as_json = "--json" in argv
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        settings = Settings.from_env()
+        settings = Settings.from_env(environ)
         if args.command == "fix":
             return cmd_fix(args, settings)
         if args.command == "build":
@@ -255,10 +257,10 @@ def entry() -> int:
     try:
         # -P: the working directory (often a repository's checkout) is not on the module
         # path, so a `loopwright/` directory there is never what `-m` runs.
-        restart_without_secrets([sys.executable, "-P", "-m", "loopwright.cli", *sys.argv[1:]])
+        env = restart_without_secrets([sys.executable, "-P", "-m", "loopwright.cli", *sys.argv[1:]])
     except HandoffError as exc:
         return report_failure("--json" in sys.argv[1:], EXIT_USAGE, str(exc))
-    code = main()
+    code = main(environ=env)
     # The process ends next. Its closing collections would walk every object it holds (the
     # app, the model client, the store) again: about 0.5 s of a `fix` on an idle two-core
     # machine, seconds under load; frozen, they walk only what is still made from here on.

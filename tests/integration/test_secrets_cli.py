@@ -13,13 +13,16 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import git, step, tool
+from loopwright.verify.web import CHROMIUM
+from tests.conftest import ROOT, git, step, tool
 from tests.fakes.git_server import GitServer
 from tests.scenarios import EDIT, FINISH, FIX_NEW, PLAN, model_env
 
@@ -336,3 +339,172 @@ def test_secrets_in_the_start_up_environment_are_unreadable_from_commands(
     for text in seen:
         assert MARK not in text, text
     assert MARK not in proc.stdout and MARK not in proc.stderr
+
+
+# -- what the host's own child processes inherit ---------------------------------------------
+
+HANDOFF_PROBE = """\
+import json, os, subprocess, sys
+from loopwright.secret_env import HANDOFF_VARIABLE, restart_without_secrets
+
+env = restart_without_secrets([sys.executable, "-P", sys.argv[0]])
+# A child started as Playwright, the local model server and pip are: no env= of its own.
+child = subprocess.run(["cat", "/proc/self/environ"], capture_output=True, check=True).stdout
+with open("/proc/self/environ", "rb") as own:
+    block = own.read()
+print(json.dumps({
+    "handed_back": env.get("LOOPWRIGHT_MODEL_API_KEY"),
+    "in_os_environ": sorted(k for k, v in os.environ.items() if "CANA" "RY" in v),
+    "pipe_named": HANDOFF_VARIABLE in os.environ,
+    "own_block": b"CANA" b"RY" in block,
+    "child_block": b"CANA" b"RY" in child,
+    "child_path": b"PATH=" in child,
+}))
+"""
+
+
+def test_handed_back_secrets_stay_out_of_os_environ_and_of_host_children(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(HANDOFF_PROBE)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), **CANARIES}
+    proc = subprocess.run(
+        [sys.executable, "-P", str(probe)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    seen = json.loads(proc.stdout)
+    # The process has every secret to build its settings from...
+    assert seen["handed_back"] == CANARIES["LOOPWRIGHT_MODEL_API_KEY"]
+    # ...and none where a child inherits it, nor in its own start-up block.
+    assert seen["in_os_environ"] == []
+    assert seen["pipe_named"] is False
+    assert seen["own_block"] is False
+    assert seen["child_path"] is True and seen["child_block"] is False
+
+
+class _ScanOnRequest(ThreadingHTTPServer):
+    """While the page is being loaded, the app under test asks this listener to look: every
+    process below Loopwright is scanned then, the Playwright driver and Chromium included."""
+
+    def __init__(self, root_pid: Callable[[], int | None]) -> None:
+        self.root_pid = root_pid
+        self.scans: list[dict[int, tuple[str, bool]]] = []
+        super().__init__(("127.0.0.1", 0), _ScanHandler)
+
+
+class _ScanHandler(BaseHTTPRequestHandler):
+    server: _ScanOnRequest
+
+    def do_GET(self) -> None:
+        pid = self.server.root_pid()
+        if pid is not None:
+            self.server.scans.append(descendants_environ(pid))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+def descendants_environ(root: int) -> dict[int, tuple[str, bool]]:
+    """Each process below `root`: its command line, and whether its start-up environment
+    holds a canary."""
+    parents: dict[int, int] = {}
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        parents[int(status.parent.name)] = int(text.rsplit(")", 1)[1].split()[1])
+    found, frontier = {}, [root]
+    while frontier:
+        pid = frontier.pop()
+        for child, parent in parents.items():
+            if parent == pid and child not in found:
+                try:
+                    command = (Path(f"/proc/{child}/cmdline").read_bytes()).replace(b"\0", b" ")
+                    block = Path(f"/proc/{child}/environ").read_bytes()
+                except OSError:
+                    continue
+                found[child] = (command.decode(errors="replace"), MARK.encode() in block)
+                frontier.append(child)
+    return found
+
+
+SCANNING_SERVER = """\
+'use strict';
+
+const http = require('node:http');
+const { handle } = require('./src/todos');
+
+const port = Number(process.env.PORT || 3000);
+http.createServer((req, res) => {
+  const done = () => handle(req, res);
+  http.get('http://127.0.0.1:%d/scan', (answer) => {
+    answer.resume();
+    answer.on('end', done);
+  }).on('error', done);
+}).listen(port, () => {
+  console.log(`to-do page on http://127.0.0.1:${port}/`);
+});
+"""
+
+
+@pytest.mark.browser
+def test_secrets_are_in_no_host_process_while_the_app_under_test_is_served(
+    tmp_path, example_repo, scripted
+):
+    """The moment a local-sandbox app is most exposed: it is running while Playwright's
+    driver and Chromium, processes of Loopwright's own, load its page."""
+    from tests.integration.test_web_verification import FIX_SCRIPT, app_config
+
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} is missing; scripts/bootstrap.sh installs it")
+    loopwright: list[int] = []
+    listener = _ScanOnRequest(lambda: loopwright[0] if loopwright else None)
+    thread = threading.Thread(target=listener.serve_forever, daemon=True)
+    thread.start()
+    try:
+        files = {
+            **app_config("local"),
+            "server.js": SCANNING_SERVER % listener.server_address[1],
+        }
+        repo = example_repo("node-todo-web", files)
+        # The model server accepts only the real key: the settings still get it.
+        server = scripted(FIX_SCRIPT)
+        server.api_key = CANARIES["LOOPWRIGHT_MODEL_API_KEY"]
+        env = {
+            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
+            "LOOPWRIGHT_MODEL_BASE_URL": server.base_url,
+            "LOOPWRIGHT_MODEL_TIERS": "nano=model-nano",
+            **CANARIES,
+        }
+        proc = subprocess.Popen(
+            ["loopwright", "fix", str(repo), "--sandbox", "local", "--json", "--quiet"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        loopwright.append(proc.pid)  # the hand-off re-executes in place: the pid stays
+        out, err = proc.communicate(timeout=600)
+    finally:
+        listener.shutdown()
+        listener.server_close()
+    assert proc.returncode == 0, err
+    result = json.loads(out)
+    assert result["status"] == "verified", result["message"]
+    assert result["verification"]["web"]["http_status"] == 200
+    assert listener.scans, "the page was never requested"
+    commands = [command for scan in listener.scans for command, _ in scan.values()]
+    # The scan ran while Loopwright's browser was up: it could have found a secret there.
+    assert any("chromium" in command for command in commands), commands
+    assert any("node" in command and "playwright" in command for command in commands), commands
+    leaking = [c for scan in listener.scans for c, canary in scan.values() if canary]
+    assert leaking == []
