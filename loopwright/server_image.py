@@ -18,7 +18,6 @@ import io
 import platform
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import zipfile
@@ -31,6 +30,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from loopwright import __version__
+from loopwright.hostpython import own_python
 from loopwright.sandbox.base import SandboxError
 from loopwright.sandbox.image import HOST_CA_DIR, build_image, choose_base
 
@@ -223,8 +223,7 @@ def missing_requirements(
 
 def _pip(*args: str) -> None:
     done = subprocess.run(
-        # -P: pip itself, not a `pip/` directory of the working directory
-        [sys.executable, "-P", "-m", "pip", *args, "--quiet"],
+        own_python("-m", "pip", *args, "--quiet"),
         capture_output=True,
         text=True,
         check=False,

@@ -43,6 +43,7 @@ from loopwright.github.triggers import (
     TriggerContext,
     authorize,
 )
+from loopwright.hostpython import own_python
 from loopwright.instructions import RepoInstructions
 from loopwright.missions.delivery import DeliveryOutcome
 from loopwright.missions.fix import FixMission, FixRequest
@@ -64,9 +65,9 @@ def start() -> int:
     """`python -m loopwright.action`: secrets never stay in this process's environment
     block, where a command of the local sandbox could read them (see `secret_env`)."""
     try:
-        # -P: the working directory is the repository's checkout; a `loopwright/` directory
-        # there must never be what `-m` runs (action.yml starts this with -P too).
-        env = restart_without_secrets([sys.executable, "-P", "-m", "loopwright.action"])
+        # own_python: the working directory is the repository's checkout; a `loopwright/`
+        # directory there must never be what `-m` runs (action.yml starts this with -P too).
+        env = restart_without_secrets(own_python("-m", "loopwright.action"))
     except HandoffError as exc:
         print(f"loopwright: {exc}", file=sys.stderr)
         return EXIT_USAGE

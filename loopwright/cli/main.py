@@ -37,6 +37,7 @@ from loopwright.cli.base import (
 from loopwright.cli.run import cmd_build, cmd_fix
 from loopwright.cli.server import cmd_serve, cmd_worker
 from loopwright.config import ConfigError, Settings
+from loopwright.hostpython import own_python
 from loopwright.secret_env import HandoffError, restart_without_secrets
 
 if TYPE_CHECKING:
@@ -251,13 +252,13 @@ def entry() -> int:
     """The `loopwright` command: secrets leave the environment block first (see secret_env)."""
     # Every Python this command starts (uvicorn's spawned workers run `python -c`, which
     # puts the working directory first on the module path) keeps the working directory,
-    # often a repository's checkout, off its path, as the restart below does with -P.
+    # often a repository's checkout, off its path, as the restart below does (`own_python`).
     # Sandbox commands get an environment built from an allow-list, never this one.
     os.environ["PYTHONSAFEPATH"] = "1"
     try:
-        # -P: the working directory (often a repository's checkout) is not on the module
-        # path, so a `loopwright/` directory there is never what `-m` runs.
-        env = restart_without_secrets([sys.executable, "-P", "-m", "loopwright.cli", *sys.argv[1:]])
+        # own_python: the working directory (often a repository's checkout) is off the
+        # module path, so a `loopwright/` directory there is never what `-m` runs.
+        env = restart_without_secrets(own_python("-m", "loopwright.cli", *sys.argv[1:]))
     except HandoffError as exc:
         return report_failure("--json" in sys.argv[1:], EXIT_USAGE, str(exc))
     code = main(environ=env)

@@ -1,11 +1,11 @@
 """A repository's files never run as Loopwright's own code on the host.
 
 `python -m` puts the working directory first on the module path, and Loopwright's commands
-run in a repository's checkout (the Action always does, in the runner's workspace; the CLI
-does when a person runs it there). Each time Loopwright starts Python on one of its own
-modules (the secrets hand-off's re-execution, the Action's entry, the local model server,
-pip), it passes -P, so a `loopwright/` or `pip/` directory in that checkout is never what
-runs."""
+can run in a repository's checkout (the Action's workspace holds one when the workflow
+checks out first; the CLI does when a person runs it there). Each time Loopwright starts
+Python on one of its own modules (the secrets hand-off's re-execution, the Action's entry,
+the local model server, pip), it goes through `own_python`, which passes -P, so a
+`loopwright/` or `pip/` directory in that checkout is never what runs."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from loopwright.hostpython import own_python
 from tests.conftest import ROOT, VENV_BIN
 
 HOSTILE = """\
@@ -111,43 +112,59 @@ def test_without_p_the_same_checkout_would_have_run(tmp_path: Path) -> None:
     assert marker.read_text() == "loopwright"
 
 
-def own_module_launches(tree: ast.AST) -> list[tuple[int, list[str]]]:
-    """Each list literal `[sys.executable, ..., "-m", ...]`, with its line and the flags
-    that come before `-m`."""
-    found = []
+def interpreter_uses(tree: ast.AST) -> list[tuple[int, str]]:
+    """Each place that names this interpreter (`sys.executable`, or `executable` imported
+    from `sys`), with what follows it when it starts a list: the flags it launches with."""
+    found: list[tuple[int, str]] = []
+    starts: dict[int, str] = {}
     for node in ast.walk(tree):
-        if not isinstance(node, ast.List) or not node.elts:
-            continue
-        first = node.elts[0]
-        if not (
-            isinstance(first, ast.Attribute)
-            and first.attr == "executable"
-            and isinstance(first.value, ast.Name)
-            and first.value.id == "sys"
+        if isinstance(node, ast.ImportFrom) and node.module == "sys":
+            if any(alias.name in ("executable", "*") for alias in node.names):
+                found.append((node.lineno, "from sys import executable"))
+        elif isinstance(node, ast.List | ast.Tuple) and node.elts:
+            following = node.elts[1] if len(node.elts) > 1 else None
+            if isinstance(following, ast.Constant):
+                starts[id(node.elts[0])] = str(following.value)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "executable"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
         ):
-            continue
-        words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts[1:]]
-        if "-m" in words:
-            flags = words[: words.index("-m")]
-            found.append((node.lineno, [str(f) for f in flags]))
-    return found
+            found.append((node.lineno, starts.get(id(node), "")))
+    return sorted(found)
 
 
-def test_every_python_module_launch_keeps_the_working_directory_off_the_path() -> None:
-    unsafe = []
+def test_every_python_loopwright_starts_goes_through_own_python() -> None:
+    """`own_python` passes -P; the local sandbox's launcher runs isolated (-I, which implies
+    -P and ignores the PYTHON* variables). Nothing else may name the interpreter."""
+    assert own_python("-m", "x") == [sys.executable, "-P", "-m", "x"]
+    elsewhere = []
     for path in sorted((ROOT / "loopwright").rglob("*.py")):
+        if path == ROOT / "loopwright" / "hostpython.py":
+            continue
         tree = ast.parse(path.read_text(), str(path))
-        for line, flags in own_module_launches(tree):
-            if "-P" not in flags:
-                unsafe.append(f"{path.relative_to(ROOT)}:{line}")
-    assert not unsafe, f"`sys.executable -m` without -P: {unsafe}"
+        for line, following in interpreter_uses(tree):
+            if following != "-I":
+                elsewhere.append(f"{path.relative_to(ROOT)}:{line} ({following or 'bare'})")
+    assert not elsewhere, f"start Python with own_python(), not sys.executable: {elsewhere}"
 
 
-def test_the_launch_rule_sees_the_launches_it_checks() -> None:
+def test_the_interpreter_rule_sees_every_spelling_it_checks() -> None:
     tree = ast.parse(
-        'import sys\nA = [sys.executable, "-m", "x"]\nB = [sys.executable, "-P", "-m", "y"]\n'
+        "import sys\n"
+        'A = [sys.executable, "-m", "x"]\n'
+        'B = (sys.executable, "-I", "-c", "y")\n'
+        "C = sys.executable\n"
+        "from sys import executable\n"
     )
-    assert own_module_launches(tree) == [(2, []), (3, ["-P"])]
+    assert interpreter_uses(tree) == [
+        (2, "-m"),
+        (3, "-I"),
+        (4, ""),
+        (5, "from sys import executable"),
+    ]
 
 
 def test_the_actions_install_step_never_runs_the_checkouts_venv_or_pip(tmp_path: Path) -> None:
