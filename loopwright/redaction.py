@@ -23,6 +23,8 @@ R = TypeVar("R")
 TOKEN_PATTERN = re.compile(
     r"(?:gh[pousr]_[A-Za-z0-9_]{8,}|github_pat_[A-Za-z0-9_]{8,}|sk-[A-Za-z0-9_\-]{8,})"
 )
+TOKEN_SHORTEST = len("sk-") + 8
+"""No token `TOKEN_PATTERN` matches is shorter; each holds `_` or `sk-`."""
 MASK = "[REDACTED]"
 MIN_SECRET = 4
 MIN_ENCODED = 6
@@ -75,11 +77,17 @@ class Redactor:
         # Longest first, so a whole encoding is masked rather than the core inside it.
         ordered = sorted(forms, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._shortest = len(ordered[-1]) if ordered else 0
 
     def text(self, value: str) -> str:
-        if self._pattern is not None:
+        # Most strings a server masks (a log line's level, event, delivery id, address) are
+        # shorter than any form of a secret and hold nothing token-shaped: they skip the
+        # patterns, whose scan over many alternatives costs far more than these checks.
+        if self._pattern is not None and len(value) >= self._shortest:
             value = self._pattern.sub(MASK, value)
-        return TOKEN_PATTERN.sub(MASK, value)
+        if len(value) >= TOKEN_SHORTEST and ("_" in value or "sk-" in value):
+            value = TOKEN_PATTERN.sub(MASK, value)
+        return value
 
     def data(self, value: Any) -> Any:
         """Redact every string inside a JSON-shaped value."""

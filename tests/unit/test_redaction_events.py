@@ -1,11 +1,12 @@
 import json
+import random
 import re
 
 import pytest
 
 from loopwright.events import Event, EventBus, EventList, NdjsonWriter
 from loopwright.missions.result import MissionResult
-from loopwright.redaction import MASK, Redactor, redacted_result
+from loopwright.redaction import MASK, TOKEN_PATTERN, Redactor, encoded_forms, redacted_result
 
 
 @pytest.mark.parametrize(
@@ -26,6 +27,44 @@ def test_configured_secrets_are_masked_anywhere_in_nested_data():
     redactor = Redactor(["hunter2-secret"])
     data = {"a": ["x hunter2-secret y", {"b": "hunter2-secret"}], "n": 3}
     assert redactor.data(data) == {"a": [f"x {MASK} y", {"b": MASK}], "n": 3}
+
+
+@pytest.mark.parametrize("token", ["sk-abcdefgh", "ghp_abcdefgh", "github_pat_abcdefgh"])
+def test_the_shortest_token_shapes_are_masked_whole_and_inside_text(token):
+    assert Redactor().text(token) == MASK
+    assert Redactor().text(f"a{token}") == f"a{MASK}"
+
+
+def test_a_value_that_is_exactly_a_secret_or_its_shortest_form_is_masked():
+    secret = "pw-7"  # the shortest secret kept; its encodings are all longer
+    shortest = min(encoded_forms(secret), key=len)
+    assert Redactor([secret]).text(shortest) == MASK
+    assert Redactor([secret, "a-much-longer-secret-value"]).text(secret) == MASK
+
+
+def test_masking_matches_both_patterns_applied_to_every_string():
+    """The length and substring checks that let most strings skip the patterns never let
+    one through that the patterns would have masked."""
+    secrets = ["pw-7", "hunter2-secret", "x" * 40 + "/+=?&"]
+    forms = sorted({f for s in secrets for f in encoded_forms(s)}, key=len, reverse=True)
+    every_form = re.compile("|".join(map(re.escape, forms)))
+
+    def reference(value: str) -> str:
+        return TOKEN_PATTERN.sub(MASK, every_form.sub(MASK, value))
+
+    tokens = ["sk-abcdefgh", "ghs_abcdefgh", "github_pat_abcdefgh", "gho_abcdefghijk"]
+    pieces = [*forms, *tokens, *(t[:-1] for t in tokens), *(f[:-1] for f in forms)]
+    pieces += ["_", "sk-", "a", " ", "-", "ghp", "%2F", "=="]
+    chooser = random.Random(17)
+    redactor = Redactor(secrets)
+    masked = 0
+    for _ in range(4000):
+        value = "".join(chooser.choice(pieces) for _ in range(chooser.randint(1, 4)))
+        value = value[chooser.randint(0, 2) :]
+        expected = reference(value)
+        assert redactor.text(value) == expected, value
+        masked += expected != value
+    assert masked > 1000  # the strings really held secrets and tokens to mask
 
 
 def test_ordinary_text_is_untouched():
