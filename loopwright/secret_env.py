@@ -25,6 +25,8 @@ SECRET_VARIABLES = (
     "LOOPWRIGHT_WEBHOOK_SECRET",
     "LOOPWRIGHT_DASHBOARD_TOKEN",
     "LOOPWRIGHT_DATABASE_URL",
+    "LOOPWRIGHT_QUEUE_URL",
+    "LOOPWRIGHT_GITHUB_CLIENT_SECRET",
     "GITHUB_TOKEN",
     "GH_TOKEN",
     "INPUT_GITHUB_TOKEN",
@@ -51,21 +53,27 @@ def restart_without_secrets(
     """
     env = dict(os.environ)
     handoff = env.pop(HANDOFF_VARIABLE, None)
+    handed: dict[str, str] = {}
     if handoff is not None:
         try:
             with os.fdopen(int(handoff), "r", encoding="utf-8") as pipe:
-                env.update(json.loads(pipe.read() or "{}"))
+                handed = json.loads(pipe.read() or "{}")
         except (OSError, ValueError) as exc:
             raise HandoffError(f"{HANDOFF_VARIABLE} is not a readable pipe: {exc}") from None
+        if not isinstance(handed, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in handed.items()
+        ):
+            raise HandoffError(f"{HANDOFF_VARIABLE} names a pipe that holds no secrets")
         # Only the name of the (now closed) pipe leaves os.environ: the secrets were never in
         # it, and stay only in the mapping returned.
         os.environ.pop(HANDOFF_VARIABLE, None)
-        return env
+    # Secrets in the start-up environment are handed over even when the hand-off variable
+    # is there too (set by whoever started this process, not by a restart of ours).
     held = {name: env[name] for name in names if env.get(name)}
     if not held:
-        return env
+        return {**env, **handed}
     clean = {k: v for k, v in env.items() if k not in held}
-    data = json.dumps(held).encode()
+    data = json.dumps({**handed, **held}).encode()
     if len(data) > _PIPE_LIMIT:
         raise HandoffError("the secrets in the environment are implausibly large")
     read_end, write_end = os.pipe()

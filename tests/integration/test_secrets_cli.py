@@ -21,9 +21,12 @@ from typing import Any
 
 import pytest
 
+from loopwright.config import Settings
+from loopwright.secret_env import HANDOFF_VARIABLE, SECRET_VARIABLES
 from loopwright.verify.web import CHROMIUM
 from tests.conftest import ROOT, git, step, tool
 from tests.fakes.git_server import GitServer
+from tests.fakes.github import generate_app_key
 from tests.scenarios import EDIT, FINISH, FIX_NEW, PLAN, model_env
 
 MARK = "CANARY"
@@ -314,6 +317,8 @@ def test_secrets_in_the_start_up_environment_are_unreadable_from_commands(
     repo = example_repo("python-invoice")
     commands = ['tr "\\0" "\\n" < /proc/$PPID/environ; echo parent', PROC_SCAN]
     server = scripted(recon_script(commands))
+    # Only the real key gets answers: the settings were read from the handed-back secrets.
+    server.api_key = CANARIES["LOOPWRIGHT_MODEL_API_KEY"]
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -345,7 +350,7 @@ def test_secrets_in_the_start_up_environment_are_unreadable_from_commands(
 
 HANDOFF_PROBE = """\
 import json, os, subprocess, sys
-from loopwright.secret_env import HANDOFF_VARIABLE, restart_without_secrets
+from loopwright.secret_env import HANDOFF_VARIABLE, SECRET_VARIABLES, restart_without_secrets
 
 env = restart_without_secrets([sys.executable, "-P", sys.argv[0]])
 # A child started as Playwright, the local model server and pip are: no env= of its own.
@@ -353,7 +358,7 @@ child = subprocess.run(["cat", "/proc/self/environ"], capture_output=True, check
 with open("/proc/self/environ", "rb") as own:
     block = own.read()
 print(json.dumps({
-    "handed_back": env.get("LOOPWRIGHT_MODEL_API_KEY"),
+    "handed_back": sorted(k for k in SECRET_VARIABLES if "CANA" "RY" in env.get(k, "")),
     "in_os_environ": sorted(k for k, v in os.environ.items() if "CANA" "RY" in v),
     "pipe_named": HANDOFF_VARIABLE in os.environ,
     "own_block": b"CANA" b"RY" in block,
@@ -361,16 +366,23 @@ print(json.dumps({
     "child_path": b"PATH=" in child,
 }))
 """
+EVERY_SECRET = {name: f"{name.lower()}-{MARK}-0123456789" for name in SECRET_VARIABLES}
 
 
-def test_handed_back_secrets_stay_out_of_os_environ_and_of_host_children(tmp_path):
+@pytest.mark.parametrize("preset", [False, True], ids=["plain", "hand-off-variable-preset"])
+def test_handed_back_secrets_stay_out_of_os_environ_and_of_host_children(tmp_path, preset):
+    """`preset`: whoever starts Loopwright also sets the hand-off variable (naming an empty
+    stdin here): the secrets beside it are still handed over, not left in place."""
     probe = tmp_path / "probe.py"
     probe.write_text(HANDOFF_PROBE)
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), **CANARIES}
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), **EVERY_SECRET}
+    if preset:
+        env[HANDOFF_VARIABLE] = "0"
     proc = subprocess.run(
         [sys.executable, "-P", str(probe)],
         env=env,
         cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
@@ -378,12 +390,33 @@ def test_handed_back_secrets_stay_out_of_os_environ_and_of_host_children(tmp_pat
     )
     seen = json.loads(proc.stdout)
     # The process has every secret to build its settings from...
-    assert seen["handed_back"] == CANARIES["LOOPWRIGHT_MODEL_API_KEY"]
+    assert seen["handed_back"] == sorted(SECRET_VARIABLES)
     # ...and none where a child inherits it, nor in its own start-up block.
     assert seen["in_os_environ"] == []
     assert seen["pipe_named"] is False
     assert seen["own_block"] is False
     assert seen["child_path"] is True and seen["child_block"] is False
+
+
+def test_every_variable_a_secret_setting_is_read_from_is_handed_over() -> None:
+    """Each value `Settings.secrets()` masks comes from a variable the restart takes out
+    of the environment block: a secret setting added later must be added there too."""
+    env = {
+        "LOOPWRIGHT_MODEL_API_KEY": "sk-model-key-0123456789",
+        "LOOPWRIGHT_GITHUB_APP_ID": "1",
+        "LOOPWRIGHT_GITHUB_PRIVATE_KEY": generate_app_key(),
+        "LOOPWRIGHT_WEBHOOK_SECRET": "webhook-secret-0123456789",
+        "LOOPWRIGHT_GITHUB_CLIENT_ID": "Iv1.client",
+        "LOOPWRIGHT_GITHUB_CLIENT_SECRET": "client-secret-0123456789",
+        "LOOPWRIGHT_DASHBOARD_TOKEN": "dashboard-token-0123456789",
+        "LOOPWRIGHT_DATABASE_URL": "postgresql://lw:db-password-0123@127.0.0.1/lw",
+        "LOOPWRIGHT_QUEUE_URL": "redis://:queue-password-0123@127.0.0.1:6379/0",
+    }
+    secrets = Settings.from_env(env).secrets()
+    assert len(secrets) == 7  # every secret setting is set above
+    sources = {name for name, value in env.items() for secret in secrets if secret in value}
+    assert sources - set(SECRET_VARIABLES) == set()
+    assert len(sources) == 7
 
 
 class _ScanOnRequest(ThreadingHTTPServer):
@@ -428,8 +461,8 @@ def descendants_environ(root: int) -> dict[int, tuple[str, bool]]:
                 try:
                     command = (Path(f"/proc/{child}/cmdline").read_bytes()).replace(b"\0", b" ")
                     block = Path(f"/proc/{child}/environ").read_bytes()
-                except OSError:
-                    continue
+                except OSError:  # gone, or another user's: its children are still looked at
+                    command, block = b"(unreadable)", b""
                 found[child] = (command.decode(errors="replace"), MARK.encode() in block)
                 frontier.append(child)
     return found
@@ -484,6 +517,14 @@ def test_secrets_are_in_no_host_process_while_the_app_under_test_is_served(
             "LOOPWRIGHT_MODEL_BASE_URL": server.base_url,
             "LOOPWRIGHT_MODEL_TIERS": "nano=model-nano",
             **CANARIES,
+            # Secret settings a `fix` does not use, which a process may still have been
+            # started with (a shared environment file): none may reach a child either.
+            "LOOPWRIGHT_WEBHOOK_SECRET": f"webhook-{MARK}-0123456789",
+            "LOOPWRIGHT_DASHBOARD_TOKEN": f"dashboard-{MARK}-0123456789",
+            "LOOPWRIGHT_GITHUB_CLIENT_ID": "Iv1.client",
+            "LOOPWRIGHT_GITHUB_CLIENT_SECRET": f"client-{MARK}-0123456789",
+            "LOOPWRIGHT_QUEUE_URL": f"redis://:queue-{MARK}@127.0.0.1:9/0",
+            "INPUT_GITHUB_TOKEN": f"ghs_{MARK}0123456789input",
         }
         proc = subprocess.Popen(
             ["loopwright", "fix", str(repo), "--sandbox", "local", "--json", "--quiet"],
