@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
+from functools import partialmethod
 from typing import Any, Literal
 
 import structlog
@@ -43,6 +44,41 @@ LIBRARY_LOGGERS = (
     "litestar",
 )
 """Libraries whose records Loopwright formats and redacts like its own."""
+
+
+class _StderrLines:
+    """structlog's logger for Loopwright's own lines: the rendered line goes straight to
+    whatever `sys.stderr` is at the time, under the stderr handler's lock, so a line of a
+    library (through `logging`) and one of Loopwright's never interleave.
+
+    Loopwright's lines used to take the `logging` path too: a record made, copied by the
+    formatter and formatted again, about half of a webhook's log line. structlog keeps a
+    module's logger once used, so one used during a command's `logging_configured` outlives
+    it: once its handler is no longer the root logger's, its lines go to `logging` as they
+    did before, not to stderr past the configuration that was taken back."""
+
+    __slots__ = ("_handler", "name")
+
+    def __init__(self, name: str, handler: logging.Handler) -> None:
+        self.name = name
+        self._handler = handler
+
+    def _write(self, level: int, line: str) -> None:
+        handler = self._handler
+        if handler not in logging.root.handlers:
+            logging.getLogger(self.name).log(level, line)
+            return
+        with handler.lock:  # type: ignore[union-attr] # Handler.__init__ makes the lock
+            stream = sys.stderr
+            stream.write(line + "\n")
+            stream.flush()
+
+    # structlog calls the method named after the level with the rendered line.
+    debug = partialmethod(_write, logging.DEBUG)
+    info = msg = partialmethod(_write, logging.INFO)
+    warning = warn = partialmethod(_write, logging.WARNING)
+    error = err = exception = partialmethod(_write, logging.ERROR)
+    critical = fatal = partialmethod(_write, logging.CRITICAL)
 
 
 HANDLER_LOGGED = frozenset({("POST", "/webhooks/github")})
@@ -108,18 +144,26 @@ def configure_logging(
         if renderer == "json"
         else structlog.dev.ConsoleRenderer(colors=color)
     )
+    handler = _StderrHandler()
+
+    def own_lines(*names: Any) -> _StderrLines:
+        return _StderrLines(str(names[0]) if names else "loopwright", handler)
+
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.stdlib.add_logger_name,
             timestamper,
-            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+            structlog.processors.format_exc_info,
+            redact,
+            final,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.stdlib.LoggerFactory(),
+        logger_factory=own_lines,
         cache_logger_on_first_use=True,
     )
+    # The libraries' records (`logging`) get the same keys, redaction and rendering.
     formatter = structlog.stdlib.ProcessorFormatter(
         pass_foreign_args=True,
         foreign_pre_chain=[
@@ -140,7 +184,6 @@ def configure_logging(
     # "Optimization"). That was a sixth of a webhook's log line, and most of uvicorn's
     # access line for a 2xx answer, which the filter below drops only once it is made.
     _set_record_lookups(_NO_RECORD_LOOKUPS)
-    handler = _StderrHandler()
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _StderrHandler)]:

@@ -7,30 +7,45 @@ import structlog
 import uvicorn.config
 
 from loopwright.logs import (
-    _record_lookups,
-    _set_record_lookups,
-    configure_logging,
     logging_configured,
 )
 from loopwright.redaction import Redactor
 
 
 def test_logs_are_json_lines_with_secrets_masked(capsys):
-    lookups = _record_lookups()
-    configure_logging(Redactor(["hunter2-secret-value"]))
-    try:
+    with logging_configured(
+        Redactor(["hunter2-secret-value"]), level=logging.INFO, renderer="json"
+    ):
         structlog.get_logger("t").bind(delivery="d-1").info(
             "github.request", token="ghs_abcdefghijklmnopqrst", note="key hunter2-secret-value"
         )
-        line = capsys.readouterr().err.strip().splitlines()[-1]
-        record = json.loads(line)
-        assert record["event"] == "github.request"
-        assert record["delivery"] == "d-1"
-        assert record["level"] == "info"
-        assert "ghs_" not in line and "hunter2-secret-value" not in line
-    finally:
-        structlog.reset_defaults()
-        _set_record_lookups(lookups)
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    record = json.loads(line)
+    assert record["event"] == "github.request"
+    assert record["delivery"] == "d-1"
+    assert record["level"] == "info"
+    assert "ghs_" not in line and "hunter2-secret-value" not in line
+
+
+def test_an_exception_logged_has_its_traceback_redacted_on_the_current_stderr(capsys):
+    with logging_configured(
+        Redactor(["hunter2-secret-value"]), level=logging.INFO, renderer="json"
+    ):
+        try:
+            raise RuntimeError("could not reach http://u:hunter2-secret-value@db")
+        except RuntimeError:
+            structlog.get_logger("loopwright.t").exception("store unreachable", attempt=2)
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    record = json.loads(line)
+    assert (record["event"], record["level"], record["logger"]) == (
+        "store unreachable",
+        "error",
+        "loopwright.t",
+    )
+    assert record["attempt"] == 2 and record["timestamp"].endswith("Z")
+    assert record["exception"].startswith("Traceback (most recent call last):")
+    assert "RuntimeError: could not reach http://u:[REDACTED]@db" in record["exception"]
+    assert "hunter2-secret-value" not in line
 
 
 class Kept(logging.Handler):
@@ -108,3 +123,24 @@ def test_library_records_share_the_formatter_and_the_redaction(capsys):
             lg.handlers[:] = handlers
             lg.propagate = propagate
             lg.disabled = disabled
+
+
+def test_a_logger_used_during_a_command_writes_through_logging_once_it_ends(capsys):
+    """structlog keeps the logger a module used: after the command its lines go where
+    `logging` sends them, never to stderr under a configuration that was taken back."""
+    log = structlog.get_logger("loopwright.test.outlives")
+    with logging_configured(Redactor(), level=logging.INFO, renderer="json"):
+        log.info("during")
+    kept = Kept()
+    root = logging.getLogger()
+    root.addHandler(kept)
+    try:
+        log.warning("after")
+    finally:
+        root.removeHandler(kept)
+    err = capsys.readouterr().err
+    assert json.loads(err.strip().splitlines()[-1])["event"] == "during"
+    assert '"after"' not in err
+    (record,) = [r for r in kept.records if r.name == "loopwright.test.outlives"]
+    assert record.levelno == logging.WARNING
+    assert json.loads(record.getMessage())["event"] == "after"
