@@ -307,18 +307,19 @@ def _export_on_host(work_tree: Path, base: Path) -> str:
         excludes += ["/" + _glob_escape(rel) for rel in others.split("\0") if rel.endswith("/")]
         (info / "exclude").write_text("\n".join(excludes) + "\n", encoding="utf-8")
         git([*where, "add", "--all"], Path(tmp))
-        patch = git(
-            [*where, "diff", "--cached", "--binary", "--no-color", "--no-renames", "HEAD"],
-            Path(tmp),
-        )
-        size = len(patch.encode("utf-8", "surrogateescape"))
+        # Into a file, measured before it is read: a change of gigabytes (a model that wrote
+        # a huge file) never passes through this process's memory.
+        out = Path(tmp) / "patch"
+        diff = ["diff", "--cached", "--binary", "--no-color", "--no-renames", f"--output={out}"]
+        git([*where, *diff, "HEAD"], Path(tmp))
+        size = out.stat().st_size
         if size > MAX_PATCH_BYTES:
             names = git(
                 [*where, "diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"],
                 Path(tmp),
             )
             raise PatchTooLarge(size, _names(names.encode("utf-8", "surrogateescape")))
-        return patch
+        return out.read_bytes().decode("utf-8", errors="surrogateescape")
 
 
 def _names(listed: bytes) -> tuple[str, ...]:

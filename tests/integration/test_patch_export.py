@@ -11,6 +11,7 @@ sandbox's repository: pair mode reviews one export and delivery takes the next.
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,37 @@ def test_a_diff_of_exactly_the_limit_is_exported_and_one_byte_more_is_refused(
         f"{MAX_PATCH_BYTES:,} Loopwright verifies and delivers: leave generated, vendored "
         "and binary files out of the fix"
     )
+
+
+def test_a_local_change_of_many_megabytes_is_refused_without_being_read(tmp_path: Path) -> None:
+    """On the local backend git runs on the host: its diff goes to a file measured before
+    anything is read, so a model that wrote a huge file costs the host no memory."""
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "README").write_text("a repository\n")
+    init_repo(source)
+    base = tmp_path / "base"
+    snapshot(source, base)
+    provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "sandboxes")
+    made = provider.create("patch-memory", base, network=False)
+    try:
+        prepare_sandbox_repo(made, timeout_s=60)
+        wrote = made.exec("head -c 60000000 /dev/urandom > blob.bin", timeout_s=60)
+        assert wrote.ok, wrote.output
+        tracemalloc.start()
+        try:
+            with pytest.raises(PatchTooLarge) as refused:
+                export_patch(made, timeout_s=300, base=base)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    finally:
+        made.close()
+        provider.close()
+    # Random bytes do not compress: their base85 diff is larger than the file.
+    assert refused.value.size > 60_000_000
+    assert refused.value.paths == ("blob.bin",)
+    assert peak < 5_000_000, f"the export held {peak:,} bytes"
 
 
 def test_a_clean_filter_the_model_configured_never_shapes_the_patch(
