@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator, MutableMapping
+import threading
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partialmethod
 from typing import Any, Literal
 
@@ -23,6 +25,11 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
+
+    def createLock(self) -> None:
+        # One lock for every line on stderr: a library's (through this handler) and
+        # Loopwright's own (`_StderrLines`) never interleave.
+        self.lock = _STDERR_LOCK
 
     @property
     def stream(self) -> Any:
@@ -46,39 +53,95 @@ LIBRARY_LOGGERS = (
 """Libraries whose records Loopwright formats and redacts like its own."""
 
 
+_STDERR_LOCK = threading.RLock()
+
+
+@dataclass(frozen=True)
+class _Configured:
+    """What `configure_logging` set up, read by every line as it is made: structlog keeps
+    a module's logger, processors included, once it is used, so a logger first used under
+    one command's configuration must not carry that configuration into the next."""
+
+    level: int
+    handler: _StderrHandler
+    redact: Callable[[Any, str, MutableMapping[str, Any]], MutableMapping[str, Any]]
+    final: structlog.typing.Processor
+
+
+_configured: _Configured | None = None
+_METHOD_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "msg": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "err": logging.ERROR,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+
+
+def _at_level(_: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Drops a line below the current configuration's level (without one, `logging`'s
+    levels decide)."""
+    now = _configured
+    if now is not None and _METHOD_LEVELS.get(method, logging.INFO) < now.level:
+        raise structlog.DropEvent
+    return event
+
+
+def _render(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+    """The line itself, redacted and rendered with the current configuration, when only
+    Loopwright's stderr handler is on the root logger (a server, a command). Otherwise
+    (another handler is there too, or the configuration was taken back) the event goes on
+    through `logging`, as a library's record does, and is rendered there."""
+    now = _configured
+    if now is None or logging.root.handlers != [now.handler]:
+        return structlog.stdlib.ProcessorFormatter.wrap_for_formatter(logger, method, event)
+    event = structlog.processors.format_exc_info(logger, method, event)
+    return now.final(logger, method, now.redact(logger, method, event))
+
+
 class _StderrLines:
-    """structlog's logger for Loopwright's own lines: the rendered line goes straight to
-    whatever `sys.stderr` is at the time, under the stderr handler's lock, so a line of a
-    library (through `logging`) and one of Loopwright's never interleave.
+    """structlog's logger for Loopwright's own lines. A rendered line goes straight to
+    whatever `sys.stderr` is at the time: the `logging` path made a record, which the
+    formatter copied and formatted again, about half of a webhook's log line. An event
+    `_render` handed on goes to the `logging` logger of the same name."""
 
-    Loopwright's lines used to take the `logging` path too: a record made, copied by the
-    formatter and formatted again, about half of a webhook's log line. structlog keeps a
-    module's logger once used, so one used during a command's `logging_configured` outlives
-    it: once its handler is no longer the root logger's, its lines go to `logging` as they
-    did before, not to stderr past the configuration that was taken back."""
+    __slots__ = ("_logging", "name")
 
-    __slots__ = ("_handler", "name")
-
-    def __init__(self, name: str, handler: logging.Handler) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self._handler = handler
+        self._logging = logging.getLogger(name)
 
-    def _write(self, level: int, line: str) -> None:
-        handler = self._handler
-        if handler not in logging.root.handlers:
-            logging.getLogger(self.name).log(level, line)
+    def _write(self, level: int, *args: Any, **kwargs: Any) -> None:
+        if kwargs or len(args) != 1 or not isinstance(args[0], str):
+            self._logging.log(level, *args, **kwargs)
             return
-        with handler.lock:  # type: ignore[union-attr] # Handler.__init__ makes the lock
+        with _STDERR_LOCK:
             stream = sys.stderr
-            stream.write(line + "\n")
-            stream.flush()
+            try:
+                stream.write(args[0] + "\n")
+                stream.flush()
+            except RecursionError:
+                raise
+            # As in logging's handlers: a line that cannot be written (no stderr, a closed
+            # or broken one) never fails the code that logs it.
+            except Exception:  # noqa: BLE001
+                return
 
-    # structlog calls the method named after the level with the rendered line.
+    # structlog calls the method named after the level.
     debug = partialmethod(_write, logging.DEBUG)
     info = msg = partialmethod(_write, logging.INFO)
     warning = warn = partialmethod(_write, logging.WARNING)
     error = err = exception = partialmethod(_write, logging.ERROR)
     critical = fatal = partialmethod(_write, logging.CRITICAL)
+
+
+def _own_lines(*names: Any) -> _StderrLines:
+    return _StderrLines(str(names[0]) if names else "loopwright")
 
 
 HANDLER_LOGGED = frozenset({("POST", "/webhooks/github")})
@@ -144,23 +207,21 @@ def configure_logging(
         if renderer == "json"
         else structlog.dev.ConsoleRenderer(colors=color)
     )
+    global _configured
     handler = _StderrHandler()
-
-    def own_lines(*names: Any) -> _StderrLines:
-        return _StderrLines(str(names[0]) if names else "loopwright", handler)
-
+    # Nothing here depends on this configuration: a logger kept past it reads the one in
+    # force when it writes (see `_Configured`).
     structlog.configure(
         processors=[
+            _at_level,
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.stdlib.add_logger_name,
             timestamper,
-            structlog.processors.format_exc_info,
-            redact,
-            final,
+            _render,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=own_lines,
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        logger_factory=_own_lines,
         cache_logger_on_first_use=True,
     )
     # The libraries' records (`logging`) get the same keys, redaction and rendering.
@@ -190,6 +251,7 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    _configured = _Configured(level, handler, redact, final)
     # A library that configured its own loggers earlier in the process (uvicorn's default
     # config, Alembic's fileConfig, a framework's logging setup) would print around the
     # formatter and the redaction: its records go to the root handler instead.
@@ -239,6 +301,7 @@ def logging_configured(
         (lib.level, list(lib.handlers), lib.propagate, list(lib.filters)) for lib in libraries
     ]
     saved_lookups = _record_lookups()
+    saved_configured = _configured
     try:
         configure_logging(redactor, level=level, renderer=renderer, color=color)
         yield
@@ -253,4 +316,10 @@ def logging_configured(
             lib.propagate = propagate
             lib.setLevel(lib_level)
         _set_record_lookups(saved_lookups)
+        _restore_configured(saved_configured)
         structlog.reset_defaults()
+
+
+def _restore_configured(configured: _Configured | None) -> None:
+    global _configured
+    _configured = configured

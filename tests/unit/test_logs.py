@@ -1,15 +1,46 @@
+import io
 import json
 import logging
 import logging.config
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import pytest
 import structlog
 import uvicorn.config
 
-from loopwright.logs import (
-    logging_configured,
-)
+from loopwright.logs import logging_configured
 from loopwright.redaction import Redactor
+
+
+@contextmanager
+def configured_alone(redactor: Redactor, **options) -> Iterator[list[logging.LogRecord]]:
+    """`logging_configured` with Loopwright's handler the root logger's only one, as in a
+    server or a command (pytest adds handlers of its own): yields the records that handler
+    was handed, which a line written straight to stderr never is."""
+    root = logging.getLogger()
+    options = {"level": logging.INFO, "renderer": "json", **options}
+    with logging_configured(redactor, **options):
+        others = [h for h in root.handlers if type(h).__name__ != "_StderrHandler"]
+        (ours,) = [h for h in root.handlers if h not in others]
+        handed: list[logging.LogRecord] = []
+
+        def keep(record: logging.LogRecord) -> bool:
+            handed.append(record)
+            return True
+
+        ours.addFilter(keep)
+        for other in others:
+            root.removeHandler(other)
+        try:
+            yield handed
+        finally:
+            for other in others:
+                root.addHandler(other)
+            ours.removeFilter(keep)
 
 
 def test_logs_are_json_lines_with_secrets_masked(capsys):
@@ -143,4 +174,86 @@ def test_a_logger_used_during_a_command_writes_through_logging_once_it_ends(caps
     assert '"after"' not in err
     (record,) = [r for r in kept.records if r.name == "loopwright.test.outlives"]
     assert record.levelno == logging.WARNING
-    assert json.loads(record.getMessage())["event"] == "after"
+    # The event itself, for whatever formats it there, rendered by no one before.
+    assert record.msg["event"] == "after" and record.msg["level"] == "warning"
+
+
+def test_own_lines_go_straight_to_stderr_rendered_once_in_either_renderer(capsys):
+    log = structlog.get_logger("loopwright.test.straight")
+    with configured_alone(Redactor(["hunter2-secret-value"])) as handed:
+        log.info("delivery", note="key hunter2-secret-value", attempt=1)
+        logging.getLogger("uvicorn.error").info("a library's line")
+    with configured_alone(Redactor(), renderer="console") as handed_console:
+        log.warning("readable", attempt=2)
+    err = capsys.readouterr().err.splitlines()
+    own = json.loads(err[0])
+    assert own["event"] == "delivery" and own["note"] == "key [REDACTED]" and own["attempt"] == 1
+    assert (own["level"], own["logger"]) == ("info", "loopwright.test.straight")
+    assert json.loads(err[1])["event"] == "a library's line"
+    # The library's record went through the handler; Loopwright's lines did not.
+    assert [r.name for r in handed] == ["uvicorn.error"] and handed_console == []
+    (console,) = err[2:]
+    assert "readable" in console and "attempt=2" in console and not console.startswith("{")
+
+
+def test_each_command_renders_with_its_own_level_and_secrets_through_a_kept_logger(capsys):
+    """structlog keeps a module's logger once used: the second command's level and secrets
+    still decide its lines, and each is rendered once."""
+    log = structlog.get_logger("loopwright.test.kept")
+    with configured_alone(Redactor(["first-secret-value"]), level=logging.WARNING):
+        log.debug("hidden at warning")
+        log.warning("first", value="first-secret-value")
+    with configured_alone(Redactor(["pässwörd-second"]), level=logging.DEBUG):
+        log.debug("shown at debug", value="pässwörd-second")
+    with logging_configured(Redactor(["pässwörd-third"]), level=logging.DEBUG, renderer="json"):
+        # pytest's handlers are on the root logger here: the line goes through `logging`.
+        log.error("through logging", value="pässwörd-third")
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [line["event"] for line in lines] == ["first", "shown at debug", "through logging"]
+    assert [line["value"] for line in lines] == ["[REDACTED]"] * 3
+    assert [line["level"] for line in lines] == ["warning", "debug", "error"]
+
+
+@pytest.mark.parametrize("stream", [None, "closed"])
+def test_a_line_that_cannot_be_written_never_fails_the_code_that_logs_it(monkeypatch, stream):
+    broken = io.StringIO()
+    broken.close()
+    with configured_alone(Redactor()):
+        monkeypatch.setattr(sys, "stderr", None if stream is None else broken)
+        structlog.get_logger("loopwright.test.nowhere").info("no stderr to write to")
+
+
+class Chunky(io.StringIO):
+    """A stream that takes a line in pieces, letting other threads run in between, as a
+    pipe's writes can."""
+
+    def write(self, text: str) -> int:
+        for start in range(0, len(text), 7):
+            super().write(text[start : start + 7])
+            time.sleep(0)
+        return len(text)
+
+
+def test_lines_from_many_threads_stay_whole(monkeypatch):
+    log = structlog.get_logger("loopwright.test.threads")
+    library = logging.getLogger("httpx")
+    payload = "x" * 100
+    stream = Chunky()
+
+    def write(n: int) -> None:
+        for i in range(50):
+            log.info("own", thread=n, i=i, payload=payload)
+            library.info("library %s %s %s", n, i, payload)
+
+    with configured_alone(Redactor(), level=logging.INFO):
+        monkeypatch.setattr(sys, "stderr", stream)
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        monkeypatch.undo()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 4 * 50 * 2
+    events = [json.loads(line)["event"] for line in lines]
+    assert events.count("own") == 200
