@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, MutableMapping
@@ -31,6 +32,11 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         # Loopwright's own (`_StderrLines`) never interleave.
         self.lock = _STDERR_LOCK
 
+    def handleError(self, record: logging.LogRecord) -> None:
+        # logging prints record.msg (Loopwright's raw, unredacted event) with the traceback.
+        record.msg, record.args = "<a log record that could not be formatted>", ()
+        super().handleError(record)
+
     @property
     def stream(self) -> Any:
         return sys.stderr
@@ -54,6 +60,9 @@ LIBRARY_LOGGERS = (
 
 
 _STDERR_LOCK = threading.RLock()
+# A child forked while another thread held the lock must not inherit it held (logging
+# does the same for the locks its handlers make themselves).
+os.register_at_fork(after_in_child=_STDERR_LOCK._at_fork_reinit)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -99,9 +108,25 @@ def _render(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
     through `logging`, as a library's record does, and is rendered there."""
     now = _configured
     if now is None or logging.root.handlers != [now.handler]:
+        if now is not None:  # whatever handler gets it, never the raw event
+            event = now.redact(logger, method, event)
         return structlog.stdlib.ProcessorFormatter.wrap_for_formatter(logger, method, event)
-    event = structlog.processors.format_exc_info(logger, method, event)
-    return now.final(logger, method, now.redact(logger, method, event))
+    try:
+        event = structlog.processors.format_exc_info(logger, method, event)
+        return now.final(logger, method, now.redact(logger, method, event))
+    except RecursionError:
+        raise
+    # As logging's handlers: a line that cannot be rendered (a value JSON cannot take, a
+    # repr that fails) never fails the code that logs it, and says so in its place.
+    except Exception as exc:  # noqa: BLE001
+        unrendered = {
+            "event": "a log line could not be rendered",
+            "level": event.get("level", method),
+            "logger": event.get("logger"),
+            "timestamp": event.get("timestamp"),
+            "error": type(exc).__name__,
+        }
+        return now.final(logger, method, unrendered)
 
 
 class _StderrLines:
@@ -142,6 +167,20 @@ class _StderrLines:
 
 def _own_lines(*names: Any) -> _StderrLines:
     return _StderrLines(str(names[0]) if names else "loopwright")
+
+
+_TIMESTAMPER = structlog.processors.TimeStamper(fmt="iso", utc=True)
+_OWN_PROCESSORS: list[structlog.typing.Processor] = [
+    _at_level,
+    structlog.contextvars.merge_contextvars,
+    structlog.processors.add_log_level,
+    structlog.stdlib.add_logger_name,
+    _TIMESTAMPER,
+    _render,
+]
+"""One list for every configuration: nothing in it depends on one (see `_Configured`), and
+a logger structlog kept holds this very list, which `structlog.testing.capture_logs`
+changes in place."""
 
 
 HANDLER_LOGGED = frozenset({("POST", "/webhooks/github")})
@@ -199,7 +238,7 @@ def configure_logging(
             event[key] = redactor.data(value)
         return event
 
-    timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    timestamper = _TIMESTAMPER
     # Loopwright's lines and the libraries' carry the same keys (event, level, logger,
     # timestamp), so one query reads them all.
     final: structlog.typing.Processor = (
@@ -212,14 +251,7 @@ def configure_logging(
     # Nothing here depends on this configuration: a logger kept past it reads the one in
     # force when it writes (see `_Configured`).
     structlog.configure(
-        processors=[
-            _at_level,
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.stdlib.add_logger_name,
-            timestamper,
-            _render,
-        ],
+        processors=_OWN_PROCESSORS,
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         logger_factory=_own_lines,
         cache_logger_on_first_use=True,
@@ -247,9 +279,8 @@ def configure_logging(
     _set_record_lookups(_NO_RECORD_LOOKUPS)
     handler.setFormatter(formatter)
     root = logging.getLogger()
-    for old in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
-        root.removeHandler(old)
-    root.addHandler(handler)
+    # One swap: no moment without a handler (logging.lastResort would print the raw event).
+    root.handlers[:] = [h for h in root.handlers if not isinstance(h, _StderrHandler)] + [handler]
     root.setLevel(level)
     _configured = _Configured(level, handler, redact, final)
     # A library that configured its own loggers earlier in the process (uvicorn's default
@@ -302,6 +333,7 @@ def logging_configured(
     ]
     saved_lookups = _record_lookups()
     saved_configured = _configured
+    saved_structlog = structlog.get_config()
     try:
         configure_logging(redactor, level=level, renderer=renderer, color=color)
         yield
@@ -317,7 +349,10 @@ def logging_configured(
             lib.setLevel(lib_level)
         _set_record_lookups(saved_lookups)
         _restore_configured(saved_configured)
-        structlog.reset_defaults()
+        if saved_configured is None:
+            structlog.reset_defaults()
+        else:  # an outer block's or a server's configuration: put it back, not the defaults
+            structlog.configure(**saved_structlog)
 
 
 def _restore_configured(configured: _Configured | None) -> None:

@@ -2,6 +2,7 @@ import io
 import json
 import logging
 import logging.config
+import os
 import sys
 import threading
 import time
@@ -11,6 +12,7 @@ from contextlib import contextmanager
 import pytest
 import structlog
 import uvicorn.config
+from structlog.testing import capture_logs
 
 from loopwright.logs import logging_configured
 from loopwright.redaction import Redactor
@@ -257,3 +259,98 @@ def test_lines_from_many_threads_stay_whole(monkeypatch):
     assert len(lines) == 4 * 50 * 2
     events = [json.loads(line)["event"] for line in lines]
     assert events.count("own") == 200
+
+
+def test_a_line_that_cannot_be_rendered_says_so_in_its_place(capsys):
+    with configured_alone(Redactor()):
+        structlog.get_logger("loopwright.test.odd").info("odd", data={(1, 2): "a tuple key"})
+    line = json.loads(capsys.readouterr().err.splitlines()[-1])
+    assert line["event"] == "a log line could not be rendered"
+    assert (line["error"], line["level"], line["logger"]) == (
+        "TypeError",
+        "info",
+        "loopwright.test.odd",
+    )
+
+
+def test_another_handler_on_the_root_logger_gets_the_event_already_redacted(capsys):
+    kept = Kept()
+    root = logging.getLogger()
+    with logging_configured(
+        Redactor(["hunter2-secret-value"]), level=logging.INFO, renderer="json"
+    ):
+        root.addHandler(kept)
+        try:
+            structlog.get_logger("loopwright.test.shared").warning("x", key="hunter2-secret-value")
+        finally:
+            root.removeHandler(kept)
+    (record,) = [r for r in kept.records if r.name == "loopwright.test.shared"]
+    assert record.msg["key"] == "[REDACTED]"
+    assert json.loads(capsys.readouterr().err.splitlines()[-1])["key"] == "[REDACTED]"
+
+
+def test_a_nested_command_gives_the_outer_configuration_back(capsys):
+    with logging_configured(Redactor(["outer-secret-value"]), level=logging.INFO, renderer="json"):
+        with logging_configured(Redactor(), level=logging.DEBUG, renderer="console"):
+            pass
+        structlog.get_logger("loopwright.test.after-inner").info("x", key="outer-secret-value")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert json.loads(captured.err.splitlines()[-1])["key"] == "[REDACTED]"
+
+
+def test_a_library_record_that_cannot_be_formatted_is_reported_without_its_text(capsys):
+    secret = "-".join(["hunter2", "secret", "value"])  # logging's report quotes this line
+    message = f"token {secret} %d"
+    with configured_alone(Redactor([secret])):
+        logging.getLogger("httpx").warning(message, "not a number")
+    err = capsys.readouterr().err
+    assert "--- Logging error ---" in err  # logging's own report, as for any handler
+    assert "hunter2-secret-value" not in err
+
+
+def test_capture_logs_sees_a_logger_kept_from_an_earlier_command():
+    kept = structlog.get_logger("loopwright.test.captured")
+    with logging_configured(Redactor(), level=logging.INFO, renderer="json"):
+        kept.info("first use: structlog keeps this logger")
+    with (
+        logging_configured(Redactor(), level=logging.INFO, renderer="json"),
+        capture_logs() as logs,
+    ):
+        kept.info("seen")
+    assert [entry["event"] for entry in logs] == ["seen"]
+
+
+def test_a_child_forked_while_a_line_is_being_written_can_write_its_own():
+    from loopwright import logs
+
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with logs._STDERR_LOCK:
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(10)
+    try:
+        with configured_alone(Redactor()):
+            pid = os.fork()
+            if pid == 0:  # the child: the holding thread does not exist here
+                structlog.get_logger("loopwright.test.child").info("from the child")
+                os._exit(0)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child hung on the lock it inherited held")
+    finally:
+        release.set()
+        holder.join()
+    assert os.waitstatus_to_exitcode(status) == 0
