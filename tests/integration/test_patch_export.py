@@ -44,14 +44,20 @@ TOO_LARGE = tool(
 """A model's command that writes a file whose diff is about 10,010,000 bytes."""
 
 
-@pytest.fixture(params=SANDBOXES)
-def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Sandbox, Path]]:
+def clean_base(tmp_path: Path) -> Path:
+    """A snapshot of a one-file repository, as a mission's clean base."""
     source = tmp_path / "source"
     source.mkdir()
     (source / "README").write_text("a repository\n")
     init_repo(source)
     base = tmp_path / "base"
     snapshot(source, base)
+    return base
+
+
+@pytest.fixture(params=SANDBOXES)
+def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Sandbox, Path]]:
+    base = clean_base(tmp_path)
     if request.param == "docker":
         request.getfixturevalue("docker_ready")
         from loopwright.sandbox.docker.provider import DockerProvider
@@ -106,12 +112,7 @@ def test_a_diff_of_exactly_the_limit_is_exported_and_one_byte_more_is_refused(
 def test_a_local_change_of_many_megabytes_is_refused_without_being_read(tmp_path: Path) -> None:
     """On the local backend git runs on the host: its diff goes to a file measured before
     anything is read, so a model that wrote a huge file costs the host no memory."""
-    source = tmp_path / "source"
-    source.mkdir()
-    (source / "README").write_text("a repository\n")
-    init_repo(source)
-    base = tmp_path / "base"
-    snapshot(source, base)
+    base = clean_base(tmp_path)
     provider = LocalProvider(SandboxLimits(), base_dir=tmp_path / "sandboxes")
     made = provider.create("patch-memory", base, network=False)
     try:

@@ -301,6 +301,18 @@ PROC_SCAN = (
 )
 
 
+def start_up_environment(tmp_path: Path, server) -> dict[str, str]:
+    """A `loopwright` command's whole environment, canaries included, as a CI job starts it."""
+    return {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
+        "LOOPWRIGHT_MODEL_BASE_URL": server.base_url,
+        "LOOPWRIGHT_MODEL_TIERS": "nano=model-nano",
+        **CANARIES,
+    }
+
+
 def _proc_case(kind: str):
     if kind == "docker":
         return pytest.param(kind, marks=pytest.mark.docker, id=kind)
@@ -319,14 +331,7 @@ def test_secrets_in_the_start_up_environment_are_unreadable_from_commands(
     server = scripted(recon_script(commands))
     # Only the real key gets answers: the settings were read from the handed-back secrets.
     server.api_key = CANARIES["LOOPWRIGHT_MODEL_API_KEY"]
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
-        "LOOPWRIGHT_MODEL_BASE_URL": server.base_url,
-        "LOOPWRIGHT_MODEL_TIERS": "nano=model-nano",
-        **CANARIES,
-    }
+    env = start_up_environment(tmp_path, server)
     if os.environ.get("DOCKER_HOST"):
         env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
     proc = subprocess.run(
@@ -511,12 +516,7 @@ def test_secrets_are_in_no_host_process_while_the_app_under_test_is_served(
         server = scripted(FIX_SCRIPT)
         server.api_key = CANARIES["LOOPWRIGHT_MODEL_API_KEY"]
         env = {
-            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(tmp_path),
-            "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
-            "LOOPWRIGHT_MODEL_BASE_URL": server.base_url,
-            "LOOPWRIGHT_MODEL_TIERS": "nano=model-nano",
-            **CANARIES,
+            **start_up_environment(tmp_path, server),
             # Secret settings a `fix` does not use, which a process may still have been
             # started with (a shared environment file): none may reach a child either.
             "LOOPWRIGHT_WEBHOOK_SECRET": f"webhook-{MARK}-0123456789",
