@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
@@ -367,23 +367,13 @@ class MissionRecords:
 
     def queued_missions(self) -> list[Mission]:
         """Oldest first, the order they should run in."""
-        return self._all(
-            select(Mission)
-            .where(Mission.status == "queued")
-            .order_by(Mission.created_at, Mission.id)
-        )
+        return self._all(_queued(select(Mission)))
 
     def queued_mission_ids(self) -> list[str]:
         """`queued_missions`, only their ids: what a process that hands them to its queue
         needs, polled every few seconds, without reading every request back."""
         with self._session() as session:
-            return list(
-                session.scalars(
-                    select(Mission.id)
-                    .where(Mission.status == "queued")
-                    .order_by(Mission.created_at, Mission.id)
-                ).all()
-            )
+            return list(session.scalars(_queued(select(Mission.id))).all())
 
     def attempts_for_head(self, repo: str, head_sha: str) -> int:
         """Missions for this commit that were not turned away (`refused` or `ignored`), for
@@ -702,3 +692,11 @@ def _on_this_host(runner: str) -> bool:
 def _check_status(status: str) -> None:
     if status not in MISSION_STATUSES:
         raise ValueError(f"unknown mission status {status!r}; one of {sorted(MISSION_STATUSES)}")
+
+
+_Query = TypeVar("_Query", bound=Select[Any])
+
+
+def _queued(query: _Query) -> _Query:
+    """`query` over the queued missions, oldest first (ties by id): the order they run in."""
+    return query.where(Mission.status == "queued").order_by(Mission.created_at, Mission.id)
