@@ -128,8 +128,12 @@ class Server:
         workers: int = 1,
         floor: bool = False,
         name: str | None = None,
+        checkout: Path = ROOT,
     ):
-        self.env, self.log, self.port = env, log, free_port()
+        """`checkout`: whose `loopwright` package it runs (on PYTHONPATH, whatever the
+        environment's install points at) and where it starts."""
+        self.env, self.log, self.port = {**env, "PYTHONPATH": str(checkout)}, log, free_port()
+        self.checkout = checkout
         self.workers, self.floor = workers, floor
         self.name = name or ("floor" if floor else "loopwright")
         self.proc: subprocess.Popen[bytes] | None = None
@@ -153,7 +157,7 @@ class Server:
             # `python -m` imports the package of its working directory, not PYTHONPATH's.
             self.proc = subprocess.Popen(
                 self.command(), env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True, cwd=self.env.get("PYTHONPATH", ROOT),
+                start_new_session=True, cwd=self.checkout,
             )  # fmt: skip
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -475,13 +479,13 @@ def main() -> int:
         for workers in counts:
             floor = Server(server_env(root / f"floor{workers}", api), root / "floor.log", workers,
                            floor=True)  # fmt: skip
-            # This checkout's package, whatever the environment's install points at.
-            env = {**server_env(root / f"data{workers}", api), "PYTHONPATH": str(ROOT)}
+            env = server_env(root / f"data{workers}", api)
             servers = [floor, Server(env, root / f"serve{workers}.log", workers)]
             if baseline is not None:
-                base_env = {**server_env(root / f"base{workers}", api), "PYTHONPATH": str(baseline)}
+                base_env = server_env(root / f"base{workers}", api)
                 servers.append(Server(base_env, root / f"base{workers}.log", workers,
-                                      name=f"baseline ({describe(baseline)})"))  # fmt: skip
+                                      name=f"baseline ({describe(baseline)})",
+                                      checkout=baseline))  # fmt: skip
             results.extend(measure(servers, args.rounds, args.concurrency))
         kill_workers = max(counts)
         data = root / "kill"
