@@ -78,16 +78,11 @@ class _Configured:
 
 
 _configured: _Configured | None = None
+# structlog's method names and their levels, with the aliases its bound loggers also offer.
 _METHOD_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
+    **structlog.processors.NAME_TO_LEVEL,
     "msg": logging.INFO,
-    "warn": logging.WARNING,
-    "warning": logging.WARNING,
     "err": logging.ERROR,
-    "error": logging.ERROR,
-    "exception": logging.ERROR,
-    "critical": logging.CRITICAL,
     "fatal": logging.CRITICAL,
 }
 
@@ -107,7 +102,8 @@ def _render(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
     (another handler is there too, or the configuration was taken back) the event goes on
     through `logging`, as a library's record does, and is rendered there."""
     now = _configured
-    if now is None or logging.root.handlers != [now.handler]:
+    handlers = logging.root.handlers
+    if now is None or len(handlers) != 1 or handlers[0] is not now.handler:
         if now is not None:  # whatever handler gets it, never the raw event
             event = now.redact(logger, method, event)
         return structlog.stdlib.ProcessorFormatter.wrap_for_formatter(logger, method, event)
@@ -238,7 +234,6 @@ def configure_logging(
             event[key] = redactor.data(value)
         return event
 
-    timestamper = _TIMESTAMPER
     # Loopwright's lines and the libraries' carry the same keys (event, level, logger,
     # timestamp), so one query reads them all.
     final: structlog.typing.Processor = (
@@ -263,7 +258,7 @@ def configure_logging(
             structlog.stdlib.add_log_level,
             structlog.stdlib.add_logger_name,
             _access_fields,
-            timestamper,
+            _TIMESTAMPER,
         ],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
