@@ -7,10 +7,12 @@ half are red checks that each store and queue a mission), several rounds, each o
 previous round's missions have ended and each a burst to the floor and then one to
 Loopwright, both servers up, so that both rates of a round meet the same machine:
 p50/p99/max of the round trip, deliveries per
-second, Loopwright's rate as a share of the floor's with the same number of workers, and
-the servers' CPU time per delivery. Then the server (every worker process) is SIGKILLed in
-the middle of a load and started again on the same data directory: every delivery that
-got a 2xx must have its row in the store, decided, and no head may have two missions.
+second (the median round's), Loopwright's rate as a share of the floor's with the same
+number of workers (each round's rate over the floor's in the same round; the median of
+those, and their range), and the servers' CPU time per delivery. Then the server (every
+worker process) is SIGKILLed in the middle of a load and started again on the same data
+directory: every delivery that got a 2xx must have its row in the store, decided, and no
+head may have two missions.
 Missions fail fast (the GitHub API answers 401), so they never hold the machine.
 
 With `--baseline DIR`, a second `loopwright serve` whose `loopwright` package is the one in
@@ -38,6 +40,7 @@ import os
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -283,10 +286,22 @@ class Measured:
     name: str
     workers: int
     latencies: list[float]
-    rate: float
+    rates: list[float]
+    """Deliveries per second of each round, in the order of the rounds."""
     bad: int
     cpu_ms: float
     """CPU time of every server process per delivery, while the bursts were answered."""
+
+    @property
+    def rate(self) -> float:
+        """The median round's rate."""
+        return statistics.median(self.rates)
+
+
+def shares(server: Measured, floor: Measured) -> list[float]:
+    """The server's rate over the floor's, round by round: the two bursts of a round meet
+    the same machine, which moved by a third from one run to the next and within a run."""
+    return [ours / theirs for ours, theirs in zip(server.rates, floor.rates, strict=True)]
 
 
 def group_cpu_s(pgid: int) -> float:
@@ -359,7 +374,7 @@ def measure(servers: list[Server], rounds: int, concurrency: int) -> list[Measur
             each.name,
             each.workers,
             latencies[each.name],
-            sorted(rates[each.name])[len(rates[each.name]) // 2],
+            rates[each.name],
             bad[each.name],
             cpu[each.name] / len(latencies[each.name]) * 1000,
         )
@@ -429,21 +444,23 @@ def describe(checkout: Path) -> str:
 
 
 def table(results: list[Measured]) -> list[str]:
-    floor = {m.workers: m.rate for m in results if m.name == "floor"}
+    floor = {m.workers: m for m in results if m.name == "floor"}
     names = {"floor": "bare Litestar (floor)", "loopwright": "loopwright serve"}
     lines = [
         "| server | workers | p50 | p99 | max | deliveries/s | share of floor "
-        "| server CPU per delivery | non-2xx |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| rounds' shares | server CPU per delivery | non-2xx |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for m in results:
-        share = m.rate / floor[m.workers] if m.workers in floor else float("nan")
+        share, spread = "", ""
+        if m.name != "floor":
+            each = shares(m, floor[m.workers])
+            share, spread = f"{statistics.median(each):.2f}", f"{min(each):.2f}-{max(each):.2f}"
         name = names.get(m.name, f"loopwright serve, {m.name}")
         lines.append(
             f"| {name} | {m.workers} | {pct(m.latencies, 0.5) * 1000:.1f} ms "
             f"| {pct(m.latencies, 0.99) * 1000:.1f} ms | {max(m.latencies) * 1000:.1f} ms "
-            f"| {m.rate:.0f} | {'' if m.name == 'floor' else f'{share:.2f}'} "
-            f"| {m.cpu_ms:.2f} ms | {m.bad} |"
+            f"| {m.rate:.0f} | {share} | {spread} | {m.cpu_ms:.2f} ms | {m.bad} |"
         )
     return lines
 
@@ -496,10 +513,10 @@ def main() -> int:
     print(f"webhook acknowledgement, {args.rounds} rounds x {args.concurrency} concurrent")
     print("\n".join(lines))
     ours = [m for m in results if m.name == "loopwright"]
-    floors = {m.workers: m.rate for m in results if m.name == "floor"}
+    floors = {m.workers: m for m in results if m.name == "floor"}
     best = max(ours, key=lambda m: m.workers)
     p99 = pct(best.latencies, 0.99)
-    share = best.rate / floors[best.workers]
+    share = statistics.median(shares(best, floors[best.workers]))
     print()
     print(
         f"targets at {best.workers} workers: p99 {p99 * 1000:.1f} ms "

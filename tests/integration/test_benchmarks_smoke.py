@@ -106,6 +106,10 @@ def test_webhook_ack_measures_a_baseline_checkout_in_the_same_rounds(tmp_path: P
         "| loopwright serve",
         f"| loopwright serve, baseline ({baseline})",  # not a git checkout: its path
     ], tail
+    for row in rows:  # the share is the median of the rounds' own shares, within their range
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        low, high = (float(v) for v in cells[7].split("-"))
+        assert low <= float(cells[6]) <= high, row
     imports = [line.split(" ", 1) for line in marker.read_text().splitlines()]
     assert {path for _, path in imports} == {str(init)}
     assert len({pid for pid, _ in imports}) >= 3  # the parent and both workers
