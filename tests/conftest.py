@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -11,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +30,41 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 RECORDINGS = EXAMPLES / "recordings"
 VENV_BIN = str(Path(sys.executable).parent)
+
+
+def _suite_python_bin() -> str:
+    """The bin folder of a Python for the example repositories' own test suites: this
+    environment's packages, but no pytest plugin loaded unless a project asks for it, as
+    in a project's own environment. This environment's plugins (Faker's, which Litestar
+    brings, among them) made each `python -m pytest` of an example 2.3 s of CPU instead of
+    0.6 s, and the tests run that command hundreds of times. Made once, under a lock, since
+    parallel test workers import this module at the same time."""
+    prefix = Path(sys.prefix)
+    venv = prefix / "suite-python"
+    ready = venv / "ready"
+    if not ready.exists():
+        with (prefix / "suite-python.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not ready.exists():
+                shutil.rmtree(venv, ignore_errors=True)
+                subprocess.run(
+                    [sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                    check=True,
+                    capture_output=True,
+                )
+                (site,) = venv.glob("lib/python*/site-packages")
+                ours = sysconfig.get_paths()["purelib"]
+                (site / "loopwright_suite.pth").write_text(
+                    f"import site; site.addsitedir({ours!r})\n"
+                    "import os; os.environ.setdefault('PYTEST_DISABLE_PLUGIN_AUTOLOAD', '1')\n"
+                )
+                ready.touch()
+    return str(venv / "bin")
+
+
+SUITE_PATH = f"{_suite_python_bin()}:{VENV_BIN}"
+"""What goes first on PATH where an example's suite runs: `python` is the suite Python,
+and every other tool (the `loopwright` CLI, `pytest`) is this environment's."""
 KEPT_SETTINGS = ("LOOPWRIGHT_SANDBOX_IMAGE",)
 """Settings a test run takes from its own environment (an image built under another tag)."""
 
@@ -148,7 +185,7 @@ def clean_cli_env(monkeypatch: pytest.MonkeyPatch, root: Path, env: dict[str, st
         if key.startswith("LOOPWRIGHT_") and key not in KEPT_SETTINGS:
             monkeypatch.delenv(key)
     monkeypatch.setenv("LOOPWRIGHT_DATA_DIR", str(root / "data"))
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
     for key, value in env.items():
         monkeypatch.setenv(key, value)
 

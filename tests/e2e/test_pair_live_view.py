@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from loopwright.app.server import create_app
-from tests.conftest import VENV_BIN, step, tool
+from tests.conftest import SUITE_PATH, step, tool
 from tests.e2e.conftest import FAST
 from tests.e2e.scripted_mission import Player, create_mission, stage
 from tests.integration.app_harness import World, app_world, post_webhook, uvicorn_in_thread
@@ -43,7 +43,7 @@ ASKED_AT, EXPIRES_AT = "2026-01-01T00:00:00+00:00", "2099-01-01T00:00:00+00:00"
 @pytest.fixture(autouse=True)
 def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """The local sandbox runs the mission's `python -m pytest` with the test run's Python."""
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from loopwright.agent.scripted import ScriptedModelServer
 from loopwright.agent.scripted_steps import parse_steps
 from loopwright.app.server import create_app
 from loopwright.config import Settings
-from tests.conftest import EXAMPLES, VENV_BIN, git
+from tests.conftest import EXAMPLES, SUITE_PATH, VENV_BIN, git
 from tests.fakes.git_server import GitServer
 from tests.fakes.github import FakeGitHub, generate_app_key
 
@@ -374,7 +374,7 @@ def app_world(tmp: Path, steps: list[dict[str, Any]], *, config: str = CONFIG,
             ).start()
             try:
                 values = {
-                    "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
+                    "PATH": f"{SUITE_PATH}:/usr/local/bin:/usr/bin:/bin",
                     "LOOPWRIGHT_GITHUB_APP_ID": str(APP_ID),
                     "LOOPWRIGHT_GITHUB_PRIVATE_KEY": key,
                     "LOOPWRIGHT_WEBHOOK_SECRET": SECRET,

@@ -33,7 +33,7 @@ from loopwright.agent.scripted import ScriptedModelServer
 from loopwright.agent.scripted_steps import parse_steps
 from loopwright.github.service import GitHubApp
 from loopwright.github.triggers import Ignore
-from tests.conftest import EXAMPLES, ROOT, VENV_BIN, git, step, tool
+from tests.conftest import EXAMPLES, ROOT, SUITE_PATH, git, step, tool
 from tests.fakes.git_server import GitServer
 from tests.fakes.github import FakeGitHub, generate_app_key
 from tests.integration.app_harness import WEBHOOK_EXAMPLES
@@ -168,7 +168,7 @@ class World:
         default_workspace.mkdir()
         env = {
             # The local sandbox runs the example's tests with the python on PATH.
-            "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
+            "PATH": f"{SUITE_PATH}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(runner / "home"),
             "PYTHONPATH": str(ROOT),
             "CI": "true",

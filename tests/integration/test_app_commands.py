@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from loopwright.github.tracking import MARKER
-from tests.conftest import VENV_BIN, step, tool
+from tests.conftest import SUITE_PATH, step, tool
 from tests.integration.app_harness import REPO, World, app_world
 from tests.scenarios import FINISH, PLAN
 
@@ -27,7 +27,7 @@ _ids = itertools.count(880_001)
 @pytest.fixture(autouse=True)
 def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # The local sandbox runs the example's tests with the python on PATH.
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
 
 
 def _comment(world: World, body: str, user: str = "maintainer") -> dict[str, Any]:

@@ -23,7 +23,7 @@ from loopwright.config import Settings
 from loopwright.github.ratelimit import WriteSpacer
 from loopwright.sandbox.base import Sandbox
 from loopwright.sandbox.local import LocalProvider, LocalSandbox
-from tests.conftest import VENV_BIN, step, tool
+from tests.conftest import SUITE_PATH, step, tool
 from tests.integration.app_harness import FINAL, app_world, post_webhook, uvicorn_in_thread
 
 TRIGGERS = 20
@@ -52,7 +52,7 @@ class CountingProvider(LocalProvider):
 @pytest.fixture
 def on_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # The local sandbox runs the example's tests with the python on PATH.
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:/usr/local/bin:/usr/bin:/bin")
     yield
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import VENV_BIN, step, tool
+from tests.conftest import SUITE_PATH, step, tool
 from tests.integration.app_harness import REPO, app_world
 from tests.integration.test_secrets_cli import tool_messages
 from tests.scenarios import (
@@ -22,7 +22,7 @@ from tests.scenarios import (
 @pytest.fixture(autouse=True)
 def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # The local sandbox runs the example's tests with the python on PATH.
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
 
 
 def test_red_check_run_becomes_a_verified_pull_request(tmp_path):

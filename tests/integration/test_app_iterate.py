@@ -26,7 +26,7 @@ from loopwright.github.tracking import MARKER
 from loopwright.missions.fix import FixMission, FixRequest
 from loopwright.redaction import Redactor
 from loopwright.sandbox.factory import get_provider
-from tests.conftest import EXAMPLES, VENV_BIN, git, init_repo, step, tool
+from tests.conftest import EXAMPLES, SUITE_PATH, git, init_repo, step, tool
 from tests.fakes.git_server import GitServer
 from tests.integration.app_harness import REPO, World, app_world
 from tests.scenarios import CORRECT, FIX_NEW, PLAN, model_env
@@ -50,7 +50,7 @@ LOOK_ONLY = [step(tool("finish", summary="I looked at it"), repeat=True)]
 @pytest.fixture(autouse=True)
 def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # The local sandbox runs the example's tests with the python on PATH.
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
 
 
 def git_out(world: World, *args: str) -> str:

@@ -23,7 +23,7 @@ from loopwright.config import Settings
 from loopwright.github.gitops import BOT_EMAIL
 from loopwright.sandbox.base import Sandbox
 from loopwright.sandbox.local import LocalProvider
-from tests.conftest import VENV_BIN, step, tool
+from tests.conftest import SUITE_PATH, step, tool
 from tests.integration.app_harness import (
     REPO,
     WEBHOOK_EXAMPLES,
@@ -53,7 +53,7 @@ class RecordingProvider(LocalProvider):
 @pytest.fixture(autouse=True)
 def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # The local sandbox runs the example's tests with the python on PATH.
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
 
 
 def armed_world(
@@ -72,7 +72,7 @@ def armed_world(
 @pytest.fixture(scope="module")
 def armed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, RecordingProvider]]:
     saved = os.environ["PATH"]
-    os.environ["PATH"] = f"{VENV_BIN}:{saved}"
+    os.environ["PATH"] = f"{SUITE_PATH}:{saved}"
     try:
         context, providers = armed_world(tmp_path_factory.mktemp("armed"), CORRECT)
         with context as world:

@@ -31,7 +31,7 @@ from loopwright.github.triggers import CI_EVENTS
 from loopwright.sandbox.base import Sandbox, SandboxError
 from loopwright.store.engine import database_url
 from loopwright.store.repository import Store
-from tests.conftest import VENV_BIN, step, tool
+from tests.conftest import SUITE_PATH, step, tool
 from tests.integration.app_harness import (
     INSTALLATION,
     REPO,
@@ -53,7 +53,7 @@ QUICK_FINISH = [step(tool("finish", summary="I looked at it"), repeat=True)]
 @pytest.fixture(autouse=True)
 def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # The local sandbox runs the example's tests with the python on PATH.
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
 
 
 @pytest.fixture(scope="module")
@@ -388,7 +388,7 @@ def leaky_mission(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     the model key is a canary, also in the server's own environment as in production."""
     tmp = tmp_path_factory.mktemp("leaky")
     saved = dict(os.environ)
-    os.environ["PATH"] = f"{VENV_BIN}:{os.environ['PATH']}"
+    os.environ["PATH"] = f"{SUITE_PATH}:{os.environ['PATH']}"
     os.environ["LOOPWRIGHT_MODEL_API_KEY"] = CANARY_KEY
     try:
         with app_world(tmp, LEAKY, env={"LOOPWRIGHT_MODEL_API_KEY": CANARY_KEY}) as world:

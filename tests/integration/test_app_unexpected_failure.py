@@ -12,7 +12,7 @@ import pytest
 from loopwright.config import Settings
 from loopwright.sandbox.base import Sandbox
 from loopwright.sandbox.local import LocalProvider
-from tests.conftest import VENV_BIN
+from tests.conftest import SUITE_PATH
 from tests.integration.app_harness import REPO, app_world
 from tests.scenarios import CORRECT
 
@@ -31,7 +31,7 @@ class DefectiveProvider(LocalProvider):
 def test_a_mission_failing_unexpectedly_completes_its_check_run_as_a_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
     kwargs = {"provider_factory": DefectiveProvider}
     with app_world(tmp_path, CORRECT, app_kwargs=kwargs) as world:
         answer = world.deliver("check_run", world.check_run_payload())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN
+from tests.conftest import ROOT, SUITE_PATH
 
 BENCHMARKS = ROOT / "benchmarks"
 SMOKE: dict[str, tuple[tuple[str, ...], str, bool]] = {
@@ -38,7 +38,7 @@ def smoke_run(name: str, tmp_path: Path, *extra: str) -> subprocess.CompletedPro
     """`benchmarks.<name> --smoke` as a subprocess of this tree's environment."""
     env = {
         **os.environ,
-        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PATH": f"{SUITE_PATH}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "PYTHONPATH": str(ROOT),
         "LOOPWRIGHT_DATA_DIR": str(tmp_path / "data"),
     }

@@ -16,7 +16,7 @@ import httpx
 
 from loopwright.cli.main import main
 from loopwright.cli.wiring import wait_for_interrupt
-from tests.conftest import VENV_BIN, step, tool
+from tests.conftest import SUITE_PATH, VENV_BIN, step, tool
 from tests.integration.app_harness import ServeProcess
 from tests.scenarios import CORRECT, FIX_NEW, PLAN, model_env
 
@@ -64,7 +64,7 @@ def test_a_fix_without_serve_is_listed_shown_and_on_the_local_dashboard(
 
     # `loopwright serve` with only a data directory: a dashboard over the same store.
     env = {
-        "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
+        "PATH": f"{SUITE_PATH}:{os.environ['PATH']}",
         "LOOPWRIGHT_DATA_DIR": os.environ["LOOPWRIGHT_DATA_DIR"],
     }
     server = ServeProcess(env, tmp_path / "serve.log").start()
@@ -97,7 +97,7 @@ def test_fix_serve_keeps_serving_after_the_mission_until_ctrl_c(
     server = scripted([step(PLAN), step(tool("finish", summary="done"))])
     data = tmp_path / "data"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWRIGHT_")}
-    env.update(model_env(server), PATH=f"{VENV_BIN}:{os.environ['PATH']}")
+    env.update(model_env(server), PATH=f"{SUITE_PATH}:{os.environ['PATH']}")
     env["LOOPWRIGHT_DATA_DIR"] = str(data)
     env["PYTHONFAULTHANDLER"] = "1"  # a hang below ends with every thread's stack in the log
     log = tmp_path / "fix.log"

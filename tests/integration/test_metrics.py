@@ -8,14 +8,14 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import VENV_BIN
+from tests.conftest import SUITE_PATH
 from tests.integration.app_harness import app_world
 from tests.scenarios import CORRECT
 
 
 @pytest.fixture(autouse=True)
 def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -32,7 +32,7 @@ from loopwright.app.server import create_app
 from loopwright.config import Settings
 from loopwright.github.tracking import MARKER
 from loopwright.redaction import MASK
-from tests.conftest import VENV_BIN, step, tool
+from tests.conftest import SUITE_PATH, step, tool
 from tests.fakes.github_web import FakeGitHubWeb
 from tests.integration.app_harness import FINAL, REPO, World, app_world
 from tests.integration.test_saq_workers import (
@@ -54,7 +54,7 @@ CLIENT_SECRET = "0123456789abcdef0123456789abcdef01234567"
 
 @pytest.fixture(autouse=True)
 def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
 
 
 @pytest.fixture

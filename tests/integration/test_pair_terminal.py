@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import KEPT_SETTINGS, VENV_BIN, read_events, step, tool
+from tests.conftest import KEPT_SETTINGS, SUITE_PATH, read_events, step, tool
 from tests.scenarios import EDIT, FINISH, FIX_NEW, PLAN, model_env
 
 INSTALL = tool("run_command", command="pip install httpx")
@@ -147,7 +147,7 @@ def cli_env(root: Path, server: Any, extra: dict[str, str]) -> dict[str, str]:
     env.update({k: os.environ[k] for k in KEPT_SETTINGS if k in os.environ})
     env.update(
         {
-            "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
+            "PATH": f"{SUITE_PATH}:{os.environ['PATH']}",
             "PYTHONPATH": str(ROOT),
             "LOOPWRIGHT_DATA_DIR": str(root / "data"),
             "TERM": "xterm",

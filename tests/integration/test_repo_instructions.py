@@ -10,7 +10,7 @@ import pytest
 
 from loopwright.github.service import GitHubApp
 from loopwright.instructions import MAX_INSTRUCTION_BYTES
-from tests.conftest import VENV_BIN, step
+from tests.conftest import SUITE_PATH, step
 from tests.fakes.github import FakeGitHub, generate_app_key
 from tests.integration.app_harness import APP_ID, INSTALLATION, REPO, app_world
 from tests.scenarios import PLAN, model_env
@@ -24,7 +24,7 @@ the first request is all these tests read."""
 @pytest.fixture(autouse=True)
 def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # The local sandbox runs the example's tests with the python on PATH.
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
 
 
 def first_task(requests: list[dict[str, Any]]) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from loopwright.config import ConfigError, Settings
 from loopwright.github.identity import check_app_credentials
-from tests.conftest import VENV_BIN
+from tests.conftest import SUITE_PATH, VENV_BIN
 from tests.fakes.github import FakeGitHub, generate_app_key
 from tests.integration.app_harness import APP_ID, ServeProcess, free_port, sign
 
@@ -27,7 +27,7 @@ def app_key() -> str:
 
 def serve_env(tmp_path: Path, github: FakeGitHub, key_path: Path, **extra: str) -> dict[str, str]:
     return {
-        "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{SUITE_PATH}:/usr/local/bin:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/tmp"),
         "LOOPWRIGHT_GITHUB_APP_ID": str(APP_ID),
         "LOOPWRIGHT_GITHUB_PRIVATE_KEY_PATH": str(key_path),

@@ -14,7 +14,7 @@ from loopwright.config import Settings
 from loopwright.events import STAGES
 from loopwright.sandbox.base import Sandbox
 from loopwright.sandbox.local import LocalProvider
-from tests.conftest import VENV_BIN
+from tests.conftest import SUITE_PATH
 from tests.integration.app_harness import REPO, World, app_world
 from tests.integration.test_mission_caps import NEVER_FINISHES
 from tests.scenarios import CORRECT
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.xdist_group("tracking_comment")
 @pytest.fixture(autouse=True)
 def venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # The local sandbox runs the example's tests with the python on PATH.
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:{os.environ['PATH']}")
 
 
 class RecordingProvider(LocalProvider):

@@ -27,7 +27,7 @@ from loopwright.sandbox.base import Sandbox, SandboxError, SandboxProvider
 from loopwright.sandbox.docker.container import DockerSandbox
 from loopwright.sandbox.factory import get_provider
 from loopwright.sandbox.local.sandbox import LocalSandbox
-from tests.conftest import VENV_BIN, step, tool
+from tests.conftest import SUITE_PATH, step, tool
 from tests.scenarios import EDIT, FINISH, PLAN, model_env
 
 MARKER = "scratch/loop-was-here"
@@ -84,7 +84,7 @@ class RecordingProvider:
 @pytest.fixture
 def on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # The local sandbox runs the example's tests with the python on PATH.
-    monkeypatch.setenv("PATH", f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin")
+    monkeypatch.setenv("PATH", f"{SUITE_PATH}:/usr/local/bin:/usr/bin:/bin")
 
 
 def run_mission(
