@@ -841,10 +841,29 @@ def test_an_idle_pool_member_of_a_gone_owner_on_another_host_is_reaped(
                 time.sleep(0.1)
             # Another process on the engine (a server's timed round) may reap it first.
             reaped_elsewhere = _gone(client, member)
-            assert reaped_elsewhere or member in reaping.reap_abandoned()
+            seen = "" if reaped_elsewhere else _member_state(client, member)
+            assert reaped_elsewhere or member in reaping.reap_abandoned(), seen
             assert _gone(client, member)
     finally:
         reaping.close()
+
+
+def _member_state(client: docker.DockerClient, member: str) -> str:
+    """What a pool member that was not reaped looked like: its state, its processes (is the
+    claim writer still waiting for a line?) and its claim directory, as root reads it."""
+    try:
+        state = client.api.inspect_container(member)["State"]
+        top = client.api.top(member)
+        listing = client.api.exec_start(
+            client.api.exec_create(member, ["ls", "-la", CLAIM_DIR], user="0:0")["Id"]
+        )
+    except docker.errors.APIError as exc:
+        return f"member {member[:12]}: {exc}"
+    return (
+        f"member {member[:12]} {state.get('Status')} since {state.get('StartedAt')}; "
+        f"processes {[(row[0], row[-1][:60]) for row in top.get('Processes') or []]}; "
+        f"{CLAIM_DIR}: {listing!r}"
+    )
 
 
 def test_a_stopped_idle_pool_member_of_another_host_is_reaped_and_a_created_one_is_not(
