@@ -210,7 +210,7 @@ def open_runtime(
             settings.github.app_id,
             settings.github.private_key,
             settings.github.api_url,
-            spacer=write_spacer,
+            spacer=write_spacer or WriteSpacer(settings.github.write_interval_s),
         )
         runner: AppMissionRunner | None = None
         if runs_missions:
@@ -408,7 +408,7 @@ def start_up_once(
             settings.github.app_id,
             settings.github.private_key,
             settings.github.api_url,
-            spacer=write_spacer,
+            spacer=write_spacer or WriteSpacer(settings.github.write_interval_s),
         )
         interrupted = [m.id for m in store.interrupt_running()]
         provider.reap_abandoned()

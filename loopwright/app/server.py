@@ -130,7 +130,8 @@ def create_app(
     otherwise, and always in `local` mode, it is in this process's memory, on `channels`
     when given.
 
-    `write_spacer` replaces the one-second spacing of GitHub writes (for a test GitHub).
+    `write_spacer` replaces the spacing of GitHub writes that
+    `settings.github.write_interval_s` sets (a test with a clock of its own).
 
     `start_up=False` and `poll_queued` are for one worker process of several
     (`loopwright serve --workers N`; see `open_runtime`).

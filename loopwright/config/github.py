@@ -5,8 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from loopwright.config.env import ConfigError, read_float, read_int
+
+GITHUB_COM_WRITE_INTERVAL_S = 1.0
+"""GitHub's guidance for github.com: at least a second between content-creating requests."""
+
+
+def _is_github_com(api_url: str) -> bool:
+    host = (urlsplit(api_url).hostname or "").lower()
+    return host == "github.com" or host.endswith((".github.com", ".ghe.com"))
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,11 @@ class GitHubAppSettings:
     comment_interval_s: float = 3.0
     """The tracking comment is edited at most once in this many seconds (the last state is
     always written)."""
+    write_interval_s: float = 1.0
+    """GitHub writes (POST, PATCH, PUT, DELETE) of one process are at least this far apart:
+    GitHub's guidance against its secondary rate limits. At least `GITHUB_COM_WRITE_INTERVAL_S`
+    against github.com; shorter only for GitHub Enterprise Server, whose administrator sets
+    its limits (they are off unless enabled), or a test GitHub."""
     client_id: str | None = None
     """The App's OAuth client ID; with `client_secret`, the live view offers GitHub sign-in."""
     client_secret: str | None = None
@@ -90,6 +104,16 @@ class GitHubAppSettings:
                 "(Settings → Developer settings → GitHub Apps → Client secrets)"
             )
         bots = tuple(b.strip() for b in (env.get("LOOPWRIGHT_ALLOWED_BOTS") or "").split(","))
+        write_interval_s = read_float(
+            env, "LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S", GITHUB_COM_WRITE_INTERVAL_S
+        )
+        if write_interval_s < GITHUB_COM_WRITE_INTERVAL_S and _is_github_com(api_url):
+            raise ConfigError(
+                f"LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S={env['LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S']!r}"
+                f" is below GitHub's guidance of {GITHUB_COM_WRITE_INTERVAL_S:g} s between "
+                "writes to github.com (its secondary rate limits); set it to 1 or more, or "
+                "leave it unset"
+            )
         return cls(
             app_id=app_id.strip() if app_id else None,
             private_key=key,
@@ -103,6 +127,7 @@ class GitHubAppSettings:
             comment_interval_s=read_float(
                 env, "LOOPWRIGHT_COMMENT_INTERVAL_S", cls.comment_interval_s
             ),
+            write_interval_s=write_interval_s,
             client_id=client_id,
             client_secret=client_secret,
             web_url=web_url.rstrip("/"),

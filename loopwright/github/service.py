@@ -71,6 +71,11 @@ class GitHubApp:
         # JWT from ever being reused with another key or endpoint.
         self._cache = MemCacheStrategy()
 
+    @property
+    def write_interval_s(self) -> float:
+        """How far apart this App's writes to GitHub are, at least."""
+        return self._spacer.interval_s
+
     def _client(self, auth: Any, log: structlog.stdlib.BoundLogger) -> GitHub[Any]:
         return github_client(
             auth, self.api_url, log=log, clock=self._clock, spacer=self._spacer, cache=self._cache

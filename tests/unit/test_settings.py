@@ -180,6 +180,44 @@ def test_github_app_settings_and_their_secrets(tmp_path):
     ]
 
 
+@pytest.mark.parametrize(
+    ("api_url", "raw", "expected"),
+    [
+        (None, None, 1.0),
+        (None, "2.5", 2.5),
+        ("https://ghes.example.com/api/v3", "0.05", 0.05),
+        ("http://127.0.0.1:9999", "0.01", 0.01),
+    ],
+    ids=["default", "slower", "enterprise-server", "test-github"],
+)
+def test_github_writes_are_a_second_apart_unless_set(api_url, raw, expected):
+    env = {"LOOPWRIGHT_GITHUB_API_URL": api_url, "LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S": raw}
+    settings = Settings.from_env({k: v for k, v in env.items() if v is not None})
+    assert settings.github.write_interval_s == expected
+
+
+@pytest.mark.parametrize(
+    "api_url",
+    [None, "https://api.github.com", "https://API.GitHub.com/", "https://api.acme.ghe.com"],
+)
+def test_writes_closer_than_a_second_are_refused_against_github(api_url):
+    env = {"LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S": "0.5"}
+    if api_url is not None:
+        env["LOOPWRIGHT_GITHUB_API_URL"] = api_url
+    with pytest.raises(ConfigError, match=r"WRITE_INTERVAL_S='0.5' is below GitHub's guidance"):
+        Settings.from_env(env)
+
+
+@pytest.mark.parametrize(("raw", "fragment"), [("0", "greater than 0"), ("soon", "not a number")])
+def test_a_write_interval_that_is_no_duration_says_so(raw, fragment):
+    env = {
+        "LOOPWRIGHT_GITHUB_API_URL": "http://127.0.0.1:9",
+        "LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S": raw,
+    }
+    with pytest.raises(ConfigError, match=fragment):
+        Settings.from_env(env)
+
+
 def test_database_password_is_a_secret():
     settings = Settings.from_env(
         {"LOOPWRIGHT_DATABASE_URL": "postgresql+psycopg://lw:s3cr3t-db-pw@db:5432/loopwright"}
