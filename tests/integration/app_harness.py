@@ -379,6 +379,9 @@ def app_world(tmp: Path, steps: list[dict[str, Any]], *, config: str = CONFIG,
                     "LOOPWRIGHT_GITHUB_PRIVATE_KEY": key,
                     "LOOPWRIGHT_WEBHOOK_SECRET": SECRET,
                     "LOOPWRIGHT_GITHUB_API_URL": github.url,
+                    # The fake has no secondary rate limits: a second between writes made
+                    # twenty missions over three workers wait ~60 s on writes alone.
+                    "LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S": "0.05",
                     "LOOPWRIGHT_PUBLIC_URL": "http://loopwright.test",
                     "LOOPWRIGHT_DATA_DIR": str(tmp / "data"),
                     "LOOPWRIGHT_SANDBOX": "local",
