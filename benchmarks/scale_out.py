@@ -46,6 +46,9 @@ from tests.integration.app_harness import post_webhook
 from tests.integration.scale_world import ScaleWorld, scale_world
 from tests.services import postgres_cluster, redis_server
 
+PRODUCTION_WRITES = {"LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S": "1"}
+"""GitHub writes a second apart, as against github.com (the test harness spaces them less)."""
+
 READY_LINE = "worker running up to"
 
 
@@ -76,6 +79,7 @@ def one_round(tmp: Path, redis_url: str, database_url: str, workers: int, missio
     env = {
         "LOOPWRIGHT_SANDBOX": sandbox,
         "LOOPWRIGHT_MAX_CONCURRENT_MISSIONS": str(workers * 2),
+        **PRODUCTION_WRITES,
     }
     with scale_world(tmp, redis_url=redis_url, database_url=database_url, env=env) as scale:
         pulls = scale.red_pulls(missions)
@@ -113,7 +117,7 @@ def one_round(tmp: Path, redis_url: str, database_url: str, workers: int, missio
 
 def ack_with_two_servers(tmp: Path, redis_url: str, database_url: str, deliveries: int,
                          sandbox: str) -> list[float]:  # fmt: skip
-    env = {"LOOPWRIGHT_SANDBOX": sandbox}
+    env = {"LOOPWRIGHT_SANDBOX": sandbox, **PRODUCTION_WRITES}
     with scale_world(tmp, redis_url=redis_url, database_url=database_url, env=env) as scale:
         pulls = scale.red_pulls(1)
         servers = [scale.start_server(), scale.start_server()]
