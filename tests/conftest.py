@@ -65,6 +65,9 @@ def _suite_python_bin() -> str:
 SUITE_PATH = f"{_suite_python_bin()}:{VENV_BIN}"
 """What goes first on PATH where an example's suite runs: `python` is the suite Python,
 and every other tool (the `loopwright` CLI, `pytest`) is this environment's."""
+# The same for every process a test starts with this process's PATH, and for the local
+# sandboxes of the missions tests run in this process (their PATH is the host's).
+os.environ["PATH"] = f"{SUITE_PATH}:{os.environ.get('PATH', os.defpath)}"
 KEPT_SETTINGS = ("LOOPWRIGHT_SANDBOX_IMAGE",)
 """Settings a test run takes from its own environment (an image built under another tag)."""
 
