@@ -100,14 +100,19 @@ def start_api() -> str:
     return f"http://127.0.0.1:{api.server_address[1]}"
 
 
-def server_env(data: Path, api_url: str) -> dict[str, str]:
+def server_env(data: Path, api_url: str, quick_writes: bool = False) -> dict[str, str]:
+    """`quick_writes` (the smoke run): the missions a burst queues, which between the rounds
+    each POST for a token the stub refuses, send those writes 0.05 s apart instead of a
+    second, so the wait for an idle server is short. Measured runs keep the default."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.TraditionalOpenSSL,
         serialization.NoEncryption(),
     ).decode()
+    quick = {"LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S": "0.05"} if quick_writes else {}
     return {
+        **quick,
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/tmp"),
         "LOOPWRIGHT_GITHUB_APP_ID": "1",
@@ -490,16 +495,17 @@ def main() -> int:
         args.rounds += 1  # each Loopwright server right after the floor as often as the other
         print(f"--baseline: {args.rounds} rounds, so both orders come as often")
     api = start_api()
+    quick = args.smoke
     results: list[Measured] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for workers in counts:
             floor = Server(server_env(root / f"floor{workers}", api), root / "floor.log", workers,
                            floor=True)  # fmt: skip
-            env = server_env(root / f"data{workers}", api)
+            env = server_env(root / f"data{workers}", api, quick)
             servers = [floor, Server(env, root / f"serve{workers}.log", workers)]
             if baseline is not None:
-                base_env = server_env(root / f"base{workers}", api)
+                base_env = server_env(root / f"base{workers}", api, quick)
                 servers.append(Server(base_env, root / f"base{workers}.log", workers,
                                       name=f"baseline ({describe(baseline)})",
                                       checkout=baseline))  # fmt: skip
@@ -507,7 +513,7 @@ def main() -> int:
         kill_workers = max(counts)
         data = root / "kill"
         loss = kill_mid_load(
-            server_env(data, api), root / "kill.log", args.kill_total, data, kill_workers
+            server_env(data, api, quick), root / "kill.log", args.kill_total, data, kill_workers
         )
     lines = table(results)
     print(f"webhook acknowledgement, {args.rounds} rounds x {args.concurrency} concurrent")
