@@ -14,7 +14,7 @@ GITHUB_COM_WRITE_INTERVAL_S = 1.0
 
 
 def _is_github_com(api_url: str) -> bool:
-    host = (urlsplit(api_url).hostname or "").lower()
+    host = (urlsplit(api_url).hostname or "").lower().rstrip(".")
     return host == "github.com" or host.endswith((".github.com", ".ghe.com"))
 
 

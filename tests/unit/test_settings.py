@@ -198,7 +198,13 @@ def test_github_writes_are_a_second_apart_unless_set(api_url, raw, expected):
 
 @pytest.mark.parametrize(
     "api_url",
-    [None, "https://api.github.com", "https://API.GitHub.com/", "https://api.acme.ghe.com"],
+    [
+        None,
+        "https://api.github.com",
+        "https://API.GitHub.com/",
+        "https://api.github.com.:443",
+        "https://api.acme.ghe.com",
+    ],
 )
 def test_writes_closer_than_a_second_are_refused_against_github(api_url):
     env = {"LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S": "0.5"}
