@@ -3,6 +3,7 @@ value raises `ConfigError` naming the variable and what to write instead."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 
@@ -33,6 +34,8 @@ def read_float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r} is not a number; set it to e.g. {default}") from None
+    if not math.isfinite(value):  # `nan` would pass every comparison below
+        raise ConfigError(f"{name}={raw!r} is not a finite number; set it to e.g. {default}")
     if value <= 0:
         raise ConfigError(f"{name}={raw!r} must be greater than 0")
     return value
