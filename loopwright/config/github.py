@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from loopwright.config.env import ConfigError, read_float, read_int
 
@@ -13,9 +12,20 @@ GITHUB_COM_WRITE_INTERVAL_S = 1.0
 """GitHub's guidance for github.com: at least a second between content-creating requests."""
 
 
-def _is_github_com(api_url: str) -> bool:
-    host = (urlsplit(api_url).hostname or "").lower().rstrip(".")
-    return host == "github.com" or host.endswith((".github.com", ".ghe.com"))
+def _github_com_host(api_url: str) -> str | None:
+    """The host of `api_url` when it is GitHub's own (github.com, or GitHub Enterprise
+    Cloud's ghe.com), as the HTTP client will resolve it: its parser folds case and maps
+    the other full stops IDNA allows (`api。github。com`) to dots."""
+    import httpx  # only for a write interval below a second: the CLI starts without it
+
+    try:
+        host = httpx.URL(api_url).host.lower().rstrip(".")
+    except httpx.InvalidURL as exc:
+        raise ConfigError(
+            f"LOOPWRIGHT_GITHUB_API_URL={api_url!r} is not a valid URL: {exc}"
+        ) from None
+    github = host == "github.com" or host.endswith((".github.com", ".ghe.com"))
+    return host if github else None
 
 
 @dataclass(frozen=True)
@@ -107,12 +117,14 @@ class GitHubAppSettings:
         write_interval_s = read_float(
             env, "LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S", GITHUB_COM_WRITE_INTERVAL_S
         )
-        if write_interval_s < GITHUB_COM_WRITE_INTERVAL_S and _is_github_com(api_url):
+        if write_interval_s < GITHUB_COM_WRITE_INTERVAL_S and (
+            github_host := _github_com_host(api_url)
+        ):
             raise ConfigError(
                 f"LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S={env['LOOPWRIGHT_GITHUB_WRITE_INTERVAL_S']!r}"
                 f" is below GitHub's guidance of {GITHUB_COM_WRITE_INTERVAL_S:g} s between "
-                "writes to github.com (its secondary rate limits); set it to 1 or more, or "
-                "leave it unset"
+                f"writes to {github_host} (its secondary rate limits); set it to 1 or more, "
+                "or leave it unset"
             )
         return cls(
             app_id=app_id.strip() if app_id else None,

@@ -203,6 +203,8 @@ def test_github_writes_are_a_second_apart_unless_set(api_url, raw, expected):
         "https://api.github.com",
         "https://API.GitHub.com/",
         "https://api.github.com.:443",
+        "https://api。github。com",  # the client's IDNA encoding makes these full stops dots
+        "https://x@api.github.com",
         "https://api.acme.ghe.com",
     ],
 )
@@ -214,7 +216,15 @@ def test_writes_closer_than_a_second_are_refused_against_github(api_url):
         Settings.from_env(env)
 
 
-@pytest.mark.parametrize(("raw", "fragment"), [("0", "greater than 0"), ("soon", "not a number")])
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ("0", "greater than 0"),
+        ("soon", "not a number"),
+        ("nan", "not a finite number"),  # passes every comparison: spacing would be off
+        ("inf", "not a finite number"),
+    ],
+)
 def test_a_write_interval_that_is_no_duration_says_so(raw, fragment):
     env = {
         "LOOPWRIGHT_GITHUB_API_URL": "http://127.0.0.1:9",
