@@ -42,10 +42,16 @@ def _suite_python_bin() -> str:
     prefix = Path(sys.prefix)
     venv = prefix / "suite-python"
     ready = venv / "ready"
-    if not ready.exists():
+    pth = (
+        f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n"
+        "import os; os.environ.setdefault('PYTEST_DISABLE_PLUGIN_AUTOLOAD', '1')\n"
+    )
+    # `ready` holds what the one file says: a venv moved, or made by another version of
+    # this function, is made again.
+    if not _holds(ready, pth):
         with (prefix / "suite-python.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not ready.exists():
+            if not _holds(ready, pth):
                 shutil.rmtree(venv, ignore_errors=True)
                 subprocess.run(
                     [sys.executable, "-m", "venv", "--without-pip", str(venv)],
@@ -53,13 +59,16 @@ def _suite_python_bin() -> str:
                     capture_output=True,
                 )
                 (site,) = venv.glob("lib/python*/site-packages")
-                ours = sysconfig.get_paths()["purelib"]
-                (site / "loopwright_suite.pth").write_text(
-                    f"import site; site.addsitedir({ours!r})\n"
-                    "import os; os.environ.setdefault('PYTEST_DISABLE_PLUGIN_AUTOLOAD', '1')\n"
-                )
-                ready.touch()
+                (site / "loopwright_suite.pth").write_text(pth, encoding="utf-8")
+                ready.write_text(pth, encoding="utf-8")
     return str(venv / "bin")
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except OSError:
+        return False
 
 
 SUITE_PATH = f"{_suite_python_bin()}:{VENV_BIN}"
