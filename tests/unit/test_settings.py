@@ -196,6 +196,8 @@ def test_github_writes_are_a_second_apart_unless_set(api_url, raw, expected):
     assert settings.github.write_interval_s == expected
 
 
+# These addresses are only parsed: the settings are refused before any client exists, and
+# no request is made to any of them.
 @pytest.mark.parametrize(
     "api_url",
     [
