@@ -116,6 +116,32 @@ class QueueUnavailable(ConfigError):
     """The queue's backend could not be reached at start (the message says where)."""
 
 
+class _Worker(Worker[Any]):
+    """SAQ's worker, whose upkeep ends as soon as it is told to stop. SAQ's upkeep loops
+    (sweep, abort, schedule, worker info) sleep out their interval before they look at the
+    stop event, and its stop waits for them: an idle worker took up to the sweep's
+    interval (`heartbeat_s`, 30 s) to stop, longer than a container's stop waits before
+    its SIGKILL. Running jobs still get the grace period: only the upkeep is cancelled,
+    which SAQ itself does to every task past that period."""
+
+    _upkeep: list[asyncio.Task[None]]
+
+    async def upkeep(self) -> list[asyncio.Task[None]]:
+        self._upkeep = await super().upkeep()
+        if self.event.is_set():  # told to stop while it started (`SaqQueue._worker_up`)
+            self.end_upkeep()
+        return self._upkeep
+
+    def stop_soon(self) -> None:
+        """On the worker's loop: take no new job, and end the upkeep now."""
+        self.event.set()
+        self.end_upkeep()
+
+    def end_upkeep(self) -> None:
+        for task in getattr(self, "_upkeep", ()):
+            task.cancel()
+
+
 class SaqQueue:
     """`MissionQueue` on SAQ. `run=None`: this process only submits."""
 
@@ -168,7 +194,7 @@ class SaqQueue:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._queue: Queue | None = None
-        self._worker: Worker[Any] | None = None
+        self._worker: _Worker | None = None
         self._worker_done: Any = None
         self._requeuer: threading.Thread | None = None
         # Missions block for minutes: they get threads of their own, as many as may run,
@@ -223,7 +249,7 @@ class SaqQueue:
             self._worker._shutdown_grace_period_s = (
                 24 * 3600 if timeout is None else max(1, math.ceil(timeout))
             )
-            self._loop.call_soon_threadsafe(self._worker.event.set)
+            self._loop.call_soon_threadsafe(self._worker.stop_soon)
             try:
                 self._worker_done.result(None if timeout is None else timeout + 15)
             except (TimeoutError, asyncio.CancelledError) as exc:
@@ -329,9 +355,9 @@ class SaqQueue:
             scheduled=scheduled,
         )
 
-    def _make_worker(self) -> Worker[Any]:
+    def _make_worker(self) -> _Worker:
         assert self._queue is not None
-        worker: Worker[Any] = Worker(
+        worker = _Worker(
             self._queue,
             functions=[(JOB_FUNCTION, self._job)],
             concurrency=self._concurrency,

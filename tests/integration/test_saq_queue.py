@@ -132,6 +132,35 @@ def test_a_mission_submitted_three_times_is_one_job(saq_backend: tuple[str, Stor
     assert runs.counts() == Counter({mission_id: 1})
 
 
+def test_an_idle_worker_stops_within_seconds_not_a_sweep_interval(
+    saq_backend: tuple[str, Store],
+) -> None:
+    """SAQ's upkeep sleeps out its interval (the sweep's is `heartbeat_s`, 30 s) before it
+    sees the stop: an idle worker must not wait for it. Stopped while its upkeep sleeps, and
+    stopped at once after its start."""
+    url, store = saq_backend
+    for settle_s in (1.5, 0.0):
+        runs = Runs(store, seconds=0)
+        consumer = SaqQueue(store, runs.runner("worker"), 1, url=url)
+        consumer.start()
+        time.sleep(settle_s)
+        started = time.monotonic()
+        assert consumer.stop(timeout=30)
+        took = time.monotonic() - started
+        assert took < 8, f"an idle worker took {took:.1f} s to stop (settled {settle_s} s)"
+    # Stopping ended the upkeep, not the worker's use: a new one runs a mission as before.
+    (mission_id,) = _missions(store, 1)
+    runs = Runs(store, seconds=0)
+    consumer = SaqQueue(store, runs.runner("worker"), 1, url=url, requeue_s=0.5)
+    try:
+        consumer.start()
+        consumer.submit(mission_id)
+        _wait_final(store, [mission_id])
+    finally:
+        assert consumer.stop(timeout=30)
+    assert runs.counts() == Counter({mission_id: 1})
+
+
 def test_a_redis_restarted_empty_mid_run_loses_no_mission(tmp_path, redis_service) -> None:
     store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
     migrate(store_url)
