@@ -310,11 +310,23 @@ class SaqQueue:
             )
             # SAQ's Redis queue connects lazily: without a ping a wrong URL (nothing there,
             # or a server that is not Redis) would pass the start and fail every call after.
-            await client.ping()  # type: ignore[misc]  # redis types it for both clients
+            try:
+                await client.ping()  # type: ignore[misc]  # redis types it for both clients
+            except BaseException:
+                await client.aclose()
+                raise
             queue = RedisQueue(client, name=QUEUE_NAME)
         else:
             queue = Queue.from_url(self._url, name=QUEUE_NAME, min_size=1, max_size=10)
-        await queue.connect()
+        try:
+            await queue.connect()
+        except BaseException:
+            # A connect that failed half way (PostgreSQL refused SAQ's tables) leaves its
+            # pool open, and SAQ's disconnect does nothing for a queue never connected:
+            # the pool's tasks would outlive the loop this start closes.
+            if isinstance(queue, PostgresQueue):
+                await queue.pool.close()
+            raise
         return queue
 
     def _close_loop(self) -> None:
