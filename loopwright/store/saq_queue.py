@@ -117,29 +117,40 @@ class QueueUnavailable(ConfigError):
 
 
 class _Worker(Worker[Any]):
-    """SAQ's worker, whose upkeep ends as soon as it is told to stop. SAQ's upkeep loops
-    (sweep, abort, schedule, worker info) sleep out their interval before they look at the
-    stop event, and its stop waits for them: an idle worker took up to the sweep's
-    interval (`heartbeat_s`, 30 s) to stop, longer than a container's stop waits before
-    its SIGKILL. Running jobs still get the grace period: only the upkeep is cancelled,
-    which SAQ itself does to every task past that period."""
+    """SAQ's worker, whose upkeep waits for its stop. SAQ's upkeep loops (abort, schedule,
+    sweep, worker info) sleep out their interval before they look at the stop event, and
+    its stop waits for them: an idle worker took up to the sweep's interval (`heartbeat_s`,
+    30 s) to stop, longer than a container's stop waits before its SIGKILL. Here each loop
+    waits on the stop event for its interval instead, so a stop ends the wait at once. A
+    call under way (a sweep that aborts and retries a stuck job) is never cut short:
+    cancelling one half way could leave a job out of every list SAQ keeps.
 
-    _upkeep: list[asyncio.Task[None]]
+    The same four loops, intervals and arguments as SAQ 0.26's `Worker.upkeep` (pinned
+    in pyproject.toml: a newer SAQ's upkeep must be compared with this one)."""
 
     async def upkeep(self) -> list[asyncio.Task[None]]:
-        self._upkeep = await super().upkeep()
-        if self.event.is_set():  # told to stop while it started (`SaqQueue._worker_up`)
-            self.end_upkeep()
-        return self._upkeep
+        timers = self.timers
+        return [
+            asyncio.create_task(self._every(self.abort, timers["abort"])),
+            asyncio.create_task(self._every(self.schedule, timers["schedule"])),
+            asyncio.create_task(self._every(self.queue.sweep, timers["sweep"])),
+            asyncio.create_task(
+                self._every(self.worker_info, timers["worker_info"], timers["worker_info"] + 1)
+            ),
+        ]
 
-    def stop_soon(self) -> None:
-        """On the worker's loop: take no new job, and end the upkeep now."""
-        self.event.set()
-        self.end_upkeep()
-
-    def end_upkeep(self) -> None:
-        for task in getattr(self, "_upkeep", ()):
-            task.cancel()
+    async def _every(
+        self, work: Callable[[int], Coroutine[Any, Any, Any]], interval: int, arg: int = 0
+    ) -> None:
+        while not self.event.is_set():
+            try:
+                await work(arg or interval)
+            except Exception:  # the next round tries again, as in SAQ's own loop
+                if self.event.is_set():
+                    return
+                log.exception("queue upkeep failed", upkeep=getattr(work, "__name__", "?"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.event.wait(), interval)
 
 
 class SaqQueue:
@@ -249,7 +260,7 @@ class SaqQueue:
             self._worker._shutdown_grace_period_s = (
                 24 * 3600 if timeout is None else max(1, math.ceil(timeout))
             )
-            self._loop.call_soon_threadsafe(self._worker.stop_soon)
+            self._loop.call_soon_threadsafe(self._worker.event.set)
             try:
                 self._worker_done.result(None if timeout is None else timeout + 15)
             except (TimeoutError, asyncio.CancelledError) as exc:

@@ -11,13 +11,17 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection
 
+from redis import asyncio as aioredis
+from saq.job import Status
 from saq.queue import Queue
+from saq.queue.redis import RedisQueue
+from saq.utils import now
 
 from loopwright.request import MissionRequest
 from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store.engine import migrate
 from loopwright.store.repository import Store
-from loopwright.store.saq_queue import QUEUE_NAME, SaqQueue, saq_url
+from loopwright.store.saq_queue import JOB_FUNCTION, QUEUE_NAME, SaqQueue, saq_url
 from loopwright.store.slots import SlotGrant
 from tests.loops import run_async
 
@@ -159,6 +163,59 @@ def test_an_idle_worker_stops_within_seconds_not_a_sweep_interval(
     finally:
         assert consumer.stop(timeout=30)
     assert runs.counts() == Counter({mission_id: 1})
+
+
+def test_a_stop_during_a_sweep_lets_the_sweep_put_the_stuck_job_back(
+    tmp_path, redis_service
+) -> None:
+    """A worker's first sweep finds the job of a worker that died mid-run, aborts it and
+    waits (up to 5 s) before it retries it. A stop in that wait must neither cut the sweep
+    short (the job would be left out of every list SAQ keeps, aborting) nor wait out the
+    sweep's interval after it."""
+    store_url = f"sqlite:///{tmp_path / 'loopwright.db'}"
+    migrate(store_url)
+    store = Store(store_url)
+    (mission_id,) = _missions(store, 1)
+
+    async def plant() -> str:
+        queue = RedisQueue(aioredis.from_url(saq_url(redis_service.url)), name=QUEUE_NAME)
+        await queue.connect()
+        try:
+            job = await queue.enqueue(JOB_FUNCTION, key=mission_id, mission_id=mission_id,
+                                      heartbeat=3, retries=3)  # fmt: skip
+            assert job is not None
+            taken = await queue.dequeue(timeout=1)  # by a worker that then died
+            assert taken is not None and taken.key == mission_id
+            taken.started = taken.touched = now() - 60_000
+            await taken.update(status=Status.ACTIVE)
+            return job.id
+        finally:
+            await queue.disconnect()
+
+    job_id = run_async(plant())
+    consumer = SaqQueue(store, Runs(store, seconds=0).runner("worker"), 1, url=redis_service.url)
+    try:
+        consumer.start()
+        time.sleep(1.5)  # the sweep has aborted the job and waits to retry it
+        started = time.monotonic()
+        assert consumer.stop(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        store.close()
+    assert took < 15, f"the stop took {took:.1f} s"
+
+    async def state() -> tuple[Status, bool]:
+        queue = RedisQueue(aioredis.from_url(saq_url(redis_service.url)), name=QUEUE_NAME)
+        await queue.connect()
+        try:
+            job = await queue.job(mission_id)
+            assert job is not None
+            queued = await queue.redis.lrange(queue._queued, 0, -1)  # type: ignore[misc]
+            return job.status, job_id.encode() in queued
+        finally:
+            await queue.disconnect()
+
+    assert run_async(state()) == (Status.QUEUED, True)
 
 
 def test_a_redis_restarted_empty_mid_run_loses_no_mission(tmp_path, redis_service) -> None:
