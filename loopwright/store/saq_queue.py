@@ -122,8 +122,9 @@ class _Worker(Worker[Any]):
     its stop waits for them: an idle worker took up to the sweep's interval (`heartbeat_s`,
     30 s) to stop, longer than a container's stop waits before its SIGKILL. Here each loop
     waits on the stop event for its interval instead, so a stop ends the wait at once. A
-    call under way (a sweep that aborts and retries a stuck job) is never cut short:
-    cancelling one half way could leave a job out of every list SAQ keeps.
+    call under way (a sweep that aborts and retries a stuck job, about 5 s a job) runs to
+    its end within the stop's grace period: cancelling one half way could leave a job out
+    of every list SAQ keeps (past the grace period SAQ cancels it all the same).
 
     The same four loops, intervals and arguments as SAQ 0.26's `Worker.upkeep` (pinned
     in pyproject.toml: a newer SAQ's upkeep must be compared with this one)."""
@@ -145,8 +146,8 @@ class _Worker(Worker[Any]):
         while not self.event.is_set():
             try:
                 await work(arg or interval)
-            except Exception:  # the next round tries again, as in SAQ's own loop
-                if self.event.is_set():
+            except (Exception, asyncio.CancelledError):  # as SAQ's loop: the next round
+                if self.event.is_set():  # tries again, and a stopping worker's ends
                     return
                 log.exception("queue upkeep failed", upkeep=getattr(work, "__name__", "?"))
             with contextlib.suppress(TimeoutError):

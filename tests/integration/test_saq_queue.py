@@ -182,11 +182,11 @@ def test_a_stop_during_a_sweep_lets_the_sweep_put_the_stuck_job_back(
         await queue.connect()
         try:
             job = await queue.enqueue(JOB_FUNCTION, key=mission_id, mission_id=mission_id,
-                                      heartbeat=3, retries=3)  # fmt: skip
+                                      timeout=10, retries=3)  # fmt: skip
             assert job is not None
             taken = await queue.dequeue(timeout=1)  # by a worker that then died
             assert taken is not None and taken.key == mission_id
-            taken.started = taken.touched = now() - 60_000
+            taken.started = now() - 60_000  # a minute ago: past its timeout, so stuck
             await taken.update(status=Status.ACTIVE)
             return job.id
         finally:
