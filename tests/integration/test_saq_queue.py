@@ -152,7 +152,7 @@ def test_an_idle_worker_stops_within_seconds_not_a_sweep_interval(
         assert consumer.stop(timeout=30)
         took = time.monotonic() - started
         assert took < 8, f"an idle worker took {took:.1f} s to stop (settled {settle_s} s)"
-    # Stopping ended the upkeep, not the worker's use: a new one runs a mission as before.
+    # And a worker with this upkeep still takes and runs a mission.
     (mission_id,) = _missions(store, 1)
     runs = Runs(store, seconds=0)
     consumer = SaqQueue(store, runs.runner("worker"), 1, url=url, requeue_s=0.5)
