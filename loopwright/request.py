@@ -6,7 +6,8 @@ can be queued, deduplicated, resumed after a restart and shown in the live view.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 Trigger = Literal["check_run", "check_suite", "workflow_run", "comment", "cli", "action"]
@@ -80,7 +81,14 @@ class MissionRequest:
         return f"{self.repo}@{self.head_sha}:{self.trigger}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """What `dataclasses.asdict` gives, without its deep copy of each plain value (a
+        red check's mission is stored with this on the webhook's path): the text, number
+        and flag fields are kept as they are, `extra` is copied whole and `review` made a
+        dict."""
+        data = {name: getattr(self, name) for name in _FIELDS}
+        data["extra"] = copy.deepcopy(self.extra)
+        data["review"] = None if self.review is None else asdict(self.review)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MissionRequest:
@@ -88,3 +96,6 @@ class MissionRequest:
         if isinstance(review, dict):
             data = {**data, "review": ReviewComment(**review)}
         return cls(**data)
+
+
+_FIELDS = tuple(each.name for each in fields(MissionRequest))

@@ -373,16 +373,16 @@ async def _count_and_accept(checked: _Checked, runtime: Runtime) -> Answer:
 
 def _queued(accepted: Accepted, checked: _Checked, runtime: Runtime) -> Answer:
     """The answer for a stored mission delivery; a new mission is handed to the queue."""
-    mission = accepted.mission
+    mission = accepted.mission_id
     if not accepted.new_delivery or mission is None:
         checked.bound.info("duplicate delivery")
         return _answer(HTTP_200_OK, status="duplicate", delivery=checked.delivery)
     if not accepted.created:
-        checked.bound.info("same failure already has a mission", mission=mission.id)
-        return _answer(HTTP_200_OK, status="duplicate", mission=mission.id)
-    runtime.queue.submit(mission.id)
-    checked.bound.info("mission queued", mission=mission.id)
-    return _answer(HTTP_202_ACCEPTED, status="queued", mission=mission.id)
+        checked.bound.info("same failure already has a mission", mission=mission)
+        return _answer(HTTP_200_OK, status="duplicate", mission=mission)
+    runtime.queue.submit(mission)
+    checked.bound.info("mission queued", mission=mission)
+    return _answer(HTTP_202_ACCEPTED, status="queued", mission=mission)
 
 
 def _handle_work(checked: _Checked, runtime: Runtime) -> Answer:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -18,19 +17,50 @@ from sqlalchemy.orm import Session, sessionmaker
 from loopwright.request import MissionRequest
 from loopwright.store.direct import DirectStatement
 from loopwright.store.group_commit import GroupCommit
-from loopwright.store.missions import attempts_on, lock_head, mission_row
+from loopwright.store.missions import attempts_on, lock_head, mission_values
 from loopwright.store.models import Delivery, Mission, utcnow
 
 
-@dataclass(frozen=True)
 class Accepted:
     """What `accept_delivery` did."""
 
+    __slots__ = ("_mission", "_values", "created", "mission_id", "new_delivery")
+
     new_delivery: bool
     """False: this X-GitHub-Delivery id was seen before and nothing was written."""
-    mission: Mission | None
     created: bool
     """True when this delivery created the mission (False: it joined an existing one)."""
+    mission_id: str | None
+    """The mission this delivery made or joined (None: it made none, or it was a replay)."""
+
+    def __init__(
+        self,
+        new_delivery: bool,
+        mission: Mission | None,
+        created: bool,
+        *,
+        values: dict[str, Any] | None = None,
+    ) -> None:
+        """`values`: a mission this delivery inserted, as the values it was inserted with;
+        its `Mission` is made when `mission` is first read (the webhook reads only its id,
+        and making the mapped object is a tenth of a red check's write)."""
+        self.new_delivery = new_delivery
+        self.created = created
+        self._mission = mission
+        self._values = values
+        self.mission_id = mission.id if mission is not None else (values or {}).get("id")
+
+    @property
+    def mission(self) -> Mission | None:
+        if self._mission is None and self._values is not None:
+            self._mission = Mission(**self._values)
+        return self._mission
+
+    def __repr__(self) -> str:
+        return (
+            f"Accepted(new_delivery={self.new_delivery}, mission_id={self.mission_id!r}, "
+            f"created={self.created})"
+        )
 
 
 class DeliveryRecords:
@@ -186,25 +216,28 @@ def _write(
     connection = session.connection()
     dialect = connection.dialect.name
     mission: Mission | None = None
-    created = False
+    values: dict[str, Any] | None = None
+    mission_id: str | None = None
     if request is not None:
-        mission = mission_row(request, None, "queued", None)
-        created = _INSERT_MISSION[dialect].first(connection, _columns(mission)) is not None
-        if not created:
+        values = mission_values(request, None, "queued", None)
+        if _INSERT_MISSION[dialect].first(connection, mission_columns(values)) is not None:
+            mission_id = values["id"]
+        else:
+            values = None
             mission = session.scalars(
                 select(Mission).where(Mission.dedupe_key == request.dedupe_key)
             ).one()
             session.expunge(mission)
+            mission_id = mission.id
             decision = "duplicate mission"
     row = {"id": delivery_id, "event": event, "action": action, "decision": decision,
-           "mission_id": mission.id if mission is not None else None,
-           "received_at": utcnow()}  # fmt: skip
+           "mission_id": mission_id, "received_at": utcnow()}  # fmt: skip
     if _INSERT_DELIVERY[dialect].first(connection, row) is None:
         # This X-GitHub-Delivery id was seen before: nothing of this delivery is kept.
-        if created and mission is not None:
-            _FORGET_MISSION.first(connection, {"id": mission.id})
+        if values is not None:
+            _FORGET_MISSION.first(connection, {"id": mission_id})
         return Accepted(False, None, False)
-    return Accepted(True, mission, created)
+    return Accepted(True, mission, values is not None, values=values)
 
 
 class _StoredAttempts(Mapping[str, int]):
@@ -251,6 +284,10 @@ _INSERT_MISSION = {
 """A mission unless one with its dedupe key is stored, in each of the store's dialects; it
 returns the id only when the row was inserted."""
 
+_UNSET: dict[str, Any] = {column.key: None for column in _MISSIONS.columns}
 
-def _columns(mission: Mission) -> dict[str, object]:
-    return {column.key: getattr(mission, column.key) for column in Mission.__table__.columns}
+
+def mission_columns(values: dict[str, Any]) -> dict[str, Any]:
+    """A new mission's `mission_values` as `_INSERT_MISSION` takes them: every column, the
+    ones they leave unset None (as the columns of a `Mission` made with them read)."""
+    return {**_UNSET, **values}

@@ -174,23 +174,30 @@ def _the_run(claim: MissionClaim) -> ColumnElement[bool]:
 def mission_row(
     request: MissionRequest, mission_id: str | None, status: MissionStatus, message: str | None
 ) -> Mission:
+    return Mission(**mission_values(request, mission_id, status, message))
+
+
+def mission_values(
+    request: MissionRequest, mission_id: str | None, status: MissionStatus, message: str | None
+) -> dict[str, Any]:
+    """The values a new mission is made with; every other column is unset."""
     now = utcnow()
-    return Mission(
-        id=mission_id or new_mission_id(),
-        status=status,
-        kind=request.kind,
-        trigger=request.trigger,
-        repo=request.repo,
-        head_sha=request.head_sha,
-        pr_number=request.pr_number,
-        dedupe_key=request.dedupe_key,
-        request=request.to_dict(),
-        message=message,
-        cost_usd=0.0,
-        attempts=0,
-        created_at=now,
-        finished_at=None if status in ACTIVE_STATUSES else now,
-    )
+    return {
+        "id": mission_id or new_mission_id(),
+        "status": status,
+        "kind": request.kind,
+        "trigger": request.trigger,
+        "repo": request.repo,
+        "head_sha": request.head_sha,
+        "pr_number": request.pr_number,
+        "dedupe_key": request.dedupe_key,
+        "request": request.to_dict(),
+        "message": message,
+        "cost_usd": 0.0,
+        "attempts": 0,
+        "created_at": now,
+        "finished_at": None if status in ACTIVE_STATUSES else now,
+    }
 
 
 def new_mission_id() -> str:

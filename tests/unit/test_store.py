@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import dataclasses
 import datetime
 import sqlite3
 import subprocess
@@ -29,7 +30,7 @@ from loopwright.config import ConfigError, Settings
 from loopwright.events import EventBus, EventList
 from loopwright.missions.result import MissionResult
 from loopwright.redaction import Redactor
-from loopwright.request import MissionRequest
+from loopwright.request import MissionRequest, ReviewComment
 from loopwright.sandbox.claims import ClaimLedger, SandboxClaim
 from loopwright.sandbox.docker.reaper import owner_id
 from loopwright.store import (
@@ -41,12 +42,12 @@ from loopwright.store import (
     migrate,
     open_store,
 )
-from loopwright.store.deliveries import _columns
+from loopwright.store.deliveries import mission_columns
 from loopwright.store.missions import (
     MissionTakenOver,
     claimed,
     lock_head,
-    mission_row,
+    mission_values,
     patch_bytes,
     stored_result,
 )
@@ -492,6 +493,24 @@ def test_a_mission_keeps_its_request(store: Store):
     assert store.get_mission("nope") is None
 
 
+def test_a_requests_dict_is_what_asdict_gives_and_shares_nothing_mutable():
+    """`to_dict` (stored with every mission) skips `asdict`'s copy of each plain field: it
+    must still give the same dict, a review as a dict, and an `extra` of its own."""
+    review = ReviewComment(id=5, path="src/a.py", line=3, diff_hunk="@@ -1 +1 @@")
+    for req in (
+        request(2),
+        request(2, pr_number=7, extra={"delivery": "d-1", "runs": [1, {"job": "x"}]}),
+        request(2, trigger="comment", comment_id=9, review=review, guidance="café ✓"),
+    ):
+        data = req.to_dict()
+        assert data == dataclasses.asdict(req)
+        assert MissionRequest.from_dict(data) == req
+        assert data["extra"] is not req.extra
+        if "runs" in req.extra:
+            data["extra"]["runs"][1]["job"] = "changed"
+            assert req.extra["runs"][1] == {"job": "x"}
+
+
 def test_admission_can_pin_the_request_of_a_stored_mission(store: Store):
     mission, _ = store.create_mission(request(1))
     pinned = request(9, pr_number=3)
@@ -557,10 +576,11 @@ def test_admissions_at_once_on_one_head_take_its_last_attempt_once(url: str):
 
 
 @contextmanager
-def another_writer_on(store: Store, head_sha: str) -> Iterator[Callable[[Mission], None]]:
+def another_writer_on(store: Store, head_sha: str) -> Iterator[Callable[[dict[str, Any]], None]]:
     """A writer elsewhere holding `head_sha` of acme/app (on SQLite, the database) until it
     adds its mission with the function this yields, and commits; rolled back if the block
-    raises first, so that no writer waits on it for good."""
+    raises first, so that no writer waits on it for good. The function takes the mission's
+    `mission_values`."""
     other = store.engine.connect()
     try:
         if other.dialect.name == "sqlite":
@@ -569,8 +589,8 @@ def another_writer_on(store: Store, head_sha: str) -> Iterator[Callable[[Mission
             other.begin()
         lock_head(other, "acme/app", head_sha)
 
-        def add(mission: Mission) -> None:
-            other.execute(insert(Mission).values(_columns(mission)))
+        def add(values: dict[str, Any]) -> None:
+            other.execute(insert(Mission).values(mission_columns(values)))
             other.commit()
 
         yield add
@@ -593,7 +613,7 @@ def test_an_admission_counts_after_another_writer_on_its_head(url: str):
             pinned = pool.submit(store.pin_within_cap, waiting_id, head, 1)
             time.sleep(0.5)
             assert not pinned.done()
-            add(mission_row(request(8), None, "queued", None))  # a red check's mission
+            add(mission_values(request(8), None, "queued", None))  # a red check's mission
             assert pinned.result(10) == 1
         stored = store.get_mission(waiting_id)
         assert stored is not None and stored.head_sha == ""
@@ -640,7 +660,7 @@ def test_a_red_check_counts_after_another_writer_on_its_head(url: str):
             )
             time.sleep(0.5)
             assert not pending.done()
-            add(mission_row(request(8, trigger="comment", comment_id=4), None, "running", None))
+            add(mission_values(request(8, trigger="comment", comment_id=4), None, "running", None))
         accepted = pending.result(10)
         assert accepted.new_delivery and accepted.mission is None
         decided = store.get_delivery("d-red")
@@ -962,6 +982,37 @@ def test_accept_delivery_is_one_race_safe_write(store: Store):
     ignored = store.accept_delivery("d-ign", "push", None, decision="ignored: push")
     assert ignored.new_delivery and ignored.mission is None
     assert len(store.list_missions()) == 1
+
+
+def test_an_accepted_delivery_names_its_mission_and_makes_it_as_stored(store: Store):
+    """The webhook answers with `mission_id` alone; `mission`, made from the values the
+    mission was inserted with only when read, is the row the store holds, column by
+    column. A joined mission is the stored one; a replay names none."""
+    created = store.accept_delivery(
+        "d-1", "check_run", "completed", decision="mission", request=request(3)
+    )
+    assert created.created and created.mission_id is not None
+    made = created.mission
+    assert made is not None and made.id == created.mission_id
+    stored = store.get_mission(created.mission_id)
+    assert stored is not None
+    for column in Mission.__table__.columns:
+        assert getattr(made, column.key) == getattr(stored, column.key), column.key
+    assert created.mission is made  # made once
+    joined = store.accept_delivery(
+        "d-2", "check_suite", "completed", decision="mission", request=request(3, check="x")
+    )
+    assert (joined.created, joined.mission_id) == (False, created.mission_id)
+    assert joined.mission is not None and joined.mission.id == created.mission_id
+    replayed = store.accept_delivery(
+        "d-1", "check_run", "completed", decision="mission", request=request(4)
+    )
+    assert (replayed.new_delivery, replayed.mission_id, replayed.mission) == (False, None, None)
+    assert store.get_delivery("d-1").mission_id == created.mission_id  # type: ignore[union-attr]
+    assert [m.id for m in store.list_missions()] == [created.mission_id]
+    ignored = store.accept_delivery("d-3", "push", None, decision="ignored: push")
+    assert (ignored.mission_id, ignored.mission) == (None, None)
+    assert "mission_id=None" in repr(ignored)
 
 
 def test_a_decision_on_the_attempt_count_reads_it_in_its_own_write(store: Store):

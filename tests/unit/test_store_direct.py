@@ -14,9 +14,9 @@ from sqlalchemy.exc import IntegrityError, InvalidRequestError
 
 from loopwright.request import MissionRequest
 from loopwright.store import Store
-from loopwright.store.deliveries import _INSERT_DELIVERY, _INSERT_MISSION, _columns
+from loopwright.store.deliveries import _INSERT_DELIVERY, _INSERT_MISSION, mission_columns
 from loopwright.store.direct import DirectStatement
-from loopwright.store.missions import attempts_on, mission_row
+from loopwright.store.missions import attempts_on, mission_row, mission_values
 from loopwright.store.models import Delivery, Mission
 
 
@@ -39,25 +39,30 @@ def _stored(store: Store, table: Any, key: str) -> dict[str, Any]:
     return dict(row._mapping)
 
 
+def _all_columns(mission: Mission) -> dict[str, Any]:
+    return {column.key: getattr(mission, column.key) for column in Mission.__table__.columns}
+
+
 def test_a_mission_and_a_delivery_are_stored_as_sqlalchemy_stores_them(store: Store) -> None:
     """Every column (the request's JSON with non-ASCII text, the times, the NULLs) holds
     the same value through the driver's cursor as through SQLAlchemy's execution."""
     dialect = store.engine.dialect.name
-    direct = mission_row(_request("a" * 40, note="café ✓", n=[1, 2]), None, "queued", None)
+    # The writer's values for one mission; SQLAlchemy's insert of a `Mission` for another.
+    direct = mission_values(_request("a" * 40, note="café ✓", n=[1, 2]), None, "queued", None)
     usual = mission_row(_request("b" * 40, note="café ✓", n=[1, 2]), None, "queued", None)
-    usual.created_at = direct.created_at
+    usual.created_at = direct["created_at"]
     at = datetime.datetime(2026, 12, 6, 7, 8, 9, 123456, tzinfo=datetime.UTC)
     delivery = {"event": "check_run", "action": None, "decision": "mission", "received_at": at}
     with store.engine.begin() as connection:
-        assert _INSERT_MISSION[dialect].first(connection, _columns(direct)) == direct.id
-        connection.execute(insert(Mission), [_columns(usual)])
-        row = {**delivery, "id": "d-direct", "mission_id": direct.id}
+        assert _INSERT_MISSION[dialect].first(connection, mission_columns(direct)) == direct["id"]
+        connection.execute(insert(Mission), [_all_columns(usual)])
+        row = {**delivery, "id": "d-direct", "mission_id": direct["id"]}
         assert _INSERT_DELIVERY[dialect].first(connection, row) == "d-direct"
         connection.execute(
             insert(Delivery), [{**delivery, "id": "d-usual", "mission_id": usual.id}]
         )
     ours, theirs = (
-        _stored(store, Mission.__table__, direct.id),
+        _stored(store, Mission.__table__, direct["id"]),
         _stored(store, Mission.__table__, usual.id),
     )
     differ = {"id", "head_sha", "dedupe_key", "request"}
@@ -69,9 +74,9 @@ def test_a_mission_and_a_delivery_are_stored_as_sqlalchemy_stores_them(store: St
         assert ours["request"] == theirs["request"].replace("b" * 40, "a" * 40)
     else:
         assert ours["request"] == {**theirs["request"], "head_sha": "a" * 40}
-    read = store.get_mission(direct.id)
-    assert read is not None and read.request == direct.request
-    assert read.created_at == direct.created_at
+    read = store.get_mission(direct["id"])
+    assert read is not None and read.request == direct["request"]
+    assert read.created_at == direct["created_at"]
     stored = {k: v for k, v in _stored(store, Delivery.__table__, "d-direct").items()}
     other = _stored(store, Delivery.__table__, "d-usual")
     assert {k: v for k, v in stored.items() if k not in {"id", "mission_id"}} == {
