@@ -83,8 +83,8 @@ class MissionRequest:
     def to_dict(self) -> dict[str, Any]:
         """What `dataclasses.asdict` gives, without its deep copy of each plain value (a
         red check's mission is stored with this on the webhook's path): the text, number
-        and flag fields are kept as they are, `extra` is copied whole and `review` made a
-        dict."""
+        and flag fields are kept as they are, `extra` (JSON values: a delivery's id, a
+        retried mission's) is copied whole and `review` made a dict."""
         data = {name: getattr(self, name) for name in _FIELDS}
         data["extra"] = copy.deepcopy(self.extra)
         data["review"] = None if self.review is None else asdict(self.review)
