@@ -429,10 +429,14 @@ def _parse(body: bytes) -> tuple[Any, str | None]:
     documents `json.loads` takes (`NaN`, `Infinity`, a number past the largest float, an
     unpaired surrogate escape) and every one `json.loads` refuses, so any document it
     refuses, and no other, is read again by `json.loads`: the payload, or the reason it is
-    refused, is always the one `json.loads` gives."""
+    refused, is the one `json.loads` gives. (One exception: a document nested within a few
+    levels of the interpreter's recursion limit, which `json.loads` cannot read, is refused
+    for nesting deeper than MAX_JSON_DEPTH instead: a 400 either way.) Versions of msgspec
+    before 0.23 raised other errors for invalid UTF-8 and misread some integers past 64
+    bits: hence its lowest version, and a fallback on any `ValueError`."""
     try:
         payload = _DECODE_JSON(body)
-    except (msgspec.DecodeError, RecursionError):
+    except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
         payload, refused = _parse_with_json(body)
         if refused is not None:
             return None, refused

@@ -61,6 +61,9 @@ DOCUMENTS: dict[str, bytes] = {
     "2-to-the-64": b'{"id": 18446744073709551616}',
     "below-int64": b'{"id": -9223372036854775809}',
     "int64-max": b'{"id": 9223372036854775807}',
+    # Integers past 64 bits that msgspec before 0.19 read as other integers below 2**64.
+    "2-to-the-64-plus-10-to-the-18-plus-1": b'{"id": %d}' % (2**64 + 10**18 + 1),
+    "twenty-nines": b'{"installation": {"id": 19999999999999999999}}',
     "5000-digits": b'{"action": 1' + b"0" * 5000 + b"}",
     "invalid-utf8": b'{"action": "\xff\xfe completed"}',
     "utf8-encoded-surrogate": b'{"action": "\xed\xa0\x80"}',
