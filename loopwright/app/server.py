@@ -20,6 +20,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+import structlog
 from litestar import Litestar, Router
 from litestar.channels import ChannelsPlugin
 from litestar.datastructures import State
@@ -73,6 +74,7 @@ from loopwright.store.repository import Store, open_store
 
 APP_DIR = Path(__file__).resolve().parent
 Mode = Literal["app", "local"]
+log = structlog.get_logger("loopwright.server")
 
 
 def _runtime(state: State) -> Runtime:
@@ -152,7 +154,8 @@ def create_app(
             # The channels start before any mission can run and stop after the last one:
             # that order is why the plugin is entered here rather than registered.
             await stack.enter_async_context(hub.channels)
-            hub.bind(asyncio.get_running_loop())
+            loop = asyncio.get_running_loop()
+            hub.bind(loop)
             stack.push_async_callback(hub.unbind)
             if mode == "app":
                 runtime = stack.enter_context(
@@ -168,6 +171,10 @@ def create_app(
                 )
                 app.state.runtime = runtime
                 app.state.store = runtime.store
+                # Which event loop uvicorn chose (uvloop when installed): a fifth of a
+                # webhook delivery's CPU depends on it.
+                loop_type = type(loop)
+                log.info("app started", event_loop=f"{loop_type.__module__}.{loop_type.__name__}")
             else:
                 app.state.store = stack.enter_context(open_store(settings))
             app.state.github_sessions = GitHubSessions(app.state.store)
