@@ -171,8 +171,8 @@ def create_app(
                 )
                 app.state.runtime = runtime
                 app.state.store = runtime.store
-                # Which event loop uvicorn chose (uvloop when installed): a fifth of a
-                # webhook delivery's CPU depends on it.
+                # Which event loop uvicorn chose (uvloop when installed): a webhook
+                # delivery's CPU depends on it (docs/benchmarks.md).
                 loop_type = type(loop)
                 log.info("app started", event_loop=f"{loop_type.__module__}.{loop_type.__name__}")
             else:

@@ -94,7 +94,7 @@ def test_a_burst_on_two_workers_answers_each_delivery_once(tmp_path):
         finally:
             server.stop()
         # Each worker's event loop is uvloop's (a declared dependency that uvicorn picks up
-        # by itself): a fifth of a delivery's CPU, see docs/benchmarks.md.
+        # by itself): see docs/benchmarks.md for what it saves.
         started = [line for line in _log_lines(server) if line.get("event") == "app started"]
         assert [line["event_loop"] for line in started] == ["uvloop.Loop"] * 2, started
         assert all(200 <= a.status_code < 300 for a in answers), [a.text for a in answers]
