@@ -4,33 +4,23 @@ alone gave."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loopwright.app.params import json_problem
-from loopwright.app.webhooks import _parse
+from loopwright.app.webhooks import _parse, _parse_with_json
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "webhooks"
 
 
 def _json_loads_alone(body: bytes) -> tuple[Any, str | None]:
-    """The webhook's parse as it was with `json.loads` alone: the reference."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, (
-            f"the body is not UTF-8 (invalid byte at offset {exc.start}); GitHub sends JSON "
-            "in UTF-8"
-        )
-    try:
-        payload = json.loads(text)
-    except RecursionError:
-        return None, "the body is not JSON a server can read: it nests too deeply"
-    except ValueError as exc:
-        return None, f"the body is not JSON ({exc})"
+    """The reference: the body read by `json.loads` alone (`_parse_with_json`, the parse
+    the webhook had before msgspec), then checked as `_parse` checks a payload."""
+    payload, refused = _parse_with_json(body)
+    if refused is not None:
+        return None, refused
     problem = json_problem(payload, body)
     return payload, (f"the body is not a payload GitHub sends: {problem}" if problem else None)
 
